@@ -1,0 +1,78 @@
+"""Exceptions of factmem. Every error a user can act on derives from :class:`FactmemError`."""
+
+from __future__ import annotations
+
+
+class FactmemError(Exception):
+    """Base class of factmem's errors."""
+
+
+class InputError(FactmemError, ValueError):
+    """Bad input data (a batch, a file): the message names what is wrong; nothing was changed."""
+
+
+class StoreError(FactmemError):
+    """The fact store cannot be opened or used as asked."""
+
+
+class StoreLockedError(StoreError):
+    """Another process holds the store file open for writing."""
+
+
+class SchemaVersionError(StoreError):
+    """The store file was written by a newer (or unknown) schema version."""
+
+
+class FactNotFoundError(FactmemError, KeyError):
+    """No fact with the given id."""
+
+    def __str__(self) -> str:  # KeyError would repr() the message
+        return str(self.args[0]) if self.args else "fact not found"
+
+
+class ProviderError(FactmemError):
+    """An LLM provider call failed in transport or protocol; the message says what happened.
+
+    ``kind`` is one of ``"connection"`` (nothing listening, connection reset), ``"timeout"`` (no
+    answer within the client timeout), ``"http"`` (a non-2xx status; ``status`` holds it) or
+    ``"envelope"`` (a 2xx answer whose body is not the API's response shape). The abstraction pass
+    counts a cluster whose call raised this as *skipped*.
+    """
+
+    KINDS = ("connection", "timeout", "http", "envelope")
+
+    def __init__(self, kind: str, message: str, *, url: str | None = None, status: int | None = None):
+        if kind not in self.KINDS:
+            raise ValueError(f"ProviderError kind must be one of {self.KINDS}, got {kind!r}")
+        super().__init__(message)
+        self.kind = kind
+        self.url = url
+        self.status = status
+
+    def __reduce__(self):  # keep kind/url/status across pickling (process pools)
+        return (_rebuild_provider_error, (type(self), self.kind, str(self), self.url, self.status))
+
+
+def _rebuild_provider_error(cls, kind, message, url, status):
+    return cls(kind, message, url=url, status=status)
+
+
+class CassetteError(FactmemError):
+    """A record/replay cassette file cannot be used (missing in replay mode, corrupt line)."""
+
+
+class CassetteMiss(CassetteError):
+    """Replay mode found no recorded response for a request. Deliberately *not* a ProviderError:
+    a replayed experiment that asks something new is not reproducible and must stop, not skip."""
+
+    def __init__(self, message: str, *, key: str | None = None, path: str | None = None):
+        super().__init__(message)
+        self.key = key
+        self.path = path
+
+    def __reduce__(self):
+        return (_rebuild_cassette_miss, (type(self), str(self), self.key, self.path))
+
+
+def _rebuild_cassette_miss(cls, message, key, path):
+    return cls(message, key=key, path=path)
