@@ -1,0 +1,110 @@
+"""A faithful row-by-row port of the seed's memory to SQLite, the baseline of the benchmarks.
+
+It follows the seed's ``remember_with_evidence`` statement for statement (identical active fact →
+reinforce; else the latest conflicting active fact is superseded; insert) and its consolidate pass
+(archive active facts whose effective confidence is below the threshold), one transaction per call
+as a production memory would run them. To be a *strong* baseline it gets what production would
+add beyond the seed's listing: WAL journal with synchronous=NORMAL, an index on
+(subject, predicate, status), and effective confidence computed inside SQLite when it has exp().
+"""
+
+from __future__ import annotations
+
+import math
+import sqlite3
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS memory_facts (
+    id                  INTEGER PRIMARY KEY,
+    subject             TEXT NOT NULL,
+    predicate           TEXT NOT NULL,
+    object              TEXT NOT NULL,
+    note                TEXT,
+    kind                TEXT NOT NULL,
+    confidence          REAL NOT NULL,
+    reinforcement_count INTEGER NOT NULL,
+    first_seen          INTEGER NOT NULL,
+    last_reinforced     INTEGER NOT NULL,
+    decay_rate          REAL NOT NULL,
+    status              TEXT NOT NULL,
+    supersedes_id       INTEGER
+);
+CREATE TABLE IF NOT EXISTS memory_evidence (
+    fact_id     INTEGER NOT NULL,
+    session_id  TEXT,
+    message_id  TEXT,
+    observed_at INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS idx_facts_sp ON memory_facts(subject, predicate, status);
+CREATE INDEX IF NOT EXISTS idx_facts_status ON memory_facts(status);
+"""
+
+DECAY = {"explicit": 0.05, "user_preference": 0.02, "episodic": 0.30, "derived": 0.02}
+INITIAL = {"explicit": 0.4, "user_preference": 0.5, "episodic": 0.4, "derived": 0.5}
+REINFORCE_GAIN = 0.3
+CAP = 0.99
+ARCHIVE_THRESHOLD = 0.05
+
+
+class SeedSqliteMemory:
+    def __init__(self, path: str = ":memory:"):
+        self.conn = sqlite3.connect(path, isolation_level=None)
+        self.conn.execute("PRAGMA journal_mode=WAL")
+        self.conn.execute("PRAGMA synchronous=NORMAL")
+        self.conn.executescript(SCHEMA)
+        try:
+            self.conn.execute("SELECT exp(1.0)").fetchone()
+            self.sql_exp = True
+        except sqlite3.OperationalError:
+            self.conn.create_function("exp", 1, math.exp, deterministic=True)
+            self.sql_exp = False
+
+    def remember(self, subject, predicate, obj, kind, now, session_id=None, message_id=None, note=None):
+        c = self.conn
+        c.execute("BEGIN")
+        row = c.execute(
+            "SELECT id, confidence, reinforcement_count FROM memory_facts "
+            "WHERE status = 'active' AND subject = ?1 AND predicate = ?2 AND object = ?3 LIMIT 1",
+            (subject, predicate, obj),
+        ).fetchone()
+        if row is not None:
+            fid, conf, _count = row
+            new_conf = min(CAP, conf + REINFORCE_GAIN * (1.0 - conf))
+            c.execute(
+                "UPDATE memory_facts SET confidence = ?1, reinforcement_count = reinforcement_count + 1, "
+                "last_reinforced = ?2 WHERE id = ?3",
+                (new_conf, now, fid),
+            )
+        else:
+            conflict = c.execute(
+                "SELECT id FROM memory_facts WHERE status = 'active' AND subject = ?1 AND predicate = ?2 "
+                "AND object <> ?3 ORDER BY last_reinforced DESC, id DESC LIMIT 1",
+                (subject, predicate, obj),
+            ).fetchone()
+            cur = c.execute(
+                "INSERT INTO memory_facts (subject, predicate, object, note, kind, confidence, "
+                "reinforcement_count, first_seen, last_reinforced, decay_rate, status, supersedes_id) "
+                "VALUES (?1, ?2, ?3, ?4, ?5, ?6, 0, ?7, ?7, ?8, 'active', ?9)",
+                (subject, predicate, obj, note, kind, INITIAL[kind], now, DECAY[kind],
+                 conflict[0] if conflict else None),
+            )
+            fid = cur.lastrowid
+            if conflict is not None:
+                c.execute("UPDATE memory_facts SET status = 'superseded' WHERE id = ?1", (conflict[0],))
+        c.execute(
+            "INSERT INTO memory_evidence (fact_id, session_id, message_id, observed_at) VALUES (?1, ?2, ?3, ?4)",
+            (fid, session_id, message_id, now),
+        )
+        c.execute("COMMIT")
+        return fid
+
+    def consolidate(self, now):
+        c = self.conn
+        c.execute("BEGIN")
+        cur = c.execute(
+            "UPDATE memory_facts SET status = 'archived' WHERE status = 'active' AND "
+            "confidence * exp(-decay_rate * max(0.0, (?1 - last_reinforced) / 86400.0)) < ?2",
+            (now, ARCHIVE_THRESHOLD),
+        )
+        c.execute("COMMIT")
+        return cur.rowcount

@@ -1,0 +1,387 @@
+"""Every tunable number of the memory, validated, immutable, serializable.
+
+>>> p = MemoryParams()
+>>> p.decay_rate.episodic
+0.3
+>>> q = p.replace(reinforce_gain=0.2, decay_rate={"episodic": 0.25})
+>>> MemoryParams.from_toml(q.to_toml()) == q
+True
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+import numpy as np
+
+#: The four fact kinds of the seed, in the order used for integer kind codes.
+KINDS: tuple[str, ...] = ("explicit", "user_preference", "episodic", "derived")
+KIND_CODES: dict[str, int] = {k: i for i, k in enumerate(KINDS)}
+
+REINFORCE_BASES: tuple[str, ...] = ("stored", "effective")
+
+SEED_DECAY_RATE = {"explicit": 0.05, "user_preference": 0.02, "episodic": 0.30, "derived": 0.02}
+SEED_INITIAL_CONFIDENCE = {"explicit": 0.4, "user_preference": 0.5, "episodic": 0.4, "derived": 0.5}
+
+PER_KIND_FIELDS: tuple[str, ...] = ("decay_rate", "initial_confidence")
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool)
+
+
+def _as_float(name: str, value: Any) -> float:
+    if not _is_number(value):
+        raise ValueError(f"{name} must be a number, got {value!r}")
+    out = float(value)
+    if not math.isfinite(out):
+        raise ValueError(f"{name} must be finite, got {value!r}")
+    return out
+
+
+def _as_int(name: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        if isinstance(value, (float, np.floating)) and float(value).is_integer():
+            return int(value)
+        raise ValueError(f"{name} must be an integer, got {value!r}")
+    return int(value)
+
+
+@dataclass(frozen=True)
+class PerKind:
+    """One float per fact kind; indexable by kind name (``pk["episodic"]``) or attribute."""
+
+    explicit: float
+    user_preference: float
+    episodic: float
+    derived: float
+
+    def __getitem__(self, kind: str) -> float:
+        if kind not in KIND_CODES:
+            raise KeyError(f"unknown kind {kind!r}; kinds are {', '.join(KINDS)}")
+        return getattr(self, kind)
+
+    def to_dict(self) -> dict[str, float]:
+        return {k: getattr(self, k) for k in KINDS}
+
+    def as_array(self) -> np.ndarray:
+        """Values in KIND_CODES order, for lookups by integer kind code."""
+        return np.array([getattr(self, k) for k in KINDS], dtype=np.float64)
+
+    @classmethod
+    def build(cls, name: str, values: Mapping[str, Any], base: "PerKind | None" = None) -> "PerKind":
+        if isinstance(values, PerKind):
+            values = values.to_dict()
+        if not isinstance(values, Mapping):
+            raise ValueError(f"{name} must be a table of kind -> number, got {values!r}")
+        unknown = [k for k in values if k not in KIND_CODES]
+        if unknown:
+            raise ValueError(f"{name}: unknown kind {unknown[0]!r}; kinds are {', '.join(KINDS)}")
+        merged = base.to_dict() if base is not None else {}
+        for k, v in values.items():
+            merged[k] = _as_float(f"{name}.{k}", v)
+        missing = [k for k in KINDS if k not in merged]
+        if missing:
+            raise ValueError(f"{name}: missing kind {missing[0]!r}")
+        return cls(**merged)
+
+
+@dataclass(frozen=True)
+class MemoryParams:
+    """The numbers that govern a fact memory. Defaults are the seed's.
+
+    Immutable: use :meth:`replace` to derive a variant. Per-kind fields accept a partial
+    mapping in ``replace`` (``decay_rate={"episodic": 0.2}``) or dotted names
+    (``replace(**{"decay_rate.episodic": 0.2})``).
+    """
+
+    decay_rate: PerKind = field(default_factory=lambda: PerKind(**SEED_DECAY_RATE))
+    initial_confidence: PerKind = field(default_factory=lambda: PerKind(**SEED_INITIAL_CONFIDENCE))
+    reinforce_gain: float = 0.3
+    confidence_cap: float = 0.99
+    archive_threshold: float = 0.05
+    retrieval_threshold: float = 0.05
+    prune_min_reinforcements: int = 2
+    min_cluster: int = 3
+    max_facts: int = 2
+    temperature: float = 0.0
+    reinforce_base: str = "stored"
+    multi_valued_predicates: frozenset[str] = frozenset()
+
+    def __post_init__(self) -> None:
+        set_ = object.__setattr__
+        # a partial table fills in from the seed's values
+        set_(self, "decay_rate", PerKind.build("decay_rate", self.decay_rate, base=PerKind(**SEED_DECAY_RATE)))
+        set_(self, "initial_confidence", PerKind.build("initial_confidence", self.initial_confidence,
+                                                       base=PerKind(**SEED_INITIAL_CONFIDENCE)))
+        for name in ("reinforce_gain", "confidence_cap", "archive_threshold", "retrieval_threshold", "temperature"):
+            set_(self, name, _as_float(name, getattr(self, name)))
+        for name in ("prune_min_reinforcements", "min_cluster", "max_facts"):
+            set_(self, name, _as_int(name, getattr(self, name)))
+        mvp = self.multi_valued_predicates
+        if isinstance(mvp, str) or not isinstance(mvp, Iterable):
+            raise ValueError(f"multi_valued_predicates must be a set of predicate names, got {mvp!r}")
+        mvp = frozenset(mvp)
+        for p in mvp:
+            if not isinstance(p, str) or not p:
+                raise ValueError(f"multi_valued_predicates: each predicate must be a non-empty string, got {p!r}")
+        set_(self, "multi_valued_predicates", mvp)
+        self._validate()
+
+    def _validate(self) -> None:
+        def bad(name: str, value: Any, why: str) -> ValueError:
+            return ValueError(f"{name} = {value!r} is invalid: {why}")
+
+        for k in KINDS:
+            rate = self.decay_rate[k]
+            if rate < 0:
+                raise bad(f"decay_rate.{k}", rate, "must be >= 0")
+        if not 0.0 < self.confidence_cap <= 1.0:
+            raise bad("confidence_cap", self.confidence_cap, "must be in (0, 1]")
+        for k in KINDS:
+            c0 = self.initial_confidence[k]
+            if not 0.0 < c0 <= self.confidence_cap:
+                raise bad(f"initial_confidence.{k}", c0, f"must be in (0, confidence_cap={self.confidence_cap}]")
+        if not 0.0 < self.reinforce_gain <= 1.0:
+            raise bad("reinforce_gain", self.reinforce_gain, "must be in (0, 1]")
+        if not 0.0 <= self.archive_threshold < self.confidence_cap:
+            raise bad("archive_threshold", self.archive_threshold, f"must be in [0, confidence_cap={self.confidence_cap})")
+        if not 0.0 <= self.retrieval_threshold <= self.confidence_cap:
+            raise bad("retrieval_threshold", self.retrieval_threshold, f"must be in [0, confidence_cap={self.confidence_cap}]")
+        if self.prune_min_reinforcements < 1:
+            raise bad("prune_min_reinforcements", self.prune_min_reinforcements, "must be >= 1")
+        if self.min_cluster < 1:
+            raise bad("min_cluster", self.min_cluster, "must be >= 1")
+        if self.max_facts < 1:
+            raise bad("max_facts", self.max_facts, "must be >= 1")
+        if self.temperature < 0:
+            raise bad("temperature", self.temperature, "must be >= 0")
+        if self.reinforce_base not in REINFORCE_BASES:
+            raise bad("reinforce_base", self.reinforce_base, f"must be one of {', '.join(REINFORCE_BASES)}")
+
+    # -- derivation -------------------------------------------------------------------------
+
+    def replace(self, **changes: Any) -> "MemoryParams":
+        """A copy with some fields changed; per-kind fields merge (see class docstring)."""
+        nested: dict[str, Any] = {}
+        for name, value in changes.items():
+            if "." in name:
+                head, kind = name.split(".", 1)
+                if head not in PER_KIND_FIELDS:
+                    raise ValueError(f"unknown parameter {name!r}; known: {', '.join(self.field_names())}")
+                nested.setdefault(head, {})[kind] = value
+            else:
+                if name not in _FIELD_NAMES:
+                    raise ValueError(f"unknown parameter {name!r}; known: {', '.join(self.field_names())}")
+                if name in PER_KIND_FIELDS and isinstance(value, (Mapping, PerKind)):
+                    items = value.to_dict() if isinstance(value, PerKind) else dict(value)
+                    nested.setdefault(name, {}).update(items)
+                else:
+                    nested[name] = value
+        for name in PER_KIND_FIELDS:
+            if name in nested:
+                nested[name] = PerKind.build(name, nested[name], base=getattr(self, name))
+        return dataclasses.replace(self, **nested)
+
+    @staticmethod
+    def field_names() -> list[str]:
+        """Flat parameter names, per-kind fields dotted: ``decay_rate.episodic``."""
+        out: list[str] = []
+        for f in dataclasses.fields(MemoryParams):
+            if f.name in PER_KIND_FIELDS:
+                out.extend(f"{f.name}.{k}" for k in KINDS)
+            else:
+                out.append(f.name)
+        return out
+
+    def get(self, flat_name: str) -> Any:
+        """Value of a flat parameter name (``decay_rate.episodic``, ``reinforce_gain``)."""
+        if "." in flat_name:
+            head, kind = flat_name.split(".", 1)
+            if head in PER_KIND_FIELDS:
+                return getattr(self, head)[kind]
+        if flat_name not in _FIELD_NAMES:
+            raise ValueError(f"unknown parameter {flat_name!r}; known: {', '.join(self.field_names())}")
+        return getattr(self, flat_name)
+
+    # -- serialization ----------------------------------------------------------------------
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain-dict form: per-kind fields as tables, predicates as a sorted list."""
+        out: dict[str, Any] = {}
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, PerKind):
+                value = value.to_dict()
+            elif isinstance(value, frozenset):
+                value = sorted(value)
+            out[f.name] = value
+        return out
+
+    def to_flat(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for name, value in self.to_dict().items():
+            if name in PER_KIND_FIELDS:
+                out.update({f"{name}.{k}": v for k, v in value.items()})
+            else:
+                out[name] = value
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "MemoryParams":
+        """Build from a (possibly partial) plain dict; missing fields take the seed defaults.
+
+        Unknown keys raise ``ValueError`` naming the key.
+        """
+        if not isinstance(data, Mapping):
+            raise ValueError(f"parameters must be a table, got {type(data).__name__}")
+        unknown = [k for k in data if k not in _FIELD_NAMES]
+        if unknown:
+            raise ValueError(f"unknown parameter {unknown[0]!r}; known: {', '.join(sorted(_FIELD_NAMES))}")
+        default = cls()
+        kwargs: dict[str, Any] = {}
+        for name, value in data.items():
+            if name in PER_KIND_FIELDS:
+                kwargs[name] = PerKind.build(name, value, base=getattr(default, name))
+            elif name == "multi_valued_predicates":
+                if isinstance(value, str) or not isinstance(value, (list, tuple, set, frozenset)):
+                    raise ValueError(f"multi_valued_predicates must be a list of strings, got {value!r}")
+                kwargs[name] = frozenset(value)
+            elif name == "reinforce_base":
+                if not isinstance(value, str):
+                    raise ValueError(f"reinforce_base must be a string, got {value!r}")
+                kwargs[name] = value
+            else:
+                kwargs[name] = value
+        return cls(**kwargs)
+
+    @classmethod
+    def from_flat(cls, flat: Mapping[str, Any]) -> "MemoryParams":
+        return cls().replace(**dict(flat))
+
+    def to_json(self, indent: int | None = 2) -> str:
+        return json.dumps(self.to_dict(), indent=indent, sort_keys=False)
+
+    @classmethod
+    def from_json(cls, text: str) -> "MemoryParams":
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"invalid JSON parameters: {exc}") from None
+        return cls.from_dict(data)
+
+    def to_toml(self) -> str:
+        return dumps_toml(self.to_dict())
+
+    @classmethod
+    def from_toml(cls, text: str) -> "MemoryParams":
+        try:
+            data = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as exc:
+            raise ValueError(f"invalid TOML parameters: {exc}") from None
+        return cls.from_dict(data)
+
+    def save(self, path: str | Path) -> Path:
+        """Write TOML or JSON by the file's suffix."""
+        path = Path(path)
+        text = self.to_json() if path.suffix.lower() == ".json" else self.to_toml()
+        path.write_text(text + ("\n" if not text.endswith("\n") else ""), encoding="utf-8")
+        return path
+
+    @classmethod
+    def load(cls, path: str | Path) -> "MemoryParams":
+        """Read TOML or JSON by the file's suffix; errors name the file."""
+        path = Path(path)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise ValueError(f"{path}: no such parameters file") from None
+        try:
+            if path.suffix.lower() == ".json":
+                return cls.from_json(text)
+            return cls.from_toml(text)
+        except ValueError as exc:
+            raise ValueError(f"{path}: {exc}") from None
+
+    # -- vectorized lookups --------------------------------------------------------------------
+
+    def is_multi_valued(self, predicate: str) -> bool:
+        return predicate in self.multi_valued_predicates
+
+
+_FIELD_NAMES = frozenset(f.name for f in dataclasses.fields(MemoryParams))
+
+DEFAULT_PARAMS = MemoryParams()
+
+
+# -- a small TOML writer (tomllib reads; the standard library has no writer) ------------------
+
+_TOML_ESCAPES = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\t": "\\t", "\n": "\\n", "\f": "\\f", "\r": "\\r"}
+
+
+def toml_string(s: str) -> str:
+    out = []
+    for ch in s:
+        if ch in _TOML_ESCAPES:
+            out.append(_TOML_ESCAPES[ch])
+        elif ord(ch) < 0x20 or ord(ch) == 0x7F:
+            out.append(f"\\u{ord(ch):04x}")
+        else:
+            out.append(ch)
+    return '"' + "".join(out) + '"'
+
+
+def toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, np.integer)):
+        return str(int(value))
+    if isinstance(value, (float, np.floating)):
+        v = float(value)
+        if math.isnan(v):
+            return "nan"
+        if math.isinf(v):
+            return "inf" if v > 0 else "-inf"
+        text = repr(v)  # shortest repr round-trips exactly
+        return text if any(c in text for c in ".en") else text + ".0"
+    if isinstance(value, str):
+        return toml_string(value)
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(toml_value(v) for v in value) + "]"
+    if value is None:
+        raise ValueError("TOML has no null; leave the key out instead")
+    raise TypeError(f"cannot write {type(value).__name__} to TOML")
+
+
+def _toml_key(key: str) -> str:
+    if key and all(c.isalnum() or c in "_-" for c in key) and key.isascii():
+        return key
+    return toml_string(key)
+
+
+def dumps_toml(data: Mapping[str, Any], _prefix: str = "") -> str:
+    """Serialize nested dicts of scalars/lists to TOML (tables after plain keys)."""
+    lines: list[str] = []
+    tables: list[tuple[str, Mapping[str, Any]]] = []
+    for key, value in data.items():
+        if value is None:
+            continue
+        if isinstance(value, Mapping):
+            tables.append((key, value))
+        else:
+            lines.append(f"{_toml_key(key)} = {toml_value(value)}")
+    for key, table in tables:
+        name = f"{_prefix}{_toml_key(key)}"
+        if lines:
+            lines.append("")
+        lines.append(f"[{name}]")
+        body = dumps_toml(table, _prefix=name + ".")
+        if body:
+            lines.append(body)
+    return "\n".join(lines)

@@ -1,0 +1,78 @@
+"""The DuckDB schema of a fact store, and its version.
+
+``memory_facts`` carries the seed's columns verbatim and in the seed's order, then factmem's:
+``status_changed_at`` (when the fact left ``active``), ``status_reason`` (``decay``, ``pruned`` or
+``contradiction``) and ``stale`` (a derived fact one of whose children was superseded or archived by
+decay since it was derived).
+
+No index or key constraint sits on ``memory_facts``: ids are assigned by the store, and DuckDB
+bulk-loads and scans much faster without an ART index (which would also hold every id in memory).
+"""
+
+from __future__ import annotations
+
+SCHEMA_VERSION = 1
+
+SEED_FACT_COLUMNS: tuple[str, ...] = (
+    "id", "subject", "predicate", "object", "note", "kind", "confidence", "reinforcement_count",
+    "first_seen", "last_reinforced", "decay_rate", "status", "supersedes_id",
+)
+FACT_COLUMNS: tuple[str, ...] = SEED_FACT_COLUMNS + ("status_changed_at", "status_reason", "stale")
+EVIDENCE_COLUMNS: tuple[str, ...] = (
+    "id", "fact_id", "session_id", "message_id", "observed_at", "action", "confidence", "source",
+)
+LINK_COLUMNS: tuple[str, ...] = ("parent_id", "child_id", "created_at")
+
+STATUSES: tuple[str, ...] = ("active", "archived", "superseded")
+
+DDL = """
+CREATE TABLE IF NOT EXISTS factmem_meta (
+    key   VARCHAR PRIMARY KEY,
+    value VARCHAR NOT NULL
+);
+CREATE TABLE IF NOT EXISTS memory_facts (
+    id                  BIGINT NOT NULL,
+    subject             VARCHAR NOT NULL,
+    predicate           VARCHAR NOT NULL,
+    object              VARCHAR NOT NULL,
+    note                VARCHAR,
+    kind                VARCHAR NOT NULL,
+    confidence          DOUBLE NOT NULL,
+    reinforcement_count BIGINT NOT NULL,
+    first_seen          BIGINT NOT NULL,
+    last_reinforced     BIGINT NOT NULL,
+    decay_rate          DOUBLE NOT NULL,
+    status              VARCHAR NOT NULL,
+    supersedes_id       BIGINT,
+    status_changed_at   BIGINT,
+    status_reason       VARCHAR,
+    stale               BOOLEAN NOT NULL DEFAULT false
+);
+CREATE TABLE IF NOT EXISTS memory_fact_links (
+    parent_id   BIGINT NOT NULL,
+    child_id    BIGINT NOT NULL,
+    created_at  BIGINT NOT NULL,
+    PRIMARY KEY (parent_id, child_id)
+);
+CREATE TABLE IF NOT EXISTS memory_evidence (
+    id          BIGINT NOT NULL,
+    fact_id     BIGINT NOT NULL,
+    session_id  VARCHAR,
+    message_id  VARCHAR,
+    observed_at BIGINT NOT NULL,
+    action      VARCHAR NOT NULL,
+    confidence  DOUBLE NOT NULL,
+    source      VARCHAR NOT NULL
+);
+"""
+
+TABLES: tuple[str, ...] = ("memory_facts", "memory_fact_links", "memory_evidence")
+
+
+def effective_sql(at_param: str = "$at", prefix: str = "") -> str:
+    """The seed's effective confidence as a DuckDB expression, evaluated inside the query."""
+    p = prefix
+    return (
+        f"{p}confidence * exp(-{p}decay_rate * greatest(0.0, "
+        f"CAST({at_param} - {p}last_reinforced AS DOUBLE) / 86400.0))"
+    )

@@ -1,0 +1,704 @@
+"""FactStore: the seed's fact memory on DuckDB.
+
+>>> store = FactStore()
+>>> fid = store.remember("ada", "prefers", "rust", kind="user_preference", at=0)
+>>> store.remember("ada", "prefers", "rust", kind="user_preference", at=86400) == fid
+True
+>>> round(store.get(fid).confidence, 2)
+0.65
+>>> store.remember("ada", "prefers", "zig", kind="user_preference", at=2 * 86400)  # supersedes
+2
+>>> list(store.history("ada", "prefers")["status"])
+['superseded', 'active']
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Iterable, NamedTuple, Sequence
+
+import duckdb
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from . import __version__
+from . import kernel as K
+from .batch import Batch, load_batch
+from .decay import age_days, effective_confidence, reinforce
+from .errors import FactNotFoundError, InputError, SchemaVersionError, StoreError, StoreLockedError
+from .params import KIND_CODES, KINDS, MemoryParams
+from .schema import DDL, EVIDENCE_COLUMNS, FACT_COLUMNS, SCHEMA_VERSION, effective_sql
+from .timeutil import resolve_at, to_seconds
+
+_STATUS_NAMES = np.array(["active", "superseded"], dtype=object)
+
+# Paths open for writing in this process: DuckDB would hand a second connect() the same database,
+# and two stores numbering ids independently would corrupt it.
+_OPEN_PATHS: dict[str, int] = {}
+_OPEN_LOCK = threading.Lock()
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """Where a fact was observed: the session and message it came from."""
+
+    session_id: str | None = None
+    message_id: str | None = None
+    source: str = "observation"
+
+
+@dataclass(frozen=True)
+class Fact:
+    """One row of ``memory_facts``."""
+
+    id: int
+    subject: str
+    predicate: str
+    object: str
+    note: str | None
+    kind: str
+    confidence: float
+    reinforcement_count: int
+    first_seen: int
+    last_reinforced: int
+    decay_rate: float
+    status: str
+    supersedes_id: int | None
+    status_changed_at: int | None
+    status_reason: str | None
+    stale: bool
+
+    def effective_confidence(self, at: Any) -> float:
+        return float(effective_confidence(self.confidence, self.decay_rate, age_days(to_seconds(at), self.last_reinforced)))
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class ConsolidateResult(NamedTuple):
+    archived: int
+    pruned: int
+
+
+@dataclass(frozen=True)
+class IngestResult:
+    """What one ``ingest`` did. ``fact_ids`` is aligned with the input rows."""
+
+    events: int
+    inserted: int
+    reinforced: int
+    superseded: int
+    fact_ids: np.ndarray
+
+    def __repr__(self) -> str:
+        return (f"IngestResult(events={self.events}, inserted={self.inserted}, "
+                f"reinforced={self.reinforced}, superseded={self.superseded})")
+
+
+class FactStore:
+    """A fact memory in DuckDB: in memory (``FactStore()``) or in a file that persists and reopens.
+
+    ``params`` default to those saved in the file (or the seed's for a new store); passing params
+    to an existing file replaces the saved ones.
+    """
+
+    def __init__(self, path: str | os.PathLike | None = None, params: MemoryParams | None = None, *,
+                 read_only: bool = False):
+        self.path = None if path is None or str(path) == ":memory:" else Path(path)
+        self.read_only = read_only
+        self._lock_key: str | None = None
+        self._tx_depth = 0
+        if self.path is not None and not read_only:
+            key = str(self.path.resolve())
+            with _OPEN_LOCK:
+                if key in _OPEN_PATHS:
+                    raise StoreLockedError(f"{self.path} is already open for writing in this process; close it first")
+                _OPEN_PATHS[key] = 1
+            self._lock_key = key
+        try:
+            self.con = self._connect()
+            self._init_schema(params)
+        except BaseException:
+            self._release()
+            raise
+
+    # -- opening ---------------------------------------------------------------------------------
+
+    def _connect(self) -> duckdb.DuckDBPyConnection:
+        if self.path is None:
+            return duckdb.connect(":memory:")
+        if self.read_only and not self.path.exists():
+            raise StoreError(f"{self.path}: no such store file")
+        try:
+            return duckdb.connect(str(self.path), read_only=self.read_only)
+        except duckdb.IOException as exc:
+            msg = str(exc)
+            if "lock" in msg.lower():
+                raise StoreLockedError(
+                    f"{self.path} is open for writing by another process; close it there, or open this one "
+                    f"with read_only=True ({msg.splitlines()[0]})"
+                ) from None
+            raise StoreError(f"{self.path}: cannot open: {msg}") from None
+        except duckdb.Error as exc:
+            raise StoreError(f"{self.path}: not a DuckDB file factmem can open: {exc}") from None
+
+    def _init_schema(self, params: MemoryParams | None) -> None:
+        tables = {r[0] for r in self.con.execute(
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = 'main'").fetchall()}
+        if "factmem_meta" in tables:
+            meta = dict(self.con.execute("SELECT key, value FROM factmem_meta").fetchall())
+            version = int(meta.get("schema_version", "0"))
+            if version > SCHEMA_VERSION:
+                raise SchemaVersionError(
+                    f"{self.path}: written by factmem schema {version} (factmem {meta.get('factmem_version', '?')}); "
+                    f"this factmem {__version__} reads schema {SCHEMA_VERSION}. Upgrade factmem to open it."
+                )
+            if version < 1:
+                raise SchemaVersionError(f"{self.path}: unknown schema version {meta.get('schema_version')!r}")
+            saved = MemoryParams.from_json(meta["params"]) if "params" in meta else MemoryParams()
+            self._params = params if params is not None else saved
+            if params is not None and params != saved and not self.read_only:
+                self._set_meta("params", params.to_json(indent=None))
+        elif tables & {"memory_facts", "memory_evidence", "memory_fact_links"}:
+            raise StoreError(f"{self.path}: has memory tables but no factmem metadata; "
+                             "use `factmem import-db` to read a production memory")
+        else:
+            if self.read_only:
+                raise StoreError(f"{self.path}: not a factmem store (empty database)")
+            self._params = params if params is not None else MemoryParams()
+            self.con.begin()
+            self.con.execute(DDL)
+            self._set_meta("schema_version", str(SCHEMA_VERSION))
+            self._set_meta("factmem_version", __version__)
+            self._set_meta("params", self._params.to_json(indent=None))
+            self.con.commit()
+        self._refresh_counters()
+
+    def _set_meta(self, key: str, value: str) -> None:
+        self.con.execute("INSERT OR REPLACE INTO factmem_meta VALUES (?, ?)", [key, value])
+
+    def _refresh_counters(self) -> None:
+        self._next_fact_id = self.con.execute("SELECT coalesce(max(id), 0) + 1 FROM memory_facts").fetchone()[0]
+        self._next_evidence_id = self.con.execute("SELECT coalesce(max(id), 0) + 1 FROM memory_evidence").fetchone()[0]
+        self._has_links = bool(self.con.execute("SELECT count(*) FROM memory_fact_links").fetchone()[0])
+
+    @property
+    def params(self) -> MemoryParams:
+        return self._params
+
+    @params.setter
+    def params(self, value: MemoryParams) -> None:
+        if not isinstance(value, MemoryParams):
+            raise ValueError(f"params must be MemoryParams, got {type(value).__name__}")
+        self._params = value
+        if not self.read_only:
+            self._set_meta("params", value.to_json(indent=None))
+
+    def close(self) -> None:
+        """Close the database; the store is unusable afterwards."""
+        con = getattr(self, "con", None)
+        if con is not None:
+            con.close()
+            self.con = None
+        self._release()
+
+    def _release(self) -> None:
+        if self._lock_key is not None:
+            with _OPEN_LOCK:
+                _OPEN_PATHS.pop(self._lock_key, None)
+            self._lock_key = None
+
+    def __enter__(self) -> "FactStore":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __del__(self) -> None:  # pragma: no cover - best effort
+        try:
+            self._release()
+        except Exception:
+            pass
+
+    def __repr__(self) -> str:
+        where = str(self.path) if self.path else "memory"
+        return f"FactStore({where!r})"
+
+    # -- writes ------------------------------------------------------------------------------------
+
+    def _writable(self) -> None:
+        if self.con is None:
+            raise StoreError("the store is closed")
+        if self.read_only:
+            raise StoreError(f"{self.path} is open read-only")
+
+    def _transaction(self):
+        return _Transaction(self)
+
+    def remember(self, subject: str, predicate: str, object: str, kind: str = "explicit", at: Any = None,
+                 evidence: Evidence | None = None, note: str | None = None) -> int:
+        """Remember one fact, row by row, as the seed does; returns the fact's id.
+
+        Identical active fact → reinforce it; else (unless ``predicate`` is multi-valued) the latest
+        active fact with the same subject and predicate is superseded; then a new fact is inserted.
+        """
+        self._writable()
+        for name, value in (("subject", subject), ("predicate", predicate), ("object", object)):
+            if not isinstance(value, str) or not value.strip():
+                raise InputError(f"{name} must be a non-empty string, got {value!r}")
+        if kind not in KIND_CODES:
+            raise InputError(f"unknown kind {kind!r}; kinds are {', '.join(KINDS)}")
+        if note is not None and not isinstance(note, str):
+            raise InputError(f"note must be a string or None, got {note!r}")
+        at = resolve_at(at)
+        ev = evidence or Evidence()
+        p = self._params
+        with self._transaction():
+            row = self.con.execute(
+                "SELECT id, confidence, last_reinforced, decay_rate FROM memory_facts "
+                "WHERE status = 'active' AND subject = ? AND predicate = ? AND object = ? "
+                "ORDER BY last_reinforced DESC, id DESC LIMIT 1",
+                [subject, predicate, object],
+            ).fetchone()
+            if row is not None:
+                fid, conf, last, rate = row
+                base = conf if p.reinforce_base == "stored" else effective_confidence(conf, rate, age_days(at, last))
+                new_conf = float(reinforce(base, p.reinforce_gain, p.confidence_cap))
+                self.con.execute(
+                    "UPDATE memory_facts SET confidence = ?, reinforcement_count = reinforcement_count + 1, "
+                    "last_reinforced = ? WHERE id = ?", [new_conf, at, fid])
+                action = "reinforce"
+            else:
+                conflict = None
+                if predicate not in p.multi_valued_predicates:
+                    hit = self.con.execute(
+                        "SELECT id FROM memory_facts WHERE status = 'active' AND subject = ? AND predicate = ? "
+                        "AND object <> ? ORDER BY last_reinforced DESC, id DESC LIMIT 1",
+                        [subject, predicate, object]).fetchone()
+                    conflict = hit[0] if hit else None
+                fid = self._next_fact_id
+                new_conf = p.initial_confidence[kind]
+                self.con.execute(
+                    "INSERT INTO memory_facts VALUES (?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?, 'active', ?, NULL, NULL, false)",
+                    [fid, subject, predicate, object, note, kind, new_conf, at, at, p.decay_rate[kind], conflict])
+                self._next_fact_id += 1
+                if conflict is not None:
+                    self.con.execute(
+                        "UPDATE memory_facts SET status = 'superseded', status_changed_at = ?, "
+                        "status_reason = 'contradiction' WHERE id = ?", [at, conflict])
+                    self._mark_stale_parents_of([conflict])
+                action = "insert"
+            self.con.execute(
+                "INSERT INTO memory_evidence VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                [self._next_evidence_id, fid, ev.session_id, ev.message_id, at, action, new_conf, ev.source])
+            self._next_evidence_id += 1
+        return int(fid)
+
+    def _mark_stale_parents_of(self, child_ids: Sequence[int] | str) -> None:
+        """Mark active derived parents of these children stale (ids, or a SQL subquery of ids)."""
+        if not self._has_links:
+            return
+        if isinstance(child_ids, str):
+            sub = child_ids
+            args: list = []
+        else:
+            if not len(child_ids):
+                return
+            sub = "SELECT unnest(?::BIGINT[])"
+            args = [list(map(int, child_ids))]
+        self.con.execute(
+            "UPDATE memory_facts SET stale = true WHERE status = 'active' AND kind = 'derived' AND id IN "
+            f"(SELECT parent_id FROM memory_fact_links WHERE child_id IN ({sub}))", args)
+
+    def ingest(self, events: Any) -> IngestResult:
+        """Remember a whole batch at once, set-based.
+
+        ``events``: a DataFrame, an Arrow table or a file (.parquet, .csv, .jsonl) with columns ts,
+        subject, predicate, object, kind and optional session_id, message_id, note. The result is
+        identical to calling :meth:`remember` for each row in order of (ts, row order). A rejected
+        batch changes nothing.
+        """
+        self._writable()
+        batch = events if isinstance(events, Batch) else load_batch(events)
+        with self._transaction():
+            return self._ingest(batch)
+
+    def _ingest(self, batch: Batch) -> IngestResult:
+        n = len(batch)
+        if n == 0:
+            return IngestResult(0, 0, 0, 0, np.empty(0, np.int64))
+        p = self._params
+        ts = batch.column("ts").to_numpy()
+        rows = np.arange(n, dtype=np.int64)
+        gorder = np.lexsort((rows, ts))  # global (ts, row) order
+        gpos = np.empty(n, np.int64)
+        gpos[gorder] = rows
+
+        s_codes, s_dict = _encode(batch.column("subject"))
+        p_codes, p_dict = _encode(batch.column("predicate"))
+        o_codes, o_dict = _encode(batch.column("object"))
+        p_multi = np.asarray(pc.is_in(p_dict, value_set=pa.array(sorted(p.multi_valued_predicates), pa.string())))
+        multi_ev = p_multi[p_codes]
+        sp_raw = s_codes * np.int64(len(p_dict)) + p_codes
+        sp_codes, sp_uniq = pd.factorize(sp_raw, sort=False)
+        k_raw = sp_codes.astype(np.int64) * np.int64(len(o_dict) + 1) + np.where(multi_ev, o_codes + 1, 0)
+        key, k_uniq = pd.factorize(k_raw, sort=False)
+        key = key.astype(np.int64)
+        n_keys = len(k_uniq)
+        kind = batch.kind_codes()
+
+        # active facts of the touched (subject, predicate) pairs
+        pairs = pa.table({
+            "sp": pa.array(np.arange(len(sp_uniq), dtype=np.int64)),
+            "subject": s_dict.take(pa.array(sp_uniq // len(p_dict))),
+            "predicate": p_dict.take(pa.array(sp_uniq % len(p_dict))),
+        })
+        self.con.register("_fm_pairs", pairs)
+        try:
+            ex = self.con.sql(
+                "SELECT q.sp, f.id, f.object, f.confidence, f.reinforcement_count, f.last_reinforced, f.decay_rate "
+                "FROM memory_facts f JOIN _fm_pairs q ON f.subject = q.subject AND f.predicate = q.predicate "
+                "WHERE f.status = 'active'").to_arrow_table()
+        finally:
+            self.con.unregister("_fm_pairs")
+        ex_sp = ex.column("sp").to_numpy()
+        ex_obj = np.asarray(pc.index_in(ex.column("object"), value_set=o_dict).fill_null(-1), dtype=np.int64)
+        ex_multi = p_multi[(sp_uniq[ex_sp] % len(p_dict))] if len(ex_sp) else np.zeros(0, bool)
+        ex_kraw = ex_sp * np.int64(len(o_dict) + 1) + np.where(ex_multi, ex_obj + 1, 0)
+        ex_key = pd.Index(k_uniq).get_indexer(ex_kraw).astype(np.int64)
+        keep = ex_key >= 0  # multi-valued facts whose object is not in the batch are untouched
+        ex_key, ex_obj = ex_key[keep], ex_obj[keep]
+        ex_id = ex.column("id").to_numpy()[keep]
+        ex_conf = ex.column("confidence").to_numpy()[keep]
+        ex_cnt = ex.column("reinforcement_count").to_numpy()[keep]
+        ex_last = ex.column("last_reinforced").to_numpy()[keep]
+        ex_rate = ex.column("decay_rate").to_numpy()[keep]
+        per_key = np.bincount(ex_key, minlength=n_keys)
+        general_key = per_key >= 2
+
+        order = np.lexsort((gpos, key))
+        sk, sg = key[order], gpos[order]
+        so, sts, skind = o_codes[order].astype(np.int64), ts[order], kind[order]
+        outcomes: list[tuple[np.ndarray, K.BatchOutcome]] = []
+        fast_ev = ~general_key[sk]
+        if fast_ev.any():
+            state = K.KeyState.empty(n_keys)
+            single = ~general_key[ex_key]
+            kk = ex_key[single]
+            state.has[kk] = True
+            state.obj[kk] = ex_obj[single]
+            state.id[kk] = ex_id[single]
+            state.confidence[kk] = ex_conf[single]
+            state.count[kk] = ex_cnt[single]
+            state.last_reinforced[kk] = ex_last[single]
+            state.decay_rate[kk] = ex_rate[single]
+            idx = np.flatnonzero(fast_ev)
+            outcomes.append((idx, K.replay_fast(sk[idx], so[idx], sts[idx], skind[idx], sg[idx], state, p)))
+        if (~fast_ev).any():
+            idx = np.flatnonzero(~fast_ev)
+            gen = general_key[ex_key]
+            existing = pd.DataFrame({
+                "key": ex_key[gen], "obj": ex_obj[gen], "id": ex_id[gen], "confidence": ex_conf[gen],
+                "count": ex_cnt[gen], "last_reinforced": ex_last[gen], "decay_rate": ex_rate[gen],
+            })
+            key_multi = np.zeros(n_keys, bool)
+            key_multi[key] = multi_ev
+            outcomes.append((idx, K.replay_general(sk[idx], so[idx], sts[idx], skind[idx], sg[idx], key_multi,
+                                                    existing, p)))
+
+        ev_ref = np.empty(n, np.int64)
+        ev_ins = np.empty(n, bool)
+        ev_conf = np.empty(n)
+        facts = []
+        for idx, out in outcomes:
+            ev_ref[idx], ev_ins[idx], ev_conf[idx] = out.ref, out.inserted, out.confidence
+            f = out.facts.copy()
+            new = f["ref"].to_numpy() < 0
+            fe = f["first_event"].to_numpy()
+            f["row"] = -1
+            f.loc[new, "row"] = order[idx[fe[new]]]
+            facts.append(f)
+        facts = pd.concat(facts, ignore_index=True)
+        prov, ids = K.assign_ids(ev_ref, self._next_fact_id)
+        ev_id = K.resolve(ev_ref, prov, ids)
+        facts["id"] = K.resolve(facts["ref"].to_numpy(), prov, ids)
+        facts["supersedes_id"] = K.resolve(facts["supersedes"].to_numpy(), prov, ids)
+        self._write_batch(batch, order, ev_id, ev_ins, ev_conf, sg, facts)
+        self._next_fact_id += len(ids)
+        self._next_evidence_id += n
+
+        fact_ids = np.empty(n, np.int64)
+        fact_ids[order] = ev_id
+        superseded = int((facts["status"].to_numpy() == K.STATUS_SUPERSEDED).sum())
+        return IngestResult(n, int(ev_ins.sum()), int(n - ev_ins.sum()), superseded, fact_ids)
+
+    def _write_batch(self, batch: Batch, order, ev_id, ev_ins, ev_conf, sg, facts: pd.DataFrame) -> None:
+        """Insert new facts, update touched ones, append evidence — inside the caller's transaction."""
+        new = facts[facts["ref"].to_numpy() < 0].sort_values("id")
+        if len(new):
+            rows = pa.array(new["row"].to_numpy())
+            t = batch.table
+            status = _STATUS_NAMES[new["status"].to_numpy()]
+            changed = new["status_changed_at"].to_numpy()
+            sup = new["supersedes_id"].to_numpy()
+            new_tbl = pa.table({
+                "id": pa.array(new["id"].to_numpy()),
+                "subject": t.column("subject").take(rows),
+                "predicate": t.column("predicate").take(rows),
+                "object": t.column("object").take(rows),
+                "note": t.column("note").take(rows),
+                "kind": t.column("kind").take(rows),
+                "confidence": pa.array(new["confidence"].to_numpy()),
+                "reinforcement_count": pa.array(new["count"].to_numpy()),
+                "first_seen": t.column("ts").take(rows),
+                "last_reinforced": pa.array(new["last_reinforced"].to_numpy()),
+                "decay_rate": pa.array(new["decay_rate"].to_numpy()),
+                "status": pa.array(status, pa.string()),
+                "supersedes_id": pa.array(sup, mask=sup == K.NO_REF),
+                "status_changed_at": pa.array(changed, mask=changed < 0),
+                "status_reason": pa.array(np.where(status == "superseded", "contradiction", None), pa.string()),
+                "stale": pa.array(np.zeros(len(new), bool)),
+            })
+            self.con.execute("INSERT INTO memory_facts SELECT * FROM new_tbl")
+        old = facts[facts["ref"].to_numpy() >= 0]
+        if len(old):
+            changed = old["status_changed_at"].to_numpy()
+            status = _STATUS_NAMES[old["status"].to_numpy()]
+            upd = pa.table({
+                "id": pa.array(old["id"].to_numpy()),
+                "confidence": pa.array(old["confidence"].to_numpy()),
+                "reinforcement_count": pa.array(old["count"].to_numpy()),
+                "last_reinforced": pa.array(old["last_reinforced"].to_numpy()),
+                "status": pa.array(status, pa.string()),
+                "status_changed_at": pa.array(changed, mask=changed < 0),
+            })
+            self.con.execute(
+                "UPDATE memory_facts SET confidence = u.confidence, reinforcement_count = u.reinforcement_count, "
+                "last_reinforced = u.last_reinforced, status = u.status, "
+                "status_changed_at = coalesce(u.status_changed_at, memory_facts.status_changed_at), "
+                "status_reason = CASE WHEN u.status = 'superseded' THEN 'contradiction' "
+                "ELSE memory_facts.status_reason END "
+                "FROM upd u WHERE memory_facts.id = u.id")
+            gone = old["id"].to_numpy()[status == "superseded"]
+            self._mark_stale_parents_of(gone)
+        # evidence: one row per event, numbered in global order
+        by_g = np.argsort(sg, kind="stable")
+        ev_rows = pa.array(order[by_g])
+        t = batch.table
+        ev_tbl = pa.table({
+            "id": pa.array(self._next_evidence_id + sg[by_g]),
+            "fact_id": pa.array(ev_id[by_g]),
+            "session_id": t.column("session_id").take(ev_rows),
+            "message_id": t.column("message_id").take(ev_rows),
+            "observed_at": t.column("ts").take(ev_rows),
+            "action": pa.array(np.where(ev_ins[by_g], "insert", "reinforce"), pa.string()),
+            "confidence": pa.array(ev_conf[by_g]),
+            "source": pa.array(np.full(len(by_g), "observation"), pa.string()),
+        })
+        self.con.execute("INSERT INTO memory_evidence SELECT * FROM ev_tbl")
+
+    def consolidate(self, at: Any = None, prune: bool = True) -> ConsolidateResult:
+        """Archive active facts whose effective confidence at ``at`` is below the archive threshold;
+        then, if ``prune``, archive the active children of every active derived fact reinforced at
+        least ``prune_min_reinforcements`` times. Idempotent. Returns (archived, pruned)."""
+        self._writable()
+        at = resolve_at(at)
+        p = self._params
+        with self._transaction():
+            archived = self.con.execute(
+                "UPDATE memory_facts SET status = 'archived', status_changed_at = $at, status_reason = 'decay' "
+                f"WHERE status = 'active' AND {effective_sql('$at')} < $thr RETURNING id",
+                {"at": at, "thr": p.archive_threshold}).fetchnumpy()["id"]
+            pruned = 0
+            if self._has_links:
+                if len(archived):
+                    self._mark_stale_parents_of(list(archived))
+                if prune:
+                    pruned = len(self.con.execute(
+                        "UPDATE memory_facts SET status = 'archived', status_changed_at = $at, "
+                        "status_reason = 'pruned' WHERE status = 'active' AND id IN ("
+                        "  SELECT l.child_id FROM memory_fact_links l JOIN memory_facts d ON d.id = l.parent_id"
+                        "  WHERE d.kind = 'derived' AND d.status = 'active' AND d.reinforcement_count >= $n"
+                        ") RETURNING id", {"at": at, "n": p.prune_min_reinforcements}).fetchall())
+        return ConsolidateResult(int(len(archived)), int(pruned))
+
+    # -- reads ---------------------------------------------------------------------------------------
+
+    def _read(self, sql: str, params: Any = None) -> pd.DataFrame:
+        if self.con is None:
+            raise StoreError("the store is closed")
+        return self.con.execute(sql, params or []).df()
+
+    def facts(self, at: Any = None, status: str | Iterable[str] | None = None) -> pd.DataFrame:
+        """Every fact (or those with ``status``), with ``effective_confidence`` at ``at``, by id."""
+        at = resolve_at(at)
+        where, args = "", {"at": at}
+        if status is not None:
+            statuses = [status] if isinstance(status, str) else list(status)
+            bad = [s for s in statuses if s not in ("active", "archived", "superseded")]
+            if bad:
+                raise ValueError(f"unknown status {bad[0]!r}; statuses are active, archived, superseded")
+            if len(statuses) == 1:
+                where, args["st"] = "WHERE status = $st", statuses[0]
+            else:
+                where, args["st"] = "WHERE list_contains($st, status)", statuses
+        # Rows are stored in id order (every write appends increasing ids), so no sort is needed.
+        return self._read(f"SELECT *, {effective_sql('$at')} AS effective_confidence FROM memory_facts {where}", args)
+
+    def get(self, fact_id: int) -> Fact:
+        """One fact by id; raises :class:`FactNotFoundError`."""
+        df = self._read("SELECT * FROM memory_facts WHERE id = ?", [int(fact_id)])
+        if df.empty:
+            raise FactNotFoundError(f"no fact with id {fact_id}")
+        rec = df.iloc[0].to_dict()
+        for col in ("supersedes_id", "status_changed_at"):
+            rec[col] = None if pd.isna(rec[col]) else int(rec[col])
+        for col in ("note", "status_reason"):
+            rec[col] = None if pd.isna(rec[col]) else rec[col]
+        for col in ("id", "reinforcement_count", "first_seen", "last_reinforced"):
+            rec[col] = int(rec[col])
+        rec["confidence"], rec["decay_rate"], rec["stale"] = float(rec["confidence"]), float(rec["decay_rate"]), bool(rec["stale"])
+        return Fact(**rec)
+
+    def history(self, subject: str, predicate: str) -> pd.DataFrame:
+        """Every version of (subject, predicate), oldest → newest."""
+        return self._read("SELECT * FROM memory_facts WHERE subject = ? AND predicate = ? "
+                          "ORDER BY first_seen, id", [subject, predicate])
+
+    def lineage(self, fact_id: int) -> pd.DataFrame:
+        """The supersedes chain through ``fact_id``, oldest → newest; ``depth`` is 0 at the fact."""
+        self.get(fact_id)
+        return self._read("""
+            WITH RECURSIVE back(id, depth) AS (
+                SELECT ?::BIGINT, 0
+                UNION ALL
+                SELECT f.supersedes_id, b.depth - 1 FROM back b JOIN memory_facts f ON f.id = b.id
+                WHERE f.supersedes_id IS NOT NULL
+            ), fwd(id, depth) AS (
+                SELECT ?::BIGINT, 0
+                UNION ALL
+                SELECT f.id, w.depth + 1 FROM fwd w JOIN memory_facts f ON f.supersedes_id = w.id
+            )
+            SELECT f.*, d.depth FROM (SELECT * FROM back UNION SELECT * FROM fwd) d
+            JOIN memory_facts f ON f.id = d.id ORDER BY d.depth""", [int(fact_id), int(fact_id)])
+
+    def evidence(self, fact_id: int | None = None) -> pd.DataFrame:
+        """Evidence rows (of one fact, or all), in the order they were recorded."""
+        if fact_id is None:
+            return self._read("SELECT * FROM memory_evidence ORDER BY id")
+        return self._read("SELECT * FROM memory_evidence WHERE fact_id = ? ORDER BY id", [int(fact_id)])
+
+    def children(self, fact_id: int) -> pd.DataFrame:
+        """Facts a derived fact was abstracted from."""
+        return self._read("SELECT f.*, l.created_at AS linked_at FROM memory_fact_links l "
+                          "JOIN memory_facts f ON f.id = l.child_id WHERE l.parent_id = ? ORDER BY f.id", [int(fact_id)])
+
+    def parents(self, fact_id: int) -> pd.DataFrame:
+        """Derived facts abstracted from this fact."""
+        return self._read("SELECT f.*, l.created_at AS linked_at FROM memory_fact_links l "
+                          "JOIN memory_facts f ON f.id = l.parent_id WHERE l.child_id = ? ORDER BY f.id", [int(fact_id)])
+
+    def links(self) -> pd.DataFrame:
+        return self._read("SELECT * FROM memory_fact_links ORDER BY parent_id, child_id")
+
+    def as_of(self, at: Any, *, include_inactive: bool = False) -> pd.DataFrame:
+        """What the memory believed at ``at``: facts active then, with their confidence, count and
+        effective confidence as of ``at``, rebuilt from the evidence log."""
+        at = to_seconds(at)
+        status_filter = "" if include_inactive else "WHERE status_at = 'active'"
+        return self._read(f"""
+            WITH ev AS (
+                SELECT fact_id, arg_max(confidence, id) AS confidence, max(observed_at) AS last_reinforced,
+                       count(*) - 1 AS reinforcement_count
+                FROM memory_evidence WHERE observed_at <= $at GROUP BY fact_id
+            ), snap AS (
+                SELECT f.id, f.subject, f.predicate, f.object, f.note, f.kind,
+                       ev.confidence, ev.reinforcement_count, f.first_seen, ev.last_reinforced, f.decay_rate,
+                       CASE WHEN f.status_changed_at IS NOT NULL AND f.status_changed_at <= $at
+                            THEN f.status ELSE 'active' END AS status_at,
+                       f.supersedes_id
+                FROM memory_facts f JOIN ev ON ev.fact_id = f.id
+            )
+            SELECT *, {effective_sql('$at')} AS effective_confidence FROM snap {status_filter} ORDER BY id""",
+            {"at": at})
+
+    def trajectories(self, fact_ids: Sequence[int], start: Any, end: Any, step: int = 86400) -> pd.DataFrame:
+        """Effective confidence of ``fact_ids`` on the grid start, start+step, … ≤ end (seconds), in one
+        query: reinforcements show as jumps; ``status`` is the fact's status at each time."""
+        start, end = to_seconds(start, name="start"), to_seconds(end, name="end")
+        if int(step) <= 0:
+            raise ValueError(f"step must be a positive number of seconds, got {step!r}")
+        if end < start:
+            raise ValueError(f"end ({end}) is before start ({start})")
+        ids = [int(i) for i in fact_ids]
+        return self._read("""
+            WITH grid AS (SELECT unnest(range($start, $end + 1, $step)) AS t),
+            ids AS (SELECT unnest($ids::BIGINT[]) AS fact_id),
+            ev AS (SELECT fact_id, observed_at, arg_max(confidence, id) AS confidence
+                   FROM memory_evidence WHERE fact_id IN (SELECT fact_id FROM ids)
+                   GROUP BY fact_id, observed_at),
+            pts AS (SELECT i.fact_id, g.t FROM ids i CROSS JOIN grid g)
+            SELECT p.fact_id, p.t, f.kind, f.subject, f.predicate, f.object,
+                   e.confidence * exp(-f.decay_rate * greatest(0.0, CAST(p.t - e.observed_at AS DOUBLE) / 86400.0))
+                       AS effective_confidence,
+                   CASE WHEN e.observed_at IS NULL THEN NULL
+                        WHEN f.status_changed_at IS NOT NULL AND f.status_changed_at <= p.t THEN f.status
+                        ELSE 'active' END AS status
+            FROM pts p ASOF LEFT JOIN ev e ON e.fact_id = p.fact_id AND e.observed_at <= p.t
+            JOIN memory_facts f ON f.id = p.fact_id
+            ORDER BY p.fact_id, p.t""", {"start": start, "end": end, "step": int(step), "ids": ids})
+
+    def stats(self, at: Any = None) -> pd.DataFrame:
+        """Counts of facts by kind and status, with mean effective confidence."""
+        at = resolve_at(at)
+        return self._read(f"""SELECT kind, status, count(*) AS facts,
+                   avg({effective_sql('$at')}) AS mean_effective_confidence
+            FROM memory_facts GROUP BY kind, status ORDER BY kind, status""", {"at": at})
+
+    def query(self, sql: str, params: Any = None) -> pd.DataFrame:
+        """Run a read query against the store's tables; for exploration in notebooks."""
+        return self._read(sql, params)
+
+    def __len__(self) -> int:
+        return int(self.con.execute("SELECT count(*) FROM memory_facts").fetchone()[0])
+
+
+class _Transaction:
+    """BEGIN … COMMIT around a write; on any error ROLLBACK and re-read the id counters."""
+
+    def __init__(self, store: FactStore):
+        self.store = store
+
+    def __enter__(self):
+        # Re-entrant: an outer transaction (e.g. one abstraction cluster) contains inner writes.
+        if self.store._tx_depth == 0:
+            self.store.con.begin()
+        self.store._tx_depth += 1
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        store = self.store
+        store._tx_depth -= 1
+        if store._tx_depth > 0:
+            return False
+        con = store.con
+        if exc_type is None:
+            con.commit()
+            return False
+        try:
+            con.rollback()
+        finally:
+            self.store._refresh_counters()
+        return False
+
+
+def _encode(arr: pa.Array) -> tuple[np.ndarray, pa.Array]:
+    """Dictionary-encode a string column: (int64 codes, dictionary)."""
+    enc = pc.dictionary_encode(arr)
+    return enc.indices.to_numpy(zero_copy_only=False).astype(np.int64), enc.dictionary

@@ -1,0 +1,194 @@
+"""Property tests: random streams give identical fact tables through the reference model,
+``remember`` row by row, one ``ingest`` per segment, and ``ingest`` in random splits."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from factmem.params import KINDS, MemoryParams
+from factmem.store import Evidence, FactStore
+
+from .reference import RefMemory
+
+FACT_COLS = ["id", "subject", "predicate", "object", "note", "kind", "confidence", "reinforcement_count",
+             "first_seen", "last_reinforced", "decay_rate", "status", "supersedes_id", "status_changed_at",
+             "status_reason", "stale"]
+EXACT_COLS = [c for c in FACT_COLS if c != "confidence"]
+
+SUBJECTS = ["ada", "bob", "x'); DROP TABLE memory_facts; --"]
+PREDICATES = ["likes", "lives_in", "uses"]
+OBJECTS = ["rust", "zig", "go", "café ☕"]
+GAPS = [0, 0, 1, 60, 3600, 86400, 3 * 86400, 20 * 86400]
+
+event = st.tuples(
+    st.sampled_from(GAPS), st.sampled_from(SUBJECTS), st.sampled_from(PREDICATES),
+    st.sampled_from(OBJECTS), st.sampled_from([k for k in KINDS]),
+    st.one_of(st.none(), st.sampled_from(["n1", "n2"])),
+)
+
+
+@st.composite
+def streams(draw):
+    """Segments of events separated by consolidations; ts non-decreasing with ties and shuffles."""
+    n_seg = draw(st.integers(1, 4))
+    t = 1_700_000_000
+    segments = []
+    for _ in range(n_seg):
+        evs = draw(st.lists(event, min_size=0, max_size=25))
+        rows = []
+        for gap, s, p, o, k, note in evs:
+            t += gap
+            rows.append((t, s, p, o, k, note))
+        # shuffle rows inside the segment: ingest must order them by (ts, row order)
+        perm = draw(st.permutations(range(len(rows))))
+        rows = [rows[i] for i in perm]
+        t += draw(st.sampled_from([0, 3600, 86400, 10 * 86400]))
+        segments.append((rows, t))  # consolidate at t after the segment
+    return segments
+
+
+@st.composite
+def param_sets(draw):
+    base = draw(st.sampled_from(["stored", "effective"]))
+    mvp = draw(st.sets(st.sampled_from(PREDICATES), max_size=2))
+    gain = draw(st.sampled_from([0.3, 0.05, 0.9, 1.0]))
+    rate = draw(st.sampled_from([0.3, 0.0, 2.0]))
+    thr = draw(st.sampled_from([0.05, 0.3, 0.0]))
+    return MemoryParams(reinforce_base=base, multi_valued_predicates=mvp, reinforce_gain=gain,
+                        archive_threshold=thr, decay_rate={"episodic": rate})
+
+
+def frame(rows) -> pd.DataFrame:
+    return pd.DataFrame({
+        "ts": pd.array([r[0] for r in rows], dtype="int64"),
+        "subject": pd.array([r[1] for r in rows], dtype=object),
+        "predicate": pd.array([r[2] for r in rows], dtype=object),
+        "object": pd.array([r[3] for r in rows], dtype=object),
+        "kind": pd.array([r[4] for r in rows], dtype=object),
+        "session_id": pd.array([f"s{i % 3}" for i in range(len(rows))], dtype=object),
+        "message_id": pd.array([f"m{i}" for i in range(len(rows))], dtype=object),
+        "note": pd.array([r[5] for r in rows], dtype=object),
+    })
+
+
+def ordered(rows):
+    """(row index, row) in (ts, row order)."""
+    return sorted(enumerate(rows), key=lambda x: (x[1][0], x[0]))
+
+
+def run_remember(params, segments, switch=None):
+    s = FactStore(params=params)
+    for i, (rows, at) in enumerate(segments):
+        if switch is not None and i == 1:
+            s.params = switch
+        for j, (ts, subj, pred, obj, kind, note) in ordered(rows):
+            s.remember(subj, pred, obj, kind, at=ts, evidence=Evidence(f"s{j % 3}", f"m{j}"), note=note)
+        s.consolidate(at)
+    return s
+
+
+def run_ingest(params, segments, splits=None, switch=None):
+    s = FactStore(params=params)
+    for i, (rows, at) in enumerate(segments):
+        if switch is not None and i == 1:
+            s.params = switch
+        df = frame(rows)
+        if splits is None:
+            s.ingest(df)
+        else:
+            order = np.lexsort((np.arange(len(rows)), df["ts"].to_numpy()))
+            df = df.iloc[order].reset_index(drop=True)
+            cuts = sorted({c % (len(df) + 1) for c in splits[i % len(splits)]})
+            for a, b in zip([0] + cuts, cuts + [len(df)]):
+                s.ingest(df.iloc[a:b])
+        s.consolidate(at)
+    return s
+
+
+def run_reference(params, segments, switch=None):
+    m = RefMemory(params)
+    for i, (rows, at) in enumerate(segments):
+        if switch is not None and i == 1:
+            m.params = switch
+        for j, (ts, subj, pred, obj, kind, note) in ordered(rows):
+            m.remember(subj, pred, obj, kind, ts, f"s{j % 3}", f"m{j}", note)
+        m.consolidate(at)
+    return m
+
+
+def store_table(s: FactStore) -> pd.DataFrame:
+    return s.facts(at=0)[FACT_COLS]
+
+
+def assert_same_store(a: FactStore, b: FactStore):
+    pd.testing.assert_frame_equal(store_table(a), store_table(b), check_exact=True)
+    pd.testing.assert_frame_equal(a.evidence(), b.evidence(), check_exact=True)
+
+
+def assert_matches_reference(s: FactStore, m: RefMemory):
+    got = store_table(s)
+    want = pd.DataFrame(m.table(), columns=FACT_COLS)
+    assert len(got) == len(want)
+    if not len(want):
+        return
+    for col in EXACT_COLS:
+        g, w = got[col].tolist(), want[col].tolist()
+        norm = lambda v: None if v is None or (isinstance(v, float) and np.isnan(v)) or v is pd.NA else v  # noqa: E731
+        assert [norm(v) for v in g] == [norm(v) for v in w], col
+    np.testing.assert_allclose(got["confidence"].to_numpy(), want["confidence"].to_numpy(), rtol=1e-12, atol=0)
+    ev = s.evidence()
+    assert ev["fact_id"].tolist() == [e["fact_id"] for e in m.evidence]
+    assert ev["action"].tolist() == [e["action"] for e in m.evidence]
+
+
+@settings(max_examples=300)
+@given(params=param_sets(), segments=streams())
+def test_remember_matches_reference(params, segments):
+    assert_matches_reference(run_remember(params, segments), run_reference(params, segments))
+
+
+@settings(max_examples=300)
+@given(params=param_sets(), segments=streams())
+def test_one_ingest_per_segment_equals_remember(params, segments):
+    assert_same_store(run_ingest(params, segments), run_remember(params, segments))
+
+
+@settings(max_examples=300)
+@given(params=param_sets(), segments=streams(),
+       splits=st.lists(st.lists(st.integers(0, 30), max_size=4), min_size=1, max_size=4))
+def test_ingest_in_random_splits_equals_remember(params, segments, splits):
+    assert_same_store(run_ingest(params, segments, splits=splits), run_remember(params, segments))
+
+
+@settings(max_examples=200)
+@given(segments=streams(), base=st.sampled_from(["stored", "effective"]))
+def test_switching_multi_valued_to_single_valued(segments, base):
+    """Keys holding several active facts (the general path) after a predicate stops being multi-valued."""
+    before = MemoryParams(reinforce_base=base, multi_valued_predicates={"likes", "uses"})
+    after = before.replace(multi_valued_predicates={"uses"})
+    ref = run_reference(before, segments, switch=after)
+    by_remember = run_remember(before, segments, switch=after)
+    assert_matches_reference(by_remember, ref)
+    assert_same_store(run_ingest(before, segments, switch=after), by_remember)
+
+
+def test_general_path_is_exercised():
+    """A deterministic case through the general path: two active 'likes' facts, then single-valued."""
+    before = MemoryParams(multi_valued_predicates={"likes"})
+    segs = [([(0, "a", "likes", "x", "explicit", None), (10, "a", "likes", "y", "explicit", None)], 20),
+            ([(30, "a", "likes", "z", "explicit", None), (40, "a", "likes", "x", "explicit", None),
+              (50, "a", "likes", "w", "explicit", None)], 60)]
+    after = before.replace(multi_valued_predicates=set())
+    ref = run_reference(before, segs, switch=after)
+    s = run_ingest(before, segs, switch=after)
+    assert_matches_reference(s, ref)
+    t = store_table(s).set_index("id")
+    # z supersedes the latest active (y); x, still active, is reinforced; w supersedes the latest (x)
+    assert t.loc[3, "supersedes_id"] == 2 and t.loc[2, "status"] == "superseded"
+    assert t.loc[1, "reinforcement_count"] == 1 and t.loc[1, "status"] == "superseded"
+    assert t.loc[4, "supersedes_id"] == 1
+    assert t.loc[3, "status"] == "active" and t.loc[4, "status"] == "active"
