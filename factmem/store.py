@@ -528,6 +528,44 @@ class FactStore:
                         ") RETURNING id", {"at": at, "n": p.prune_min_reinforcements}).fetchall())
         return ConsolidateResult(int(len(archived)), int(pruned))
 
+    def link(self, parent_id: int, child_ids: Iterable[int], at: Any = None) -> int:
+        """Link a derived fact to the facts it was abstracted from; existing links are kept.
+
+        Returns the number of new links."""
+        self._writable()
+        at = resolve_at(at)
+        kids = pa.table({"child_id": pa.array(sorted({int(c) for c in child_ids}), pa.int64())})
+        with self._transaction():
+            n = self.con.execute(
+                "INSERT OR IGNORE INTO memory_fact_links SELECT $p, child_id, $at FROM kids RETURNING child_id",
+                {"p": int(parent_id), "at": at}).fetchall()
+            self._has_links = self._has_links or bool(n)
+        return len(n)
+
+    def set_stale(self, fact_ids: Iterable[int], stale: bool = True) -> None:
+        """Set or clear the ``stale`` flag of derived facts (the abstraction pass clears it on re-examination)."""
+        self._writable()
+        with self._transaction():
+            self.con.execute("UPDATE memory_facts SET stale = $v WHERE id IN (SELECT unnest($ids::BIGINT[]))",
+                             {"v": bool(stale), "ids": [int(i) for i in fact_ids]})
+
+    def transaction(self):
+        """A context manager grouping writes into one transaction (re-entrant); rolled back on error.
+
+        >>> s = FactStore()
+        >>> with s.transaction():
+        ...     a = s.remember("ada", "uses", "vim", at=0)
+        ...     b = s.remember("ada", "uses", "helix", at=1)
+        """
+        self._writable()
+        return self._transaction()
+
+    def abstract(self, provider: Any, model: str | None = None, at: Any = None, **options: Any):
+        """Run one abstraction pass (see :func:`factmem.abstraction.abstract`)."""
+        from .abstraction import abstract
+
+        return abstract(self, provider, model=model, at=at, **options)
+
     # -- reads ---------------------------------------------------------------------------------------
 
     def _read(self, sql: str, params: Any = None) -> pd.DataFrame:
