@@ -19,7 +19,9 @@ This module is on the ground floor: it imports no other factmem module but ``err
 
 from __future__ import annotations
 
+import csv
 import hashlib
+import io
 import json
 import os
 import re
@@ -376,8 +378,27 @@ def _read_csv_strings(data: bytes, path: Path, columns: tuple[str, ...], require
             ),
         )
     except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
+        _locate_csv_error(data, path, len(names))
         raise InputError(f"{path}: cannot parse CSV: {exc}") from None
     return table
+
+
+def _locate_csv_error(data: bytes, path: Path, ncols: int) -> None:
+    """The precise pass for a CSV the fast reader rejected: name the line."""
+    try:
+        text = data.decode("utf-8").lstrip("\ufeff")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise InputError(f"{path}:{line}: not UTF-8 text ({exc.reason})") from None
+    reader = csv.reader(io.StringIO(text, newline=""))
+    try:
+        for record in reader:
+            if record and len(record) != ncols:
+                raise InputError(
+                    f"{path}:{reader.line_num}: expected {ncols} fields (as in the header), got {len(record)}"
+                )
+    except csv.Error as exc:
+        raise InputError(f"{path}:{reader.line_num}: {exc}") from None
 
 
 def _str_col(table: pa.Table, name: str) -> pa.Array:
@@ -415,7 +436,7 @@ def _nonempty(values: pa.Array, path: Path, name: str) -> None:
 
 
 def _parse_truth(data: bytes, path: Path) -> pd.DataFrame:
-    required = TRUTH_COLUMNS[:5]
+    required = TRUTH_COLUMNS[:6]  # relevant_until and noise may be left out
     table = _read_csv_strings(data, path, TRUTH_COLUMNS, required)
     cols = {n: _str_col(table, n) for n in TRUTH_COLUMNS}
     for name in ("subject", "predicate", "object", "kind"):
