@@ -212,7 +212,7 @@ def _series_ts(s: pd.Series, where: _Locator) -> pa.Array:
         bad = np.flatnonzero(~np.isfinite(v) | (v != np.floor(v)))
         if bad.size:
             row = int(bad[0])
-            raise InputError(f"{where(row)}: field 'ts' must be whole Unix seconds, got {v[row]!r}")
+            raise InputError(f"{where(row)}: field 'ts' must be whole Unix seconds, got {float(v[row])!r}")
         return pa.array(v.astype(np.int64))
     raise InputError(f"{where.origin}: column 'ts' must be integer Unix seconds, got dtype {dtype}")
 
@@ -237,7 +237,7 @@ def _validate(table: pa.Table, where: _Locator) -> pa.Table:
         bad = np.flatnonzero(~np.isfinite(v) | (v != np.floor(v)))
         if bad.size:
             row = int(bad[0])
-            raise InputError(f"{where(row)}: field 'ts' must be whole Unix seconds, got {v[row]!r}")
+            raise InputError(f"{where(row)}: field 'ts' must be whole Unix seconds, got {float(v[row])!r}")
         ts = pa.array(v.astype(np.int64))
     elif pa.types.is_timestamp(t):
         row = _first_true(pc.is_null(ts))
