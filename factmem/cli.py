@@ -16,7 +16,7 @@ from .errors import FactmemError
 
 
 def _add_generate(sub: argparse._SubParsersAction) -> None:
-    from .scenario import PRESETS
+    from .presets import PRESETS
 
     presets = "\n".join(f"  {name:15s} {desc}" for name, desc in PRESETS.items())
     p = sub.add_parser(
@@ -39,7 +39,7 @@ def _add_generate(sub: argparse._SubParsersAction) -> None:
 
 def _run_generate(args: argparse.Namespace) -> int:
     from .generate import generate, write
-    from .scenario import PRESETS
+    from .presets import PRESETS
 
     if args.list_presets:
         for name, desc in PRESETS.items():
@@ -48,13 +48,12 @@ def _run_generate(args: argparse.Namespace) -> int:
     if not args.out:
         raise ValueError("--out DIR is required")
     t0 = time.perf_counter()
-    spec = args.scenario if args.scenario else (args.preset or "small")
     if args.scenario:
-        from pathlib import Path
-
         from .scenario import Scenario
 
-        spec = Scenario.load(Path(args.scenario))
+        spec = Scenario.load(args.scenario)
+    else:
+        spec = args.preset or "small"
     ds = generate(spec, seed=args.seed)
     out = write(ds, args.out)
     if not args.quiet:

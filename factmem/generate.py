@@ -22,7 +22,6 @@ predicates, archetypes, and batches of geometric draws.
 
 from __future__ import annotations
 
-import math
 import os
 from pathlib import Path
 from typing import Any, Mapping
@@ -33,7 +32,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .logs import Dataset, make_dataset, save
-from .scenario import PRESETS, Scenario, preset, resolve
+from .presets import PRESETS, preset
+from .scenario import Scenario, resolve
 
 __all__ = ["generate", "write", "PRESETS", "preset", "Scenario"]
 
@@ -146,9 +146,9 @@ def _join(*parts) -> pa.Array:
     return pc.binary_join_element_wise(*parts, "")
 
 
-def _ids(prefix: str, n: int) -> np.ndarray:
+def _ids(prefix: str, n: int, width: int = 0) -> np.ndarray:
     """``prefix`` + 1..n zero-padded to one width (so ids sort like their numbers)."""
-    width = len(str(max(n, 1)))
+    width = max(width, len(str(max(n, 1))))
     num = pc.utf8_lpad(pc.cast(pa.array(np.arange(1, n + 1, dtype=np.int64)), pa.string()), width=width, padding="0")
     return np.asarray(_join(pa.scalar(prefix), num).to_numpy(zero_copy_only=False), dtype=object)
 
@@ -562,14 +562,30 @@ class _Generator:
         )
 
     def _generalizations(self) -> pd.DataFrame:
-        rows: list[tuple[str, ...]] = []
+        """One row per (persona with an archetype, implied fact)."""
         archs = self.sc.archetypes
-        gid = 0
-        # one loop over personas that have an archetype (a few dozen rows per preset, never per fact)
-        for pi in np.flatnonzero(self.arch < len(archs)):
-            a = archs[int(self.arch[pi])]
-            gid += 1
-            for q, o in a.implies:
-                rows.append((f"g{gid:05d}", self.names[pi], a.predicate, a.object, a.note, q, o))
         cols = ("gen_id", "subject", "predicate", "object", "note", "support_predicate", "support_object")
-        return pd.DataFrame(rows, columns=list(cols), dtype="str") if rows else pd.DataFrame({c: pd.Series([], dtype="str") for c in cols})
+        persons = np.flatnonzero(self.arch < len(archs))
+        if not len(persons):
+            return pd.DataFrame({c: pd.Series([], dtype="str") for c in cols})
+        n_imp = np.array([len(a.implies) for a in archs], dtype=np.int64)
+        imp_off = np.cumsum(n_imp) - n_imp
+        sup_p = np.array([q for a in archs for q, _ in a.implies], dtype=object)
+        sup_o = np.array([o for a in archs for _, o in a.implies], dtype=object)
+        a_of = self.arch[persons]
+        cnt = n_imp[a_of]
+        gen = np.repeat(np.arange(len(persons)), cnt)
+        k = np.arange(cnt.sum()) - np.repeat(np.cumsum(cnt) - cnt, cnt)
+        imp = imp_off[a_of][gen] + k
+        arch = a_of[gen]
+        return pd.DataFrame(
+            {
+                "gen_id": _ids("g", len(persons), width=5)[gen],
+                "subject": self.names[persons][gen],
+                "predicate": np.array([a.predicate for a in archs], dtype=object)[arch],
+                "object": np.array([a.object for a in archs], dtype=object)[arch],
+                "note": np.array([a.note for a in archs], dtype=object)[arch],
+                "support_predicate": sup_p[imp],
+                "support_object": sup_o[imp],
+            }
+        )

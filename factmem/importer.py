@@ -186,7 +186,7 @@ def import_triples(
     pending = reason == None  # noqa: E711
     reason[pending & (end["status"].to_numpy() == "invalid")] = "unparseable end"
     s_ok, e_ok = start["status"].to_numpy() == "ok", end["status"].to_numpy() == "ok"
-    s_lo, e_lo, e_hi = start["lo"].to_numpy(), end["lo"].to_numpy(), end["hi"].to_numpy()
+    s_lo, e_hi = start["lo"].to_numpy(), end["hi"].to_numpy()
     pending = reason == None  # noqa: E711
     reason[pending & s_ok & e_ok & (s_lo >= e_hi)] = "start after end"
     pending = reason == None  # noqa: E711

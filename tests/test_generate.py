@@ -12,7 +12,8 @@ import pytest
 from factmem import logs
 from factmem.cli import main
 from factmem.generate import CORRECTION_NOTE, generate, write
-from factmem.scenario import PRESETS, Scenario, base_dict, preset
+from factmem.presets import PRESETS, base_dict, preset
+from factmem.scenario import Scenario
 
 DAY = 86400
 REPO = Path(__file__).resolve().parents[1]
