@@ -33,7 +33,7 @@ from .params import MemoryParams
 NO_REF = np.iinfo(np.int64).min  # "no fact" in reference arrays
 NO_OBJ = -1  # object code of an existing fact whose object does not occur in the batch
 
-STATUS_ACTIVE, STATUS_SUPERSEDED = 0, 1
+STATUS_ACTIVE, STATUS_SUPERSEDED, STATUS_ARCHIVED = 0, 1, 2
 
 
 @dataclass

@@ -36,7 +36,8 @@ from .params import KIND_CODES, KINDS, MemoryParams
 from .schema import DDL, EVIDENCE_COLUMNS, FACT_COLUMNS, SCHEMA_VERSION, effective_sql
 from .timeutil import resolve_at, to_seconds
 
-_STATUS_NAMES = np.array(["active", "superseded"], dtype=object)
+_STATUS_NAMES = np.array(["active", "superseded", "archived"], dtype=object)
+_STATUS_REASONS = np.array([None, "contradiction", "decay"], dtype=object)
 
 # Paths open for writing in this process: DuckDB would hand a second connect() the same database,
 # and two stores numbering ids independently would corrupt it.
@@ -99,6 +100,18 @@ class IngestResult:
     def __repr__(self) -> str:
         return (f"IngestResult(events={self.events}, inserted={self.inserted}, "
                 f"reinforced={self.reinforced}, superseded={self.superseded})")
+
+
+@dataclass(frozen=True)
+class ReplayResult:
+    """What one ``replay`` did."""
+
+    events: int
+    inserted: int
+    reinforced: int
+    superseded: int
+    archived: int
+    consolidations: int
 
 
 class FactStore:
@@ -260,14 +273,14 @@ class FactStore:
         ev = evidence or Evidence()
         p = self._params
         with self._transaction():
-            row = self.con.execute(
-                "SELECT id, confidence, last_reinforced, decay_rate FROM memory_facts "
-                "WHERE status = 'active' AND subject = ? AND predicate = ? AND object = ? "
-                "ORDER BY last_reinforced DESC, id DESC LIMIT 1",
-                [subject, predicate, object],
-            ).fetchone()
-            if row is not None:
-                fid, conf, last, rate = row
+            # every active fact of (subject, predicate): the identical one and the conflicting one
+            # are both picked from these, latest by (last_reinforced, id)
+            rows = self.con.execute(
+                "SELECT id, object, confidence, last_reinforced, decay_rate FROM memory_facts "
+                "WHERE status = 'active' AND subject = ? AND predicate = ?", [subject, predicate]).fetchall()
+            same = max((r for r in rows if r[1] == object), key=lambda r: (r[3], r[0]), default=None)
+            if same is not None:
+                fid, _, conf, last, rate = same
                 base = conf if p.reinforce_base == "stored" else effective_confidence(conf, rate, age_days(at, last))
                 new_conf = float(reinforce(base, p.reinforce_gain, p.confidence_cap))
                 self.con.execute(
@@ -277,10 +290,7 @@ class FactStore:
             else:
                 conflict = None
                 if predicate not in p.multi_valued_predicates:
-                    hit = self.con.execute(
-                        "SELECT id FROM memory_facts WHERE status = 'active' AND subject = ? AND predicate = ? "
-                        "AND object <> ? ORDER BY last_reinforced DESC, id DESC LIMIT 1",
-                        [subject, predicate, object]).fetchone()
+                    hit = max((r for r in rows if r[1] != object), key=lambda r: (r[3], r[0]), default=None)
                     conflict = hit[0] if hit else None
                 fid = self._next_fact_id
                 new_conf = p.initial_confidence[kind]
@@ -329,16 +339,18 @@ class FactStore:
         with self._transaction():
             return self._ingest(batch)
 
-    def _ingest(self, batch: Batch) -> IngestResult:
+    def _prepare(self, batch: Batch) -> "_Prepared":
+        """Encode a batch (keys, objects, global order) and fetch the active facts of its keys."""
         n = len(batch)
-        if n == 0:
-            return IngestResult(0, 0, 0, 0, np.empty(0, np.int64))
         p = self._params
         ts = batch.column("ts").to_numpy()
         rows = np.arange(n, dtype=np.int64)
-        gorder = np.lexsort((rows, ts))  # global (ts, row) order
-        gpos = np.empty(n, np.int64)
-        gpos[gorder] = rows
+        if n and (np.diff(ts) >= 0).all():
+            gpos = rows  # already in (ts, row) order: the common case of logs
+        else:
+            gorder = np.lexsort((rows, ts))  # global (ts, row) order
+            gpos = np.empty(n, np.int64)
+            gpos[gorder] = rows
 
         s_codes, s_dict = _encode(batch.column("subject"))
         p_codes, p_dict = _encode(batch.column("predicate"))
@@ -354,37 +366,45 @@ class FactStore:
         kind = batch.kind_codes()
 
         # active facts of the touched (subject, predicate) pairs
-        pairs = pa.table({
+        _fm_pairs = pa.table({
             "sp": pa.array(np.arange(len(sp_uniq), dtype=np.int64)),
             "subject": s_dict.take(pa.array(sp_uniq // len(p_dict))),
             "predicate": p_dict.take(pa.array(sp_uniq % len(p_dict))),
         })
-        self.con.register("_fm_pairs", pairs)
-        try:
-            ex = self.con.sql(
-                "SELECT q.sp, f.id, f.object, f.confidence, f.reinforcement_count, f.last_reinforced, f.decay_rate "
-                "FROM memory_facts f JOIN _fm_pairs q ON f.subject = q.subject AND f.predicate = q.predicate "
-                "WHERE f.status = 'active'").to_arrow_table()
-        finally:
-            self.con.unregister("_fm_pairs")
+        ex = self.con.sql(
+            "SELECT q.sp, f.id, f.object, f.confidence, f.reinforcement_count, f.last_reinforced, f.decay_rate "
+            "FROM memory_facts f JOIN _fm_pairs q ON f.subject = q.subject AND f.predicate = q.predicate "
+            "WHERE f.status = 'active'").to_arrow_table()
         ex_sp = ex.column("sp").to_numpy()
         ex_obj = np.asarray(pc.index_in(ex.column("object"), value_set=o_dict).fill_null(-1), dtype=np.int64)
         ex_multi = p_multi[(sp_uniq[ex_sp] % len(p_dict))] if len(ex_sp) else np.zeros(0, bool)
         ex_kraw = ex_sp * np.int64(len(o_dict) + 1) + np.where(ex_multi, ex_obj + 1, 0)
         ex_key = pd.Index(k_uniq).get_indexer(ex_kraw).astype(np.int64)
         keep = ex_key >= 0  # multi-valued facts whose object is not in the batch are untouched
-        ex_key, ex_obj = ex_key[keep], ex_obj[keep]
-        ex_id = ex.column("id").to_numpy()[keep]
-        ex_conf = ex.column("confidence").to_numpy()[keep]
-        ex_cnt = ex.column("reinforcement_count").to_numpy()[keep]
-        ex_last = ex.column("last_reinforced").to_numpy()[keep]
-        ex_rate = ex.column("decay_rate").to_numpy()[keep]
-        per_key = np.bincount(ex_key, minlength=n_keys)
-        general_key = per_key >= 2
-
         order = np.lexsort((gpos, key))
-        sk, sg = key[order], gpos[order]
-        so, sts, skind = o_codes[order].astype(np.int64), ts[order], kind[order]
+        key_multi = np.zeros(n_keys, bool)
+        key_multi[key] = multi_ev
+        return _Prepared(
+            n=n, n_keys=n_keys, order=order, key=key[order], gpos=gpos[order], obj=o_codes[order].astype(np.int64),
+            ts=ts[order], kind=kind[order], key_multi=key_multi,
+            ex_key=ex_key[keep], ex_obj=ex_obj[keep], ex_id=ex.column("id").to_numpy()[keep],
+            ex_conf=ex.column("confidence").to_numpy()[keep],
+            ex_cnt=ex.column("reinforcement_count").to_numpy()[keep],
+            ex_last=ex.column("last_reinforced").to_numpy()[keep],
+            ex_rate=ex.column("decay_rate").to_numpy()[keep],
+        )
+
+    def _ingest(self, batch: Batch) -> IngestResult:
+        n = len(batch)
+        if n == 0:
+            return IngestResult(0, 0, 0, 0, np.empty(0, np.int64))
+        p = self._params
+        P = self._prepare(batch)
+        n_keys, order = P.n_keys, P.order
+        sk, sg, so, sts, skind = P.key, P.gpos, P.obj, P.ts, P.kind
+        ex_key, ex_obj, ex_id, ex_conf, ex_cnt, ex_last, ex_rate = (
+            P.ex_key, P.ex_obj, P.ex_id, P.ex_conf, P.ex_cnt, P.ex_last, P.ex_rate)
+        general_key = P.general_keys()
         outcomes: list[tuple[np.ndarray, K.BatchOutcome]] = []
         fast_ev = ~general_key[sk]
         if fast_ev.any():
@@ -407,9 +427,7 @@ class FactStore:
                 "key": ex_key[gen], "obj": ex_obj[gen], "id": ex_id[gen], "confidence": ex_conf[gen],
                 "count": ex_cnt[gen], "last_reinforced": ex_last[gen], "decay_rate": ex_rate[gen],
             })
-            key_multi = np.zeros(n_keys, bool)
-            key_multi[key] = multi_ev
-            outcomes.append((idx, K.replay_general(sk[idx], so[idx], sts[idx], skind[idx], sg[idx], key_multi,
+            outcomes.append((idx, K.replay_general(sk[idx], so[idx], sts[idx], skind[idx], sg[idx], P.key_multi,
                                                     existing, p)))
 
         ev_ref = np.empty(n, np.int64)
@@ -462,7 +480,7 @@ class FactStore:
                 "status": pa.array(status, pa.string()),
                 "supersedes_id": pa.array(sup, mask=sup == K.NO_REF),
                 "status_changed_at": pa.array(changed, mask=changed < 0),
-                "status_reason": pa.array(np.where(status == "superseded", "contradiction", None), pa.string()),
+                "status_reason": pa.array(_STATUS_REASONS[new["status"].to_numpy()], pa.string()),
                 "stale": pa.array(np.zeros(len(new), bool)),
             })
             self.con.execute("INSERT INTO memory_facts SELECT * FROM new_tbl")
@@ -483,9 +501,9 @@ class FactStore:
                 "last_reinforced = u.last_reinforced, status = u.status, "
                 "status_changed_at = coalesce(u.status_changed_at, memory_facts.status_changed_at), "
                 "status_reason = CASE WHEN u.status = 'superseded' THEN 'contradiction' "
-                "ELSE memory_facts.status_reason END "
+                "WHEN u.status = 'archived' THEN 'decay' ELSE memory_facts.status_reason END "
                 "FROM upd u WHERE memory_facts.id = u.id")
-            gone = old["id"].to_numpy()[status == "superseded"]
+            gone = old["id"].to_numpy()[status != "active"]
             self._mark_stale_parents_of(gone)
         # evidence: one row per event, numbered in global order
         by_g = np.argsort(sg, kind="stable")
@@ -502,6 +520,137 @@ class FactStore:
             "source": pa.array(np.full(len(by_g), "observation"), pa.string()),
         })
         self.con.execute("INSERT INTO memory_evidence SELECT * FROM ev_tbl")
+
+    def replay(self, events: Any, consolidate_at: Any, prune: bool = True) -> "ReplayResult":
+        """Ingest a log with consolidations at the given times, set-based across the whole span.
+
+        Identical to ``for T in sorted(consolidate_at): ingest(events with ts < T not yet
+        ingested); consolidate(T, prune)`` followed by ``ingest(the rest)`` — but computed in one
+        pass (:mod:`factmem.waves`) and written at once. When the memory has derived facts with
+        links (pruning) or keys holding several active facts, it runs exactly that loop instead.
+        """
+        self._writable()
+        batch = events if isinstance(events, Batch) else load_batch(events)
+        grid = np.unique(np.asarray([to_seconds(t, name="consolidate_at") for t in np.asarray(consolidate_at).ravel()]
+                                    if np.asarray(consolidate_at).dtype.kind not in "iu"
+                                    else np.asarray(consolidate_at, dtype=np.int64).ravel(), dtype=np.int64))
+        with self._transaction():
+            P = self._prepare(batch) if len(batch) else None
+            if self._has_links or (P is not None and P.general_keys().any()) or P is None:
+                return self._replay_loop(batch, grid, prune)
+            return self._replay_waves(batch, P, grid)
+
+    def _replay_loop(self, batch: Batch, grid: np.ndarray, prune: bool) -> "ReplayResult":
+        ts = batch.column("ts").to_numpy()
+        totals = np.zeros(4, np.int64)
+        archived = 0
+        prev = None
+        for T in list(grid) + [None]:  # one iteration per consolidation, not per event
+            mask = np.ones(len(ts), bool) if T is None else ts < T
+            if prev is not None:
+                mask &= ts >= prev
+            if mask.any():
+                r = self._ingest(Batch(batch.table.filter(pa.array(mask)), batch.origin))
+                totals += [r.events, r.inserted, r.reinforced, r.superseded]
+            if T is not None:
+                archived += sum(self.consolidate(int(T), prune=prune))
+                prev = T
+        return ReplayResult(int(totals[0]), int(totals[1]), int(totals[2]), int(totals[3]), int(archived), len(grid))
+
+    def _replay_waves(self, batch: Batch, P: "_Prepared", grid: np.ndarray) -> "ReplayResult":
+        from . import waves as W
+
+        p = self._params
+        n, K_ = P.n, P.n_keys
+        init = W.InitialState.empty(K_)
+        init.has[P.ex_key] = True
+        init.obj[P.ex_key] = P.ex_obj
+        init.confidence[P.ex_key] = P.ex_conf
+        init.last_reinforced[P.ex_key] = P.ex_last
+        init.decay_rate[P.ex_key] = P.ex_rate
+        init_id = np.full(K_, K.NO_REF, np.int64)
+        init_id[P.ex_key] = P.ex_id
+        init_cnt = np.zeros(K_, np.int64)
+        init_cnt[P.ex_key] = P.ex_cnt
+        horizon = int(grid[-1]) if grid.size else None
+        res = W.replay_waves(P.key, P.obj, P.ts, P.kind, K_, W.ParamArrays.of([p]), grid, init, horizon=horizon)
+        conf, ins, origin, end, reason = res.conf[0], res.inserted[0], res.origin[0], res.end[0], res.reason[0]
+        ev_ref = np.where(origin >= 0, K.provisional_ref(P.gpos[np.maximum(origin, 0)]), init_id[-1 - np.minimum(origin, -1)])
+
+        # one fact per run of equal origins (a fact's events are contiguous in key order)
+        start = np.ones(n, bool)
+        start[1:] = origin[1:] != origin[:-1]
+        fe = np.flatnonzero(start)
+        le = np.append(fe[1:], n) - 1
+        size = le - fe + 1
+        g_origin = origin[fe]
+        is_new = g_origin >= 0
+        status = np.select([reason[le] == W.REASON_SUPERSEDED, reason[le] == W.REASON_ARCHIVED],
+                           [K.STATUS_SUPERSEDED, K.STATUS_ARCHIVED], K.STATUS_ACTIVE)
+        changed = np.where(status != K.STATUS_ACTIVE, end[le], -1)
+        # a new fact supersedes the state before it when that state ended by contradiction
+        first_of_key = np.ones(n, bool)
+        first_of_key[1:] = P.key[1:] != P.key[:-1]
+        sup = np.full(len(fe), K.NO_REF, np.int64)
+        inner = is_new & ~first_of_key[fe]
+        prev = fe[inner] - 1
+        sup[inner] = np.where(reason[prev] == W.REASON_SUPERSEDED, ev_ref[prev], K.NO_REF)
+        at_key_start = is_new & first_of_key[fe]
+        kx = P.key[fe[at_key_start]]
+        sup[at_key_start] = np.where(init.has[kx] & (res.init_reason[0][kx] == W.REASON_SUPERSEDED), init_id[kx], K.NO_REF)
+        rates = p.decay_rate.as_array()
+        gkey = -1 - np.minimum(g_origin, -1)
+        cols = {
+            "ref": ev_ref[fe],
+            "confidence": conf[le],
+            "count": np.where(is_new, size - 1, init_cnt[gkey] + size),
+            "last_reinforced": P.ts[le],
+            "decay_rate": np.where(is_new, rates[P.kind[fe]], init.decay_rate[gkey]),
+            "status": status,
+            "status_changed_at": changed,
+            "supersedes": sup,
+            "reinforced": np.ones(len(fe), bool),
+            "first_event": fe,
+        }
+        # initial facts of touched keys that ended before being reinforced
+        ir = res.init_reason[0]
+        gone_k = np.flatnonzero(init.has & ((ir == W.REASON_SUPERSEDED) | (ir == W.REASON_ARCHIVED)))
+        # active facts no event touches: archived by a consolidation or left alone
+        others = self.con.execute(
+            "SELECT id, confidence, reinforcement_count, last_reinforced, decay_rate FROM memory_facts "
+            "WHERE status = 'active'").fetchnumpy()
+        keep = ~np.isin(others["id"], P.ex_id)
+        o_at = W.first_archive_time(others["confidence"][keep], others["decay_rate"][keep],
+                                    others["last_reinforced"][keep], p.archive_threshold, grid,
+                                    horizon if horizon is not None else np.iinfo(np.int64).min)
+        hit = o_at != W.OPEN
+        extra = {
+            "ref": np.concatenate([init_id[gone_k], others["id"][keep][hit]]),
+            "confidence": np.concatenate([init.confidence[gone_k], others["confidence"][keep][hit]]),
+            "count": np.concatenate([init_cnt[gone_k], others["reinforcement_count"][keep][hit]]),
+            "last_reinforced": np.concatenate([init.last_reinforced[gone_k], others["last_reinforced"][keep][hit]]),
+            "decay_rate": np.concatenate([init.decay_rate[gone_k], others["decay_rate"][keep][hit]]),
+            "status": np.concatenate([np.where(ir[gone_k] == W.REASON_SUPERSEDED, K.STATUS_SUPERSEDED, K.STATUS_ARCHIVED),
+                                      np.full(int(hit.sum()), K.STATUS_ARCHIVED)]),
+            "status_changed_at": np.concatenate([res.init_end[0][gone_k], o_at[hit]]),
+            "supersedes": np.full(len(gone_k) + int(hit.sum()), K.NO_REF, np.int64),
+            "reinforced": np.zeros(len(gone_k) + int(hit.sum()), bool),
+            "first_event": np.full(len(gone_k) + int(hit.sum()), -1, np.int64),
+        }
+        facts = K._facts_frame({k: np.concatenate([cols[k], extra[k]]) for k in cols})
+        new = facts["ref"].to_numpy() < 0
+        facts["row"] = -1
+        facts.loc[new, "row"] = P.order[facts["first_event"].to_numpy()[new]]
+        prov, ids = K.assign_ids(ev_ref, self._next_fact_id)
+        ev_id = K.resolve(ev_ref, prov, ids)
+        facts["id"] = K.resolve(facts["ref"].to_numpy(), prov, ids)
+        facts["supersedes_id"] = K.resolve(facts["supersedes"].to_numpy(), prov, ids)
+        self._write_batch(batch, P.order, ev_id, ins, conf, P.gpos, facts)
+        self._next_fact_id += len(ids)
+        self._next_evidence_id += n
+        st = facts["status"].to_numpy()
+        return ReplayResult(n, int(ins.sum()), int(n - ins.sum()), int((st == K.STATUS_SUPERSEDED).sum()),
+                            int((st == K.STATUS_ARCHIVED).sum()), len(grid))
 
     def consolidate(self, at: Any = None, prune: bool = True) -> ConsolidateResult:
         """Archive active facts whose effective confidence at ``at`` is below the archive threshold;
@@ -705,6 +854,33 @@ class FactStore:
 
     def __len__(self) -> int:
         return int(self.con.execute("SELECT count(*) FROM memory_facts").fetchone()[0])
+
+
+@dataclass
+class _Prepared:
+    """A batch encoded for the kernels: events sorted by (key, global order), plus the active facts
+    (``ex_*``) of the keys it touches."""
+
+    n: int
+    n_keys: int
+    order: np.ndarray  # sorted position -> input row
+    key: np.ndarray
+    gpos: np.ndarray
+    obj: np.ndarray
+    ts: np.ndarray
+    kind: np.ndarray
+    key_multi: np.ndarray
+    ex_key: np.ndarray
+    ex_obj: np.ndarray
+    ex_id: np.ndarray
+    ex_conf: np.ndarray
+    ex_cnt: np.ndarray
+    ex_last: np.ndarray
+    ex_rate: np.ndarray
+
+    def general_keys(self) -> np.ndarray:
+        """Keys holding two or more active facts (only after multi_valued_predicates changed)."""
+        return np.bincount(self.ex_key, minlength=self.n_keys) >= 2
 
 
 class _Transaction:
