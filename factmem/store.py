@@ -162,8 +162,10 @@ class FactStore:
             raise StoreError(f"{self.path}: not a DuckDB file factmem can open: {exc}") from None
 
     def _init_schema(self, params: MemoryParams | None) -> None:
-        tables = {r[0] for r in self.con.execute(
-            "SELECT table_name FROM information_schema.tables WHERE table_schema = 'main'").fetchall()}
+        tables: set[str] = set()
+        if self.path is not None:
+            tables = {r[0] for r in self.con.execute(
+                "SELECT table_name FROM information_schema.tables WHERE table_schema = 'main'").fetchall()}
         if "factmem_meta" in tables:
             meta = dict(self.con.execute("SELECT key, value FROM factmem_meta").fetchall())
             version = int(meta.get("schema_version", "0"))
@@ -178,6 +180,7 @@ class FactStore:
             self._params = params if params is not None else saved
             if params is not None and params != saved and not self.read_only:
                 self._set_meta("params", params.to_json(indent=None))
+            self._refresh_counters()
         elif tables & {"memory_facts", "memory_evidence", "memory_fact_links"}:
             raise StoreError(f"{self.path}: has memory tables but no factmem metadata; "
                              "use `factmem import-db` to read a production memory")
@@ -187,11 +190,11 @@ class FactStore:
             self._params = params if params is not None else MemoryParams()
             self.con.begin()
             self.con.execute(DDL)
-            self._set_meta("schema_version", str(SCHEMA_VERSION))
-            self._set_meta("factmem_version", __version__)
-            self._set_meta("params", self._params.to_json(indent=None))
+            self.con.execute("INSERT INTO factmem_meta VALUES (?, ?), (?, ?), (?, ?)", [
+                "schema_version", str(SCHEMA_VERSION), "factmem_version", __version__,
+                "params", self._params.to_json(indent=None)])
             self.con.commit()
-        self._refresh_counters()
+            self._next_fact_id, self._next_evidence_id, self._has_links = 1, 1, False
 
     def _set_meta(self, key: str, value: str) -> None:
         self.con.execute("INSERT OR REPLACE INTO factmem_meta VALUES (?, ?)", [key, value])
