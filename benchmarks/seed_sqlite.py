@@ -3,9 +3,12 @@
 It follows the seed's ``remember_with_evidence`` statement for statement (identical active fact →
 reinforce; else the latest conflicting active fact is superseded; insert) and its consolidate pass
 (archive active facts whose effective confidence is below the threshold), one transaction per call
-as a production memory would run them. To be a *strong* baseline it gets what production would
-add beyond the seed's listing: WAL journal with synchronous=NORMAL, an index on
-(subject, predicate, status), and effective confidence computed inside SQLite when it has exp().
+as a production memory would run them.
+
+``tuned=False`` is the seed as published: its schema alone (no index) and SQLite's default journal.
+``tuned=True`` (the default) is a *strong* baseline with what production would add: WAL journal with
+synchronous=NORMAL and indexes on (subject, predicate, status) and status. Both compute effective
+confidence inside SQLite when it has exp().
 """
 
 from __future__ import annotations
@@ -35,6 +38,10 @@ CREATE TABLE IF NOT EXISTS memory_evidence (
     message_id  TEXT,
     observed_at INTEGER NOT NULL
 );
+"""
+
+# what a production deployment would add beyond the seed's listing
+TUNING = """
 CREATE INDEX IF NOT EXISTS idx_facts_sp ON memory_facts(subject, predicate, status);
 CREATE INDEX IF NOT EXISTS idx_facts_status ON memory_facts(status);
 """
@@ -47,11 +54,13 @@ ARCHIVE_THRESHOLD = 0.05
 
 
 class SeedSqliteMemory:
-    def __init__(self, path: str = ":memory:"):
+    def __init__(self, path: str = ":memory:", tuned: bool = True):
         self.conn = sqlite3.connect(path, isolation_level=None)
-        self.conn.execute("PRAGMA journal_mode=WAL")
-        self.conn.execute("PRAGMA synchronous=NORMAL")
         self.conn.executescript(SCHEMA)
+        if tuned:
+            self.conn.execute("PRAGMA journal_mode=WAL")
+            self.conn.execute("PRAGMA synchronous=NORMAL")
+            self.conn.executescript(TUNING)
         try:
             self.conn.execute("SELECT exp(1.0)").fetchone()
             self.sql_exp = True

@@ -4,12 +4,19 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
-KIND_NAMES = np.array(["explicit", "user_preference", "episodic"])
+KIND_NAMES = pa.array(["explicit", "user_preference", "episodic"])
+
+
+def _labels(prefix: str, codes: np.ndarray) -> pa.Array:
+    return pc.binary_join_element_wise(pa.scalar(prefix), pc.cast(pa.array(codes), pa.string()), "")
 
 
 def synthetic_stream(n_events: int, n_days: int = 365, n_subjects: int = 2000, n_predicates: int = 40,
-                     change_prob: float = 0.05, seed: int = 0, start: int = 1_767_225_600) -> pd.DataFrame:
+                     change_prob: float = 0.05, seed: int = 0, start: int = 1_767_225_600,
+                     as_arrow: bool = False) -> pd.DataFrame | pa.Table:
     """Events sorted by ts: (ts, subject, predicate, object, kind, session_id, message_id).
 
     Keys (subject, predicate) are drawn Zipf-like, so a few are mentioned often; each mention keeps
@@ -26,19 +33,18 @@ def synthetic_stream(n_events: int, n_days: int = 365, n_subjects: int = 2000, n
     first = np.ones(n_events, bool)
     first[1:] = ks[1:] != ks[:-1]
     version = np.cumsum(changes[order] | first)
-    # version restarts per key: subtract the key's first version
     first_version = np.maximum.accumulate(np.where(first, version, 0))
     obj_code = np.empty(n_events, np.int64)
     obj_code[order] = version - first_version
     subj = key // n_predicates
     pred = key % n_predicates
-    kind = KIND_NAMES[pred % 3]
-    return pd.DataFrame({
-        "ts": ts.astype(np.int64),
-        "subject": pd.Series(subj).map(lambda i: f"user{i}").to_numpy(dtype=object),
-        "predicate": pd.Series(pred).map(lambda i: f"p{i}").to_numpy(dtype=object),
-        "object": pd.Series(obj_code).map(lambda i: f"v{i}").to_numpy(dtype=object),
-        "kind": kind,
-        "session_id": pd.Series((ts - start) // 3600).map(lambda i: f"s{i}").to_numpy(dtype=object),
-        "message_id": pd.Series(np.arange(n_events)).map(lambda i: f"m{i}").to_numpy(dtype=object),
+    table = pa.table({
+        "ts": pa.array(ts.astype(np.int64)),
+        "subject": _labels("user", subj),
+        "predicate": _labels("p", pred),
+        "object": _labels("v", obj_code),
+        "kind": KIND_NAMES.take(pa.array(pred % 3)),
+        "session_id": _labels("s", (ts - start) // 3600),
+        "message_id": _labels("m", np.arange(n_events)),
     })
+    return table if as_arrow else table.to_pandas()

@@ -132,6 +132,16 @@ def first_archive_time(c, rate, last, threshold, grid: np.ndarray, upto):
     return out
 
 
+def _archived_by(c, rate, last, upto, threshold, grid: np.ndarray):
+    """Whether a consolidation T with ``last < T <= upto`` archives a fact (c, rate, last)."""
+    if grid.size == 0:
+        return np.zeros(np.broadcast_shapes(np.shape(c), np.shape(upto)), bool)
+    pos = np.searchsorted(grid, upto, side="right") - 1
+    tlast = np.where(pos >= 0, grid[np.maximum(pos, 0)], np.iinfo(np.int64).min)
+    applies = tlast > last
+    return applies & (_eff(c, rate, np.where(applies, tlast, last), last) < threshold)
+
+
 def replay_waves(key: np.ndarray, obj: np.ndarray, ts: np.ndarray, kind: np.ndarray, n_keys: int,
                  params: ParamArrays, grid: np.ndarray, initial: InitialState | None = None,
                  horizon: int | None = None) -> WaveResult:
@@ -144,20 +154,29 @@ def replay_waves(key: np.ndarray, obj: np.ndarray, ts: np.ndarray, kind: np.ndar
     m = len(params)
     grid = np.asarray(grid, dtype=np.int64)
     init = initial if initial is not None else InitialState.empty(n_keys)
-    horizon = int(grid[-1]) if horizon is None and grid.size else (horizon if horizon is not None else -1)
+    if horizon is None:
+        horizon = int(grid[-1]) if grid.size else np.iinfo(np.int64).min
 
-    counts = np.bincount(key, minlength=n_keys)
-    starts = np.zeros(n_keys, np.int64)
-    starts[1:] = np.cumsum(counts)[:-1]
-    perm = np.argsort(-counts, kind="stable")  # keys by event count, descending
-    p_counts, p_starts = counts[perm], starts[perm]
+    # Runs: maximal stretches of one object within a key. A new run always inserts a new fact
+    # (the previous one is superseded, or was archived), so the sequential scan only walks
+    # within runs: wave r is the r-th event of every run.
+    first = np.ones(n, bool)
+    first[1:] = key[1:] != key[:-1]
+    run_start = first.copy()
+    run_start[1:] |= obj[1:] != obj[:-1]
+    rs = np.flatnonzero(run_start)
+    run_len = np.diff(np.append(rs, n))
+    run_key = key[rs]
+    cont = first[rs] & init.has[run_key] & (init.obj[run_key] == obj[rs])  # continues the key's initial fact
+    perm = np.argsort(-run_len, kind="stable")  # runs by length, descending
+    p_len, p_rs, pk = run_len[perm], rs[perm], run_key[perm]
+    n_runs = len(rs)
 
-    alive = np.broadcast_to(init.has[perm], (m, n_keys)).copy()
-    c = np.broadcast_to(init.confidence[perm], (m, n_keys)).copy()
-    lr = np.broadcast_to(init.last_reinforced[perm], (m, n_keys)).copy()
-    rate = np.broadcast_to(init.decay_rate[perm], (m, n_keys)).copy()
-    origin = np.broadcast_to(-1 - perm.astype(np.int64), (m, n_keys)).copy()
-    prev_obj = np.where(init.has[perm], init.obj[perm], -2)
+    alive = np.broadcast_to(cont[perm], (m, n_runs)).copy()
+    c = np.broadcast_to(init.confidence[pk], (m, n_runs)).copy()
+    lr = np.broadcast_to(init.last_reinforced[pk], (m, n_runs)).copy()
+    rate = np.broadcast_to(init.decay_rate[pk], (m, n_runs)).copy()
+    origin = np.broadcast_to(-1 - pk.astype(np.int64), (m, n_runs)).copy()
 
     conf = np.empty((m, n))
     inserted = np.empty((m, n), bool)
@@ -167,63 +186,59 @@ def replay_waves(key: np.ndarray, obj: np.ndarray, ts: np.ndarray, kind: np.ndar
     gain, cap, thr = params.gain[:, None], params.cap[:, None], params.threshold[:, None]
     eff_rows = params.effective
     any_eff = bool(eff_rows.any())
-    ks_desc = -p_counts  # ascending for searchsorted
-    r = 0
-    max_count = int(p_counts[0]) if n_keys else 0
-    while r < max_count:
-        nr = int(np.searchsorted(ks_desc, -r, side="left"))  # keys with count > r
-        idx = p_starts[:nr] + r
+    neg_len = -p_len  # ascending, for searchsorted
+    max_len = int(p_len[0]) if n_runs else 0
+    for r in range(max_len):  # over ranks within a run, never over events
+        nr = int(np.searchsorted(neg_len, -r, side="left"))  # runs longer than r
+        idx = p_rs[:nr] + r
         t = ts[idx]
-        A, C, L, R = alive[:, :nr], c[:, :nr], lr[:, :nr], rate[:, :nr]
-        if grid.size:
-            pos = np.searchsorted(grid, t, side="right") - 1
-            tlast = np.where(pos >= 0, grid[np.maximum(pos, 0)], np.iinfo(np.int64).min)
-            applies = A & (tlast > L)
-            if applies.any():
-                gone = applies & (_eff(C, R, tlast, L) < thr)
+        A, C, L, R = alive[:, :nr].copy(), c[:, :nr], lr[:, :nr], rate[:, :nr]  # A outlives the writes below
+        if grid.size and A.any():
+            gone = A & _archived_by(C, R, L, t, thr, grid)
+            if gone.any():
                 A = A & ~gone
                 archived_before[:, idx] = gone
-        match = A & (obj[idx] == prev_obj[:nr])
         base = C
         if any_eff:
             base = np.where(eff_rows[:, None], _eff(C, R, t, L), C)
         k = kind[idx]
-        newc = np.where(match, reinforce(base, gain, cap), params.initial[:, k])
-        R_new = np.where(match, R, params.rate[:, k])
-        O_new = np.where(match, origin[:, :nr], idx)
+        newc = np.where(A, reinforce(base, gain, cap), params.initial[:, k])
+        R_new = np.where(A, R, params.rate[:, k])
+        O_new = np.where(A, origin[:, :nr], idx)
         c[:, :nr] = newc
         lr[:, :nr] = t
         rate[:, :nr] = R_new
         origin[:, :nr] = O_new
         alive[:, :nr] = True
-        prev_obj[:nr] = obj[idx]
         conf[:, idx] = newc
-        inserted[:, idx] = ~match
+        inserted[:, idx] = ~A
         origin_out[:, idx] = O_new
-        r += 1
 
     # -- when each state ends -------------------------------------------------------------------
     end = np.full((m, n), OPEN, np.int64)
     reason = np.full((m, n), REASON_OPEN, np.int8)
     if n:
-        has_next = np.zeros(n, bool)
-        has_next[:-1] = key[1:] == key[:-1]
-        nxt = np.flatnonzero(has_next)
         rate_of = _rate_of(origin_out, kind, params, init)
-        if nxt.size:
-            j = nxt + 1
+        has_next = np.zeros(n, bool)
+        has_next[:-1] = ~first[1:]
+        within = np.flatnonzero(has_next & ~np.append(run_start[1:], False))  # next event, same run
+        across = np.flatnonzero(has_next & np.append(run_start[1:], False))  # next event starts a run
+        if within.size:
+            j = within + 1
             arch = archived_before[:, j]
-            sup = inserted[:, j] & ~arch
-            end[:, nxt] = ts[j]
-            reason[:, nxt] = np.where(arch, REASON_ARCHIVED, np.where(sup, REASON_SUPERSEDED, REASON_REINFORCED))
-            if arch.any():
-                pi, ei = np.nonzero(arch)
-                e = nxt[ei]
-                end[pi, e] = first_archive_time(conf[pi, e], rate_of[pi, e], ts[e], params.threshold[pi],
-                                                grid, ts[e + 1])
+            end[:, within] = ts[j]
+            reason[:, within] = np.where(arch, REASON_ARCHIVED, REASON_REINFORCED)
+        if across.size:
+            j = across + 1
+            arch = _archived_by(conf[:, across], rate_of[:, across], ts[across], ts[j], thr, grid)
+            end[:, across] = ts[j]
+            reason[:, across] = np.where(arch, REASON_ARCHIVED, REASON_SUPERSEDED)
+        pi, ei = np.nonzero(reason == REASON_ARCHIVED)
+        if pi.size:
+            end[pi, ei] = first_archive_time(conf[pi, ei], rate_of[pi, ei], ts[ei], params.threshold[pi],
+                                             grid, ts[ei + 1])
         last = np.flatnonzero(~has_next)
         if grid.size and last.size:
-            pi, li = np.meshgrid(np.arange(m), last, indexing="ij")
             at = first_archive_time(conf[:, last], rate_of[:, last], ts[last][None, :],
                                     params.threshold[:, None], grid, horizon)
             end[:, last] = at
@@ -232,19 +247,24 @@ def replay_waves(key: np.ndarray, obj: np.ndarray, ts: np.ndarray, kind: np.ndar
     # -- the initial facts of keys with events --------------------------------------------------
     init_end = np.full((m, n_keys), OPEN, np.int64)
     init_reason = np.full((m, n_keys), REASON_OPEN, np.int8)
-    has_ev = counts > 0
-    kk = np.flatnonzero(init.has & has_ev)
+    counts = np.bincount(key, minlength=n_keys)
+    kk = np.flatnonzero(init.has & (counts > 0))
     if kk.size:
-        first = starts[kk]
-        arch = archived_before[:, first]
-        sup = inserted[:, first] & ~arch
-        init_end[:, kk] = ts[first]
-        init_reason[:, kk] = np.where(arch, REASON_ARCHIVED, np.where(sup, REASON_SUPERSEDED, REASON_REINFORCED))
+        fpos = np.flatnonzero(first)
+        f_of_key = np.full(n_keys, -1, np.int64)
+        f_of_key[key[fpos]] = fpos
+        fe = f_of_key[kk]
+        continues = init.obj[kk] == obj[fe]
+        arch_c = archived_before[:, fe]  # continuing: archived before its first event?
+        arch_s = _archived_by(init.confidence[kk], init.decay_rate[kk], init.last_reinforced[kk], ts[fe], thr, grid)
+        arch = np.where(continues, arch_c, arch_s)
+        init_end[:, kk] = ts[fe]
+        init_reason[:, kk] = np.where(arch, REASON_ARCHIVED, np.where(continues, REASON_REINFORCED, REASON_SUPERSEDED))
         if arch.any():
             pi, ki = np.nonzero(arch)
             kx = kk[ki]
             init_end[pi, kx] = first_archive_time(init.confidence[kx], init.decay_rate[kx], init.last_reinforced[kx],
-                                                  params.threshold[pi], grid, ts[starts[kx]])
+                                                  params.threshold[pi], grid, ts[fe[ki]])
     return WaveResult(conf, inserted, origin_out, end, reason, init_end, init_reason)
 
 
