@@ -76,3 +76,9 @@ class CassetteMiss(CassetteError):
 
 def _rebuild_cassette_miss(cls, message, key, path):
     return cls(message, key=key, path=path)
+
+
+class ResponseRejected(FactmemError, ValueError):
+    """An abstraction answer broke the response contract (prose, invalid JSON, wrong shape, too many
+    items, an item about another subject, ...). The abstraction pass counts the cluster as *failed*
+    and writes nothing for it; the message says what was wrong and where."""
