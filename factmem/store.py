@@ -36,8 +36,9 @@ from .params import KIND_CODES, KINDS, MemoryParams
 from .schema import DDL, EVIDENCE_COLUMNS, FACT_COLUMNS, SCHEMA_VERSION, effective_sql
 from .timeutil import resolve_at, to_seconds
 
-_STATUS_NAMES = np.array(["active", "superseded", "archived"], dtype=object)
-_STATUS_REASONS = np.array([None, "contradiction", "decay"], dtype=object)
+# SQL spelling of the kernel's status codes (K.STATUS_*)
+_STATUS_SQL = "CASE status WHEN 0 THEN 'active' WHEN 1 THEN 'superseded' ELSE 'archived' END"
+_REASON_SQL = "CASE status WHEN 1 THEN 'contradiction' WHEN 2 THEN 'decay' END"
 
 # Paths open for writing in this process: DuckDB would hand a second connect() the same database,
 # and two stores numbering ids independently would corrupt it.
@@ -460,12 +461,14 @@ class FactStore:
         return IngestResult(n, int(ev_ins.sum()), int(n - ev_ins.sum()), superseded, fact_ids)
 
     def _write_batch(self, batch: Batch, order, ev_id, ev_ins, ev_conf, sg, facts: pd.DataFrame) -> None:
-        """Insert new facts, update touched ones, append evidence — inside the caller's transaction."""
+        """Insert new facts, update touched ones, append evidence — inside the caller's transaction.
+
+        Status and action strings are spelled by SQL from integer codes: building millions of
+        Python strings would cost more than the inserts themselves."""
+        t = batch.table
         new = facts[facts["ref"].to_numpy() < 0].sort_values("id")
         if len(new):
             rows = pa.array(new["row"].to_numpy())
-            t = batch.table
-            status = _STATUS_NAMES[new["status"].to_numpy()]
             changed = new["status_changed_at"].to_numpy()
             sup = new["supersedes_id"].to_numpy()
             new_tbl = pa.table({
@@ -480,49 +483,53 @@ class FactStore:
                 "first_seen": t.column("ts").take(rows),
                 "last_reinforced": pa.array(new["last_reinforced"].to_numpy()),
                 "decay_rate": pa.array(new["decay_rate"].to_numpy()),
-                "status": pa.array(status, pa.string()),
+                "status": pa.array(new["status"].to_numpy().astype(np.int8)),
                 "supersedes_id": pa.array(sup, mask=sup == K.NO_REF),
                 "status_changed_at": pa.array(changed, mask=changed < 0),
-                "status_reason": pa.array(_STATUS_REASONS[new["status"].to_numpy()], pa.string()),
-                "stale": pa.array(np.zeros(len(new), bool)),
             })
-            self.con.execute("INSERT INTO memory_facts SELECT * FROM new_tbl")
+            self.con.execute(
+                f"INSERT INTO memory_facts SELECT id, subject, predicate, object, note, kind, confidence, "
+                f"reinforcement_count, first_seen, last_reinforced, decay_rate, {_STATUS_SQL}, supersedes_id, "
+                f"status_changed_at, {_REASON_SQL}, false FROM new_tbl")
         old = facts[facts["ref"].to_numpy() >= 0]
         if len(old):
             changed = old["status_changed_at"].to_numpy()
-            status = _STATUS_NAMES[old["status"].to_numpy()]
+            codes = old["status"].to_numpy()
             upd = pa.table({
                 "id": pa.array(old["id"].to_numpy()),
                 "confidence": pa.array(old["confidence"].to_numpy()),
                 "reinforcement_count": pa.array(old["count"].to_numpy()),
                 "last_reinforced": pa.array(old["last_reinforced"].to_numpy()),
-                "status": pa.array(status, pa.string()),
+                "status": pa.array(codes.astype(np.int8)),
                 "status_changed_at": pa.array(changed, mask=changed < 0),
             })
             self.con.execute(
                 "UPDATE memory_facts SET confidence = u.confidence, reinforcement_count = u.reinforcement_count, "
-                "last_reinforced = u.last_reinforced, status = u.status, "
+                f"last_reinforced = u.last_reinforced, status = {_STATUS_SQL.replace('status', 'u.status')}, "
                 "status_changed_at = coalesce(u.status_changed_at, memory_facts.status_changed_at), "
-                "status_reason = CASE WHEN u.status = 'superseded' THEN 'contradiction' "
-                "WHEN u.status = 'archived' THEN 'decay' ELSE memory_facts.status_reason END "
+                f"status_reason = coalesce({_REASON_SQL.replace('status', 'u.status')}, memory_facts.status_reason) "
                 "FROM upd u WHERE memory_facts.id = u.id")
-            gone = old["id"].to_numpy()[status != "active"]
-            self._mark_stale_parents_of(gone)
+            self._mark_stale_parents_of(old["id"].to_numpy()[codes != K.STATUS_ACTIVE])
         # evidence: one row per event, numbered in global order
         by_g = np.argsort(sg, kind="stable")
-        ev_rows = pa.array(order[by_g])
-        t = batch.table
+        in_rows = order[by_g]
+        if (in_rows == np.arange(len(in_rows))).all():
+            sess, msg, obs = t.column("session_id"), t.column("message_id"), t.column("ts")
+        else:
+            ev_rows = pa.array(in_rows)
+            sess, msg, obs = (t.column(c).take(ev_rows) for c in ("session_id", "message_id", "ts"))
         ev_tbl = pa.table({
             "id": pa.array(self._next_evidence_id + sg[by_g]),
             "fact_id": pa.array(ev_id[by_g]),
-            "session_id": t.column("session_id").take(ev_rows),
-            "message_id": t.column("message_id").take(ev_rows),
-            "observed_at": t.column("ts").take(ev_rows),
-            "action": pa.array(np.where(ev_ins[by_g], "insert", "reinforce"), pa.string()),
+            "session_id": sess,
+            "message_id": msg,
+            "observed_at": obs,
+            "inserted": pa.array(ev_ins[by_g]),
             "confidence": pa.array(ev_conf[by_g]),
-            "source": pa.array(np.full(len(by_g), "observation"), pa.string()),
         })
-        self.con.execute("INSERT INTO memory_evidence SELECT * FROM ev_tbl")
+        self.con.execute(
+            "INSERT INTO memory_evidence SELECT id, fact_id, session_id, message_id, observed_at, "
+            "CASE WHEN inserted THEN 'insert' ELSE 'reinforce' END, confidence, 'observation' FROM ev_tbl")
 
     def replay(self, events: Any, consolidate_at: Any, prune: bool = True) -> "ReplayResult":
         """Ingest a log with consolidations at the given times, set-based across the whole span.
