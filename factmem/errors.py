@@ -78,6 +78,19 @@ def _rebuild_cassette_miss(cls, message, key, path):
     return cls(message, key=key, path=path)
 
 
+class ParamsFileError(InputError):
+    """A parameters document (TOML/JSON) is malformed: the message names the file, the key and the value."""
+
+
+class ProductionDBError(InputError):
+    """A production memory file (SQLite) does not have the seed's schema, or holds values factmem
+    cannot keep: the message names the file, the table, the column and the offending value."""
+
+
+class ExportError(FactmemError):
+    """An export or import could not write its output (the message names the file); nothing was written."""
+
+
 class ResponseRejected(FactmemError, ValueError):
     """An abstraction answer broke the response contract (prose, invalid JSON, wrong shape, too many
     items, an item about another subject, ...). The abstraction pass counts the cluster as *failed*
