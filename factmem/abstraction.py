@@ -5,7 +5,8 @@ One pass (:func:`abstract`, also ``FactStore.abstract``):
 1. **Clusters** are the active, non-derived facts grouped by subject, in subject order, facts in id
    order. A cluster is *eligible* when it holds at least ``min_cluster`` facts.
 2. An eligible cluster is **unchanged** (no call, no write) when its exact membership, the set of
-   its fact ids, equals the set of *active* children of an active, non-stale derived fact, and no
+   its fact ids, equals the set of *active* children of an active, non-stale derived fact (or a
+   membership for which the model already answered ``[]``), and no
    active derived fact linked to a fact of that subject is stale. Active children, not all links:
    links are never deleted, so after a membership change the re-derived fact keeps its links to
    superseded members, and comparing all links would re-ask that cluster on every pass.
@@ -33,9 +34,9 @@ has not looked again since", not "wrong". A derived fact the model does not re-d
 decays at the derived rate unless re-derived later. A stale fact whose subject has no eligible cluster
 stays stale until it has one.
 
-**An empty answer is not remembered.** ``[]`` writes nothing, so that cluster (linked to no derived
-fact) is asked again on the next pass: "a pass over unchanged clusters makes no calls" holds for
-clusters that produced a derived fact, exactly as DESIGN.md words the rule.
+**An empty answer is remembered** (``memory_abstraction_empty``: subject and exact membership), so
+a cluster for which the model found nothing is not asked again until its membership changes: a
+pass over unchanged clusters makes no calls, whatever the answers were.
 """
 
 from __future__ import annotations
@@ -319,6 +320,8 @@ WITH members AS (
     GROUP BY l.parent_id
 ), matched AS (
     SELECT ids, min(parent_id) AS parent_id FROM live GROUP BY ids
+), answered_empty AS (  -- exact clusters the model found nothing to generalize in
+    SELECT DISTINCT subject, member_ids AS ids FROM memory_abstraction_empty
 ), stale AS (  -- active stale derived facts, by the subject of their children
     SELECT c.subject, list(DISTINCT p.id ORDER BY p.id) AS stale_ids
     FROM memory_fact_links l
@@ -332,10 +335,12 @@ SELECT m.subject, m.size, matched.parent_id AS linked_parent,
        stale.subject IS NOT NULL AS stale,
        m.size >= $min_cluster AS eligible,
        CASE WHEN m.size < $min_cluster THEN 'ineligible'
-            WHEN matched.parent_id IS NOT NULL AND stale.subject IS NULL THEN 'unchanged'
+            WHEN (matched.parent_id IS NOT NULL OR e.subject IS NOT NULL) AND stale.subject IS NULL
+                 THEN 'unchanged'
             ELSE 'examine' END AS action
 FROM members m
 LEFT JOIN matched ON matched.ids = m.ids
+LEFT JOIN answered_empty e ON e.subject = m.subject AND e.ids = m.ids
 LEFT JOIN stale ON stale.subject = m.subject
 ORDER BY m.subject
 """
@@ -384,25 +389,11 @@ def _members(store: FactStore, subjects: Sequence[str]) -> dict[str, pd.DataFram
 # Writes
 # --------------------------------------------------------------------------------------------------
 
-_PRUNE_SQL = """
-UPDATE memory_facts SET status = 'archived', status_changed_at = $at, status_reason = 'pruned'
-WHERE status = 'active' AND id IN (
-    SELECT l.child_id FROM memory_fact_links l JOIN memory_facts d ON d.id = l.parent_id
-    WHERE d.kind = 'derived' AND d.status = 'active' AND d.reinforcement_count >= $n
-) RETURNING id
-"""
-
-
 def prune_children(store: FactStore, at: Any = None) -> int:
     """Archive (``status_reason='pruned'``) the active children of every active derived fact
     reinforced at least ``prune_min_reinforcements`` times; the prune half of
     ``FactStore.consolidate``, without archiving by decay. Idempotent. Returns how many."""
-    at = resolve_at(at)
-    # A write through the store's query method, inside its transaction, until the store offers a
-    # prune-only call of its own (the same statement as consolidate's prune step).
-    with store.transaction():
-        done = store.query(_PRUNE_SQL, {"at": at, "n": int(store.params.prune_min_reinforcements)})
-    return int(len(done))
+    return store.prune(at)
 
 
 def _write_cluster(store: FactStore, subject: str, members: pd.DataFrame, items: Sequence[DerivedItem],
@@ -428,6 +419,8 @@ def _write_cluster(store: FactStore, subject: str, members: pd.DataFrame, items:
             else:
                 created += 1
                 existing.add(fid)
+        if not items:  # so that this exact cluster is not asked again
+            store.record_empty_answer(subject, member_ids, at=at, pass_id=pass_id)
         if stale_ids:
             store.set_stale(stale_ids, False)
     return ids, created, reinforced, len(stale_ids)

@@ -5,6 +5,9 @@
 ``contradiction``) and ``stale`` (a derived fact one of whose children was superseded or archived by
 decay since it was derived).
 
+``memory_abstraction_empty`` remembers the clusters (subject and exact membership) for which the
+abstraction model answered ``[]``, so that a pass over unchanged clusters makes no calls.
+
 No index or key constraint sits on ``memory_facts``: ids are assigned by the store, and DuckDB
 bulk-loads and scans much faster without an ART index (which would also hold every id in memory).
 """
@@ -54,15 +57,21 @@ CREATE TABLE IF NOT EXISTS memory_fact_links (
     created_at  BIGINT NOT NULL,
     PRIMARY KEY (parent_id, child_id)
 );
+CREATE TABLE IF NOT EXISTS memory_abstraction_empty (
+    subject     VARCHAR NOT NULL,
+    member_ids  BIGINT[] NOT NULL,
+    examined_at BIGINT NOT NULL,
+    pass_id     VARCHAR
+);
 CREATE TABLE IF NOT EXISTS memory_evidence (
     id          BIGINT NOT NULL,
     fact_id     BIGINT NOT NULL,
     session_id  VARCHAR,
     message_id  VARCHAR,
     observed_at BIGINT NOT NULL,
-    action      VARCHAR NOT NULL,
-    confidence  DOUBLE NOT NULL,
-    source      VARCHAR NOT NULL
+    action      VARCHAR,   -- insert | reinforce (NULL in a production memory that does not record it)
+    confidence  DOUBLE,    -- the fact's confidence right after this observation (idem)
+    source      VARCHAR    -- observation | abstraction (idem)
 );
 """
 

@@ -23,12 +23,11 @@
 **Import** (:func:`import_db`) reads such a file — or a production memory that has only the seed's
 tables — into a new FactStore file, keeping every row and value as stored (ids, statuses,
 confidences, timestamps, supersedes_id). Rows without ``factmem_fact_state`` get
-``status_changed_at = NULL``, ``status_reason = NULL``, ``stale = false``. The store's evidence
-columns are NOT NULL, so evidence written by a production crate (extras NULL) is completed and the
-completion is counted in :class:`ImportResult`: ``action`` is ``insert`` for a fact's first evidence
-row (by id) and ``reinforce`` for later ones, ``confidence`` is NaN (not recorded: exported again it
-is NULL), ``source`` is ``production``. A production evidence table may lack ``id`` (rowid is used)
-and factmem's three extras.
+``status_changed_at = NULL``, ``status_reason = NULL``, ``stale = false``. Evidence written by a
+production crate has no ``action``, ``confidence`` or ``source``: they stay NULL, as stored, and
+:class:`ImportResult` counts them (``as_of`` and ``trajectories`` need the per-observation confidence,
+so they have nothing to show for such rows). A production evidence table may lack ``id`` (rowid is
+used) and factmem's three extras.
 
 The file is checked before anything is written: required tables; in each, missing and extra
 columns and each column's type affinity; then every value's storage class (SQLite is dynamically
@@ -193,7 +192,7 @@ class ImportResult:
         filled = ", ".join(f"{k} {v}" for k, v in self.filled.items() if v)
         return (f"wrote {self.path}: {self.facts} facts, {self.links} links, {self.evidence} evidence rows, "
                 f"{self.fact_state_rows} factmem_fact_state rows; params from {self.params_from}"
-                + (f"; evidence values completed (were NULL): {filled}" if filled else "")
+                + (f"; evidence values absent (kept NULL): {filled}" if filled else "")
                 + f" ({self.seconds:.2f}s)")
 
 
@@ -542,14 +541,10 @@ def import_db(sqlite_path: str | os.PathLike, out_duckdb: str | os.PathLike, *,
                 con.register("_fm_links", links)
                 con.execute("INSERT INTO memory_fact_links SELECT * FROM _fm_links ORDER BY parent_id, child_id")
                 con.register("_fm_ev", evidence)
-                # production evidence lacks factmem's extras: completed as documented, counted in `filled`
+                # production evidence may lack factmem's extras: kept NULL, as stored; counted in `filled`
                 con.execute("""
                     INSERT INTO memory_evidence
-                    SELECT id, fact_id, session_id, message_id, observed_at,
-                           coalesce(action, CASE WHEN row_number() OVER (PARTITION BY fact_id ORDER BY id) = 1
-                                                 THEN 'insert' ELSE 'reinforce' END),
-                           coalesce(confidence, 'NaN'::DOUBLE),
-                           coalesce(source, 'production')
+                    SELECT id, fact_id, session_id, message_id, observed_at, action, confidence, source
                     FROM _fm_ev ORDER BY id""")
                 for name in ("_fm_facts", "_fm_links", "_fm_ev"):
                     con.unregister(name)

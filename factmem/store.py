@@ -679,12 +679,7 @@ class FactStore:
                 if len(archived):
                     self._mark_stale_parents_of(list(archived))
                 if prune:
-                    pruned = len(self.con.execute(
-                        "UPDATE memory_facts SET status = 'archived', status_changed_at = $at, "
-                        "status_reason = 'pruned' WHERE status = 'active' AND id IN ("
-                        "  SELECT l.child_id FROM memory_fact_links l JOIN memory_facts d ON d.id = l.parent_id"
-                        "  WHERE d.kind = 'derived' AND d.status = 'active' AND d.reinforcement_count >= $n"
-                        ") RETURNING id", {"at": at, "n": p.prune_min_reinforcements}).fetchall())
+                    pruned = self._prune(at)
         return ConsolidateResult(int(len(archived)), int(pruned))
 
     def link(self, parent_id: int, child_ids: Iterable[int], at: Any = None) -> int:
@@ -724,6 +719,32 @@ class FactStore:
         from .abstraction import abstract
 
         return abstract(self, provider, model=model, at=at, **options)
+
+    def _prune(self, at: int) -> int:
+        return len(self.con.execute(
+            "UPDATE memory_facts SET status = 'archived', status_changed_at = $at, "
+            "status_reason = 'pruned' WHERE status = 'active' AND id IN ("
+            "  SELECT l.child_id FROM memory_fact_links l JOIN memory_facts d ON d.id = l.parent_id"
+            "  WHERE d.kind = 'derived' AND d.status = 'active' AND d.reinforcement_count >= $n"
+            ") RETURNING id", {"at": at, "n": self._params.prune_min_reinforcements}).fetchall())
+
+    def prune(self, at: Any = None) -> int:
+        """Archive (reason ``pruned``) the active children of every active derived fact reinforced at
+        least ``prune_min_reinforcements`` times — consolidate's second step alone. Returns how many."""
+        self._writable()
+        at = resolve_at(at)
+        if not self._has_links:
+            return 0
+        with self._transaction():
+            return self._prune(at)
+
+    def record_empty_answer(self, subject: str, member_ids: Iterable[int], at: Any = None,
+                            pass_id: str | None = None) -> None:
+        """Note that the abstraction model found nothing to generalize in this exact cluster."""
+        self._writable()
+        with self._transaction():
+            self.con.execute("INSERT INTO memory_abstraction_empty VALUES (?, ?, ?, ?)",
+                             [subject, sorted(int(i) for i in member_ids), resolve_at(at), pass_id])
 
     # -- reads ---------------------------------------------------------------------------------------
 

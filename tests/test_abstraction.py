@@ -235,16 +235,25 @@ def test_rejected_answer_writes_nothing(llm_server, name, text):
     assert_same(snapshot(s), before)
 
 
-def test_empty_answer_writes_nothing_and_is_asked_again(api, llm_server):
+def test_empty_answer_writes_no_fact_and_is_not_asked_again_until_the_cluster_changes(api, llm_server):
     s = make_store()
     before = snapshot(s)
     llm_server.reply("[]", " ```json\n[]\n``` \n")
     r = s.abstract(http(api, llm_server.url), at=AT)
     counts(r, clusters=3, eligible=2, empty=2, calls=2)
     assert_same(snapshot(s), before)
-    # an empty answer links nothing, so the rule "linked to a derived fact" does not hold: asked again
-    llm_server.reply("[]", "[]")
-    assert s.abstract(http(api, llm_server.url), at=AT + 1).calls == 2
+    assert len(s.query("SELECT * FROM memory_abstraction_empty")) == 2
+    # the same clusters again: no call (DESIGN: a pass over unchanged clusters makes no calls)
+    n = len(llm_server.requests)
+    r2 = s.abstract(http(api, llm_server.url), at=AT + 1)
+    assert r2.calls == 0 and r2.unchanged == 2 and len(llm_server.requests) == n
+    assert_same(snapshot(s), before)
+    # a new fact changes one cluster's membership: that cluster is asked again
+    subject = r.outcomes[0].subject
+    s.remember(subject, "new_predicate", "new value", at=AT + 2)
+    llm_server.reply("[]")
+    r3 = s.abstract(http(api, llm_server.url), at=AT + 3)
+    assert r3.calls == 1 and r3.unchanged == 1
 
 
 def test_http_500_skips(api, llm_server):
@@ -498,9 +507,9 @@ def test_oracle_end_to_end_on_a_tiny_dataset(tiny, llm_server):
     notes = tiny.generalizations.drop_duplicates("gen_id").set_index(["subject", "object"])["note"]
     for fid, subject, obj, note in zip(d["id"], d["subject"], d["object"], d["note"]):
         assert s.children(fid)["id"].tolist() == member_ids(s, subject) and note == notes[(subject, obj)]
-    # the second pass asks only the clusters that answered [] (nothing links them)
+    # the second pass asks nothing: derived clusters are linked, empty answers are remembered
     r2 = s.abstract(oracle, at=tiny.end + 60)
-    assert r2.calls == r.empty and r2.unchanged == len(want) and r2.created == r2.reinforced == 0
+    assert r2.calls == 0 and r2.unchanged == r.eligible and r2.created == r2.reinforced == 0
 
     # the same oracle behind the HTTP server gives the same store
     h = tiny_store(tiny)
@@ -647,7 +656,8 @@ def ref_pass(m: RefMemory, at: int, min_cluster: int, prune: bool) -> list[str]:
             not f["stale"] and sorted(c for p, c, _ in m.links if p == f["id"] and facts[c]["status"] == "active"
                                       and facts[c]["kind"] != "derived") == ids
             for f in live_derived)
-        if linked and not stale:
+        answered_empty = (subject, tuple(ids)) in m.empty_answers
+        if (linked or answered_empty) and not stale:
             continue
         called.append(subject)
         members = [facts[i] for i in ids]
@@ -655,6 +665,8 @@ def ref_pass(m: RefMemory, at: int, min_cluster: int, prune: bool) -> list[str]:
             items = json.loads(model_answer(subject, members))
         except (ProviderError, ValueError):
             continue
+        if not items:
+            m.empty_answers.add((subject, tuple(ids)))
         for it in items:
             fid = m.remember(subject, it["predicate"], it["object"], "derived", at, f"abstraction:{at}",
                              f"cluster:{subject}", None, source="abstraction")
@@ -684,6 +696,7 @@ rounds = st.lists(st.tuples(st.lists(fact_op, min_size=0, max_size=4),
 @given(rounds=rounds)
 def test_pass_matches_reference(rounds):
     s, m, model = FactStore(params=PARAMS), RefMemory(PARAMS), InProcessModel()
+    m.empty_answers = set()
     t = T0
     cols = ["id", "subject", "predicate", "object", "kind", "reinforcement_count", "last_reinforced", "status",
             "status_reason", "stale"]

@@ -229,7 +229,8 @@ def test_production_crate_can_use_the_file(sample, tmp_path):
         old = back.get(conflict[0])
         assert old.status == "superseded" and old.status_changed_at is None  # the crate does not record it
         ev = back.evidence(new_id).iloc[0]
-        assert (ev["action"], ev["source"], ev["session_id"]) == ("insert", "production", "s9") and np.isnan(ev["confidence"])
+        # the crate records no action, confidence or source: kept NULL, as stored
+        assert ev["action"] is None and ev["source"] is None and ev["session_id"] == "s9" and pd.isna(ev["confidence"])
         # NaN confidence goes back out as NULL, and comes in again as NaN
         export_db(back, tmp_path / "again.sqlite")
     sq = sqlite3.connect(tmp_path / "again.sqlite")
@@ -277,8 +278,8 @@ def test_import_production_memory_keeps_rows_as_stored(tmp_path):
         assert f["supersedes_id"].tolist()[1] == 3 and pd.isna(f["supersedes_id"][0])
         assert f["status_changed_at"].isna().all() and f["status_reason"].isna().all() and not f["stale"].any()
         ev = s.evidence()
-        assert ev["id"].tolist() == [1, 2, 3, 4] and ev["action"].tolist() == ["insert", "reinforce", "insert", "insert"]
-        assert (ev["source"] == "production").all() and ev["confidence"].isna().all()
+        assert ev["id"].tolist() == [1, 2, 3, 4]
+        assert ev["source"].isna().all() and ev["confidence"].isna().all() and ev["action"].isna().all()
         assert s.children(12)["id"].tolist() == [7]
         assert s.remember("bob", "likes", "tea", at=1000) == 13  # ids continue after the max
         assert s.remember("ada", "likes", "zig", kind="user_preference", at=1000) == 7  # reinforces the stored fact
