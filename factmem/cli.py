@@ -345,6 +345,9 @@ def _run_import_db(args: argparse.Namespace) -> int:
     return 0
 
 
+from . import cli_tune as _cli_tune  # noqa: E402
+
+
 #: Subcommand registry: add yours here.
 COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [
     _add_generate,
@@ -354,6 +357,10 @@ COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [
     _add_params,
     _add_export_db,
     _add_import_db,
+    _cli_tune._add_tune,
+    _cli_tune._add_simulate,
+    _cli_tune._add_sweep,
+    _cli_tune._add_cardinality,
 ]
 
 

@@ -1,0 +1,393 @@
+"""Ground-truth metrics and calibration of a memory's beliefs over time.
+
+Ground floor: numpy and pandas only. The simulator (a FactStore replay) and the sweep (the
+vectorized kernel) both describe what the memory held as **belief states** — one row per stretch
+of time during which a fact kept one stored confidence:
+
+=============  ============================================================================
+``triple``     integer code of (subject, predicate, object), shared with the truth table
+``kind``       kind code of the fact (0 explicit, 1 user_preference, 2 episodic, 3 derived)
+``start``      when the state began (the observation; ``last_reinforced``), Unix seconds
+``end``        when it ended (next observation, supersession, archival) or ``OPEN``
+``reason``     why it ended: 0 reinforced, 1 superseded, 2 archived by decay, 3 still open,
+               4 archived by pruning
+``confidence`` stored confidence during the state; ``rate``: decay rate per day
+=============  ============================================================================
+
+A checkpoint at time ``t`` sees every event with ``ts < t`` and every consolidation at ``T <= t``;
+so a state is *held* at ``t`` when ``start < t`` and ``t <= end`` (ended by an event at ``end``) or
+``t < end`` (archived at ``end``). It is *believed* when held with effective confidence
+``confidence * exp(-rate * (t - start) / 86400) >= retrieval_threshold``.
+
+Against the truth (per triple, intervals where it is **true and relevant**: ``valid_from`` up to
+``valid_to``, and for episodic facts no later than ``relevant_until``):
+
+* **precision**: believed and true / believed; **recall**: believed and needed / needed, where
+  *needed* means true and relevant at ``t`` and mentioned since it became true, before ``t``;
+* **stale**: believed, no longer true and relevant, though it was (the world changed, memory did not);
+* **lost** (forgetting regret): archived while still true and relevant, and mentioned again later
+  within the same truth interval — the conversation needed it back (cumulative, with the list);
+* **calibration**, reading effective confidence as the probability that the triple is true and
+  relevant at ``t``, over every triple mentioned before ``t``: a held triple predicts its effective
+  confidence, one not held (archived, superseded) predicts 0. Probabilities are clipped to
+  ``[eps, 1 - eps]`` (eps = 1e-4) so forgetting a true fact costs ``-ln(eps)`` = 9.2 nats. Log loss,
+  Brier and AUC over all of them; RMSE(bins) over held states binned by kind × age since the last
+  reinforcement; reliability bins over held states.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+
+OPEN = np.iinfo(np.int64).max
+KIND_NAMES = ("explicit", "user_preference", "episodic", "derived")
+REASON_REINFORCED, REASON_SUPERSEDED, REASON_ARCHIVED, REASON_OPEN, REASON_PRUNED = 0, 1, 2, 3, 4
+EPS = 1e-4
+AGE_EDGES_DAYS = np.array([0, 1, 3, 7, 14, 30, 60, 120, np.inf])
+SECONDS_PER_DAY = 86400.0
+
+BELIEF_COLUMNS = ("triple", "kind", "start", "end", "reason", "confidence", "rate")
+
+
+def _diff_count(n: int, lo: np.ndarray, hi: np.ndarray, weights=None) -> np.ndarray:
+    """How many [lo, hi) index ranges cover each of 0..n-1 (empty ranges count nothing)."""
+    ok = hi > lo
+    d = np.zeros(n + 1)
+    w = 1.0 if weights is None else weights[ok]
+    np.add.at(d, lo[ok], w)
+    np.add.at(d, hi[ok], -w if weights is not None else -1.0)
+    return np.cumsum(d[:-1])
+
+
+def weighted_auc(p: np.ndarray, y: np.ndarray, w: np.ndarray | None = None) -> float:
+    """Area under the ROC curve with sample weights; ties count half."""
+    w = np.ones(len(p)) if w is None else w
+    vals, inv = np.unique(p, return_inverse=True)
+    pos = np.bincount(inv, weights=w * (y == 1), minlength=len(vals))
+    neg = np.bincount(inv, weights=w * (y == 0), minlength=len(vals))
+    wp, wn = pos.sum(), neg.sum()
+    if wp == 0 or wn == 0:
+        return float("nan")
+    below = np.cumsum(neg) - neg
+    return float((pos * (below + 0.5 * neg)).sum() / (wp * wn))
+
+
+@dataclass
+class Evaluation:
+    """The scores of one run: per checkpoint, a summary row, reliability bins, and the lost facts."""
+
+    checkpoints: pd.DataFrame
+    summary: dict
+    reliability: pd.DataFrame
+    lost: pd.DataFrame
+    calibration_by_kind: pd.DataFrame = field(default_factory=pd.DataFrame)
+
+
+class Evaluator:
+    """Scores belief states against ground truth at checkpoints.
+
+    Everything that does not depend on the memory's parameters (truth intervals, what is needed
+    when, mentions) is prepared once, so that scoring many parameter sets is cheap.
+
+    ``truth``: columns triple, kind (code), valid_from, valid_to, relevant_until (``OPEN`` or NA for
+    none). ``mentions``: columns triple, ts (every mention). ``checkpoints``: sorted Unix seconds.
+    ``max_samples``: calibration enumerates (held state, checkpoint) pairs; beyond this many it
+    uses every k-th checkpoint (deterministic; reported as ``calibration_stride``).
+    """
+
+    def __init__(self, truth: pd.DataFrame, mentions: pd.DataFrame, checkpoints: Sequence[int], *,
+                 eps: float = EPS, max_samples: int = 4_000_000):
+        self.cp = np.asarray(checkpoints, dtype=np.int64)
+        if self.cp.ndim != 1 or self.cp.size == 0 or (np.diff(self.cp) <= 0).any():
+            raise ValueError("checkpoints must be a non-empty, strictly increasing sequence of Unix seconds")
+        for name, df, cols in (("truth", truth, ("triple", "kind", "valid_from", "valid_to", "relevant_until")),
+                               ("mentions", mentions, ("triple", "ts"))):
+            missing = [c for c in cols if c not in df.columns]
+            if missing:
+                raise ValueError(f"{name} lacks column {missing[0]!r}")
+        self.eps = float(eps)
+        self.max_samples = int(max_samples)
+        n = len(self.cp)
+
+        def as_end(col) -> np.ndarray:
+            return pd.array(col, dtype="Int64").fillna(OPEN).to_numpy(dtype=np.int64)
+
+        t = truth.sort_values(["triple", "valid_from"], kind="stable")
+        self.t_triple = t["triple"].to_numpy(np.int64)
+        self.t_kind = t["kind"].to_numpy(np.int64)
+        self.t_from = t["valid_from"].to_numpy(np.int64)
+        self.t_end = np.minimum(as_end(t["valid_to"]), as_end(t["relevant_until"]))  # true and relevant until
+        self.t_k0 = np.searchsorted(self.cp, self.t_from, "left")
+        self.t_k1 = np.searchsorted(self.cp, self.t_end, "left")
+
+        m = mentions.sort_values(["triple", "ts"], kind="stable")
+        self.m_triple = m["triple"].to_numpy(np.int64)
+        self.m_ts = m["ts"].to_numpy(np.int64)
+        n_tr = int(max(self.t_triple.max(initial=-1), self.m_triple.max(initial=-1))) + 1
+        self.n_triples = n_tr
+
+        # first mention of each triple, and the first mention inside each truth interval
+        first_any = np.full(n_tr, OPEN, np.int64)
+        np.minimum.at(first_any, self.m_triple, self.m_ts)
+        self.first_mention = first_any
+        # (triple, ts) packed into one sortable int64 so "next mention after" is one searchsorted
+        self._m_base = int(self.m_ts.min(initial=0))
+        self._m_span = int(self.m_ts.max(initial=0)) - self._m_base + 2
+        self._m_key = self.m_triple * self._m_span + (self.m_ts - self._m_base + 1)
+        fm_row = self._next_mention(self.t_triple, self.t_from - 1)
+        fm_row = np.where(fm_row < self.t_end, fm_row, OPEN)
+        self.t_needed_k0 = np.where(fm_row == OPEN, n, np.searchsorted(self.cp, np.where(fm_row == OPEN, 0, fm_row + 1), "left"))
+        self.needed = _diff_count(n, self.t_needed_k0, self.t_k1)
+
+        # earliest end of a true-and-relevant interval, per triple (for "stale")
+        min_end = np.full(n_tr, OPEN, np.int64)
+        np.minimum.at(min_end, self.t_triple, self.t_end)
+        self.min_end_k = np.searchsorted(self.cp, min_end, "left")
+
+        # calibration population: triples mentioned before t, and of them the true-and-relevant ones
+        self.kind_of_triple = np.full(n_tr, -1, np.int64)
+        self.kind_of_triple[self.t_triple] = self.t_kind
+        mk0 = np.searchsorted(self.cp, np.where(first_any == OPEN, 0, first_any + 1), "left")
+        mk0 = np.where(first_any == OPEN, n, mk0)
+        self._mention_k0 = mk0
+        fm_tr = first_any[self.t_triple]
+        self._mt_k0 = np.maximum(self.t_k0, np.where(fm_tr == OPEN, n, mk0[self.t_triple]))
+
+    def _next_mention(self, triple: np.ndarray, after: np.ndarray) -> np.ndarray:
+        """First mention of ``triple`` strictly after ``after`` (OPEN if none)."""
+        if self.m_ts.size == 0:
+            return np.full(len(triple), OPEN, np.int64)
+        after = np.clip(np.asarray(after, np.int64), self._m_base - 1, self._m_base + self._m_span - 2)
+        q = triple * self._m_span + (after - self._m_base + 1)
+        pos = np.searchsorted(self._m_key, q, side="right")
+        ok = pos < len(self.m_ts)
+        pos_c = np.minimum(pos, len(self.m_ts) - 1)
+        hit = ok & (self.m_triple[pos_c] == triple) & (self.m_ts[pos_c] > after)
+        return np.where(hit, self.m_ts[pos_c], OPEN)
+
+    # -- scoring -----------------------------------------------------------------------------------
+
+    def score(self, beliefs: pd.DataFrame | dict, retrieval_threshold: float) -> Evaluation:
+        b = {c: np.asarray(beliefs[c]) for c in BELIEF_COLUMNS}
+        # a canonical order, so that sums (and so the scores) do not depend on how rows came in
+        order = np.lexsort((b["end"], b["start"], b["triple"]))
+        b = {c: v[order] for c, v in b.items()}
+        cp, n = self.cp, len(self.cp)
+        start, end, reason = b["start"].astype(np.int64), b["end"].astype(np.int64), b["reason"].astype(np.int64)
+        conf, rate, triple, kind = b["confidence"].astype(float), b["rate"].astype(float), b["triple"].astype(np.int64), b["kind"].astype(np.int64)
+        by_event = (reason == REASON_REINFORCED) | (reason == REASON_SUPERSEDED)
+        vis_end = np.where(by_event, end + 1, end)  # an event at `end` is seen only after `end`
+        k0 = np.searchsorted(cp, start + 1, "left")
+        k1 = np.where(end == OPEN, n, np.searchsorted(cp, np.where(end == OPEN, 0, vis_end), "left"))
+        kb = self._believed_until(conf, rate, start, k0, k1, retrieval_threshold)
+
+        believed = _diff_count(n, k0, kb)
+        # pairs (state, truth row) of the same triple
+        pb, pt = self._pairs(triple)
+        lo, hi = np.maximum(k0[pb], self.t_k0[pt]), np.minimum(kb[pb], self.t_k1[pt])
+        true_believed = _diff_count(n, lo, hi)
+        hit_needed = _diff_count(n, np.maximum(k0[pb], self.t_needed_k0[pt]), hi)
+        me = self.min_end_k[triple]
+        stale_all = _diff_count(n, np.maximum(k0, me), kb)
+        stale_true = _diff_count(n, np.maximum(lo, me[pb]), hi)
+        stale = stale_all - stale_true
+
+        lost = self._lost(triple, kind, start, end, reason)
+        lost_k = np.searchsorted(cp, lost["archived_at"].to_numpy(np.int64), "left") if len(lost) else np.zeros(0, int)
+        lost_cum = np.cumsum(np.bincount(lost_k, minlength=n + 1)[:n])
+
+        with np.errstate(invalid="ignore", divide="ignore"):
+            precision = np.where(believed > 0, true_believed / np.maximum(believed, 1), np.nan)
+            recall = np.where(self.needed > 0, hit_needed / np.maximum(self.needed, 1), np.nan)
+        ckpt = pd.DataFrame({
+            "t": cp, "believed": believed.astype(np.int64), "true_believed": true_believed.astype(np.int64),
+            "needed": self.needed.astype(np.int64), "precision": precision, "recall": recall,
+            "stale": stale.astype(np.int64), "lost": lost_cum.astype(np.int64),
+        })
+        cal = self._calibration(triple, kind, start, conf, rate, k0, k1, pb, pt)
+        ckpt["log_loss"] = cal.pop("per_checkpoint")
+        summary = {
+            "precision": float(np.nanmean(precision)) if np.isfinite(precision).any() else float("nan"),
+            "recall": float(np.nanmean(recall)) if np.isfinite(recall).any() else float("nan"),
+            "believed": float(believed.mean()),
+            "needed": float(self.needed.mean()),
+            "stale": float(stale.mean()),
+            "lost": int(len(lost)),
+            "final_believed": int(believed[-1]),
+            "final_recall": float(recall[-1]),
+        }
+        summary.update(cal.pop("summary"))
+        return Evaluation(ckpt, summary, cal.pop("reliability"), lost, cal.pop("by_kind"))
+
+    def _pairs(self, triple: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """All (state index, truth row) pairs that share a triple."""
+        lo = np.searchsorted(self.t_triple, triple, "left")
+        hi = np.searchsorted(self.t_triple, triple, "right")
+        cnt = hi - lo
+        pb = np.repeat(np.arange(len(triple)), cnt)
+        offs = np.arange(cnt.sum()) - np.repeat(np.cumsum(cnt) - cnt, cnt)
+        return pb, np.repeat(lo, cnt) + offs
+
+    def _believed_until(self, conf, rate, start, k0, k1, thr) -> np.ndarray:
+        """Index one past the last checkpoint in [k0, k1) where the state is believed."""
+        cp = self.cp
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            days = np.where(conf >= thr, np.where(rate > 0, np.log(conf / thr) / rate, np.inf), -1.0)
+        bound = start + np.clip(days, -1, 1e12) * SECONDS_PER_DAY
+        kb = np.clip(np.searchsorted(cp, bound, "right"), k0, k1)
+        # exact boundary: believed at cp[k] iff conf*exp(-rate*age) >= thr (two steps fix rounding)
+        for _ in range(2):
+            i = np.clip(kb - 1, 0, len(cp) - 1)
+            over = (kb > k0) & (conf * np.exp(-rate * np.maximum(0.0, (cp[i] - start) / SECONDS_PER_DAY)) < thr)
+            kb = np.where(over, kb - 1, kb)
+            j = np.clip(kb, 0, len(cp) - 1)
+            under = (kb < k1) & (conf * np.exp(-rate * np.maximum(0.0, (cp[j] - start) / SECONDS_PER_DAY)) >= thr)
+            kb = np.where(under, kb + 1, kb)
+        return kb
+
+    def _lost(self, triple, kind, start, end, reason) -> pd.DataFrame:
+        arch = np.flatnonzero((reason == REASON_ARCHIVED) | (reason == REASON_PRUNED))
+        cols = ["triple", "kind", "archived_at", "needed_again_at", "why"]
+        if arch.size == 0:
+            return pd.DataFrame({c: pd.Series(dtype=np.int64 if c != "why" else object) for c in cols})
+        tr, at = triple[arch], end[arch]
+        pb, pt = self._pairs(tr)
+        inside = (self.t_from[pt] <= at[pb]) & (at[pb] < self.t_end[pt])
+        pb, pt = pb[inside], pt[inside]
+        nxt = self._next_mention(tr[pb], at[pb])
+        again = nxt < self.t_end[pt]
+        pb, nxt = pb[again], nxt[again]
+        sel = arch[pb]
+        return pd.DataFrame({
+            "triple": triple[sel], "kind": kind[sel], "archived_at": end[sel], "needed_again_at": nxt,
+            "why": np.where(reason[sel] == REASON_PRUNED, "pruned", "decay"),
+        }).sort_values(["archived_at", "triple"], kind="stable").reset_index(drop=True)
+
+    def _calibration(self, triple, kind, start, conf, rate, k0, k1, pb, pt) -> dict:
+        n = len(self.cp)
+        held = np.maximum(k1 - k0, 0)
+        total = int(held.sum())
+        stride = max(1, int(np.ceil(total / self.max_samples))) if total else 1
+        # calibration checkpoints: every stride-th checkpoint, counting from the last
+        is_cal = np.zeros(n, bool)
+        is_cal[(n - 1) % stride::stride] = True
+        cal_idx = np.flatnonzero(is_cal)
+        rank = np.cumsum(is_cal) - 1  # index among calibration checkpoints
+        # map [k0, k1) to calibration ranks
+        r0 = np.searchsorted(cal_idx, k0, "left")
+        r1 = np.searchsorted(cal_idx, k1, "left")
+        cnt = np.maximum(r1 - r0, 0)
+        S = int(cnt.sum())
+        sb = np.repeat(np.arange(len(triple)), cnt)
+        sr = np.repeat(r0, cnt) + (np.arange(S) - np.repeat(np.cumsum(cnt) - cnt, cnt))
+        t = self.cp[cal_idx[sr]] if S else np.zeros(0, np.int64)
+        age = (t - start[sb]) / SECONDS_PER_DAY
+        p = conf[sb] * np.exp(-rate[sb] * np.maximum(0.0, age))
+        # y: the sample falls inside a true-and-relevant interval of its triple
+        offs = np.cumsum(cnt) - cnt
+        tr0 = np.searchsorted(cal_idx, self.t_k0[pt], "left")
+        tr1 = np.searchsorted(cal_idx, self.t_k1[pt], "left")
+        lo, hi = np.maximum(r0[pb], tr0), np.minimum(r1[pb], tr1)
+        ok = hi > lo
+        d = np.zeros(S + 1)
+        np.add.at(d, offs[pb[ok]] + (lo[ok] - r0[pb[ok]]), 1.0)
+        np.add.at(d, offs[pb[ok]] + (hi[ok] - r0[pb[ok]]), -1.0)
+        y = (np.cumsum(d[:-1]) > 0).astype(np.int8)
+        pc = np.clip(p, self.eps, 1 - self.eps)
+        loss = -(y * np.log(pc) + (1 - y) * np.log1p(-pc))
+        sk = kind[sb]
+
+        # triples mentioned before t but not held predict 0 (clipped to eps); held triples never
+        # mentioned (derived facts) join the population while held
+        m_cal = len(cal_idx)
+        ment = _diff_count(n, self._mention_k0, np.full(self.n_triples, n))[cal_idx] if self.n_triples else np.zeros(m_cal)
+        ment_true = _diff_count(n, self._mt_k0, self.t_k1)[cal_idx]
+        mentioned = self.first_mention[triple[sb]] < t if S else np.zeros(0, bool)
+        held_n = np.bincount(sr, weights=mentioned, minlength=m_cal)
+        held_true = np.bincount(sr, weights=y * mentioned, minlength=m_cal)
+        off_true = np.maximum(ment_true - held_true, 0)
+        off_false = np.maximum(ment - held_n - off_true, 0)
+        l1, l0 = -np.log(self.eps), -np.log1p(-self.eps)
+        per_ck_loss = np.bincount(sr, weights=loss, minlength=m_cal) + off_true * l1 + off_false * l0
+        per_ck_n = np.bincount(sr, minlength=m_cal) + off_true + off_false
+        per_checkpoint = np.full(n, np.nan)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            per_checkpoint[cal_idx] = per_ck_loss / per_ck_n
+        N = per_ck_n.sum()
+        W_true, W_false = off_true.sum(), off_false.sum()
+        summary = {
+            "log_loss": float(per_ck_loss.sum() / N) if N else float("nan"),
+            "brier": float((((pc - y) ** 2).sum() + W_true * (1 - self.eps) ** 2 + W_false * self.eps ** 2) / N)
+            if N else float("nan"),
+            "auc": weighted_auc(np.concatenate([pc, [self.eps, self.eps]]), np.concatenate([y, [1, 0]]),
+                                np.concatenate([np.ones(S), [W_true, W_false]])),
+            "rmse_bins": _rmse_bins(pc, y, sk, age),
+            "held_log_loss": float(loss.mean()) if S else float("nan"),
+            "samples": int(N),
+            "calibration_stride": stride,
+        }
+        # by kind: held samples by the fact's kind, unheld by the triple's kind
+        rows = []
+        for k, name in enumerate(KIND_NAMES):
+            sel = sk == k
+            # unheld split by kind needs per-kind population counts
+            tk = self.t_kind == k
+            mt_k = _diff_count(n, self._mt_k0[tk], self.t_k1[tk])[cal_idx]
+            trip_k = self.kind_of_triple == k
+            ment_k = _diff_count(n, self._mention_k0[trip_k], np.full(int(trip_k.sum()), n))[cal_idx]
+            hn = np.bincount(sr[sel], weights=mentioned[sel], minlength=m_cal)
+            ht = np.bincount(sr[sel], weights=(y * mentioned)[sel], minlength=m_cal)
+            ot = np.maximum(mt_k - ht, 0).sum()
+            of = np.maximum(ment_k - hn - np.maximum(mt_k - ht, 0), 0).sum()
+            nk = sel.sum() + ot + of
+            if nk == 0:
+                continue
+            rows.append({
+                "kind": name, "samples": int(nk), "held": int(sel.sum()),
+                "log_loss": float((loss[sel].sum() + ot * l1 + of * l0) / nk),
+                "brier": float((((pc[sel] - y[sel]) ** 2).sum() + ot * (1 - self.eps) ** 2 + of * self.eps ** 2) / nk),
+                "rmse_bins": _rmse_bins(pc[sel], y[sel], sk[sel], age[sel]),
+            })
+        by_kind = pd.DataFrame(rows)
+        for r in rows:
+            summary[f"log_loss.{r['kind']}"] = r["log_loss"]
+        return {"per_checkpoint": per_checkpoint, "summary": summary, "by_kind": by_kind,
+                "reliability": _reliability(pc, y, sk)}
+
+
+def _rmse_bins(p: np.ndarray, y: np.ndarray, kind: np.ndarray, age_days: np.ndarray) -> float:
+    """FSRS-style RMSE(bins): predictions grouped by kind × age bucket, weighted by bin size."""
+    if p.size == 0:
+        return float("nan")
+    a = np.clip(np.searchsorted(AGE_EDGES_DAYS, age_days, "right") - 1, 0, len(AGE_EDGES_DAYS) - 2)
+    bins = kind.astype(np.int64) * len(AGE_EDGES_DAYS) + a
+    _, inv = np.unique(bins, return_inverse=True)
+    nb = np.bincount(inv)
+    pm = np.bincount(inv, weights=p) / nb
+    ym = np.bincount(inv, weights=y) / nb
+    return float(np.sqrt((nb * (pm - ym) ** 2).sum() / nb.sum()))
+
+
+def _reliability(p: np.ndarray, y: np.ndarray, kind: np.ndarray, n_bins: int = 10) -> pd.DataFrame:
+    """Reliability-diagram bins over held states: mean predicted vs observed frequency, per kind and all."""
+    cols = ["kind", "bin", "p_mean", "y_mean", "n"]
+    if p.size == 0:
+        return pd.DataFrame(columns=cols)
+    b = np.minimum((p * n_bins).astype(np.int64), n_bins - 1)
+    frames = []
+    for name, sel in [("all", np.ones(p.size, bool))] + [(k, kind == i) for i, k in enumerate(KIND_NAMES)]:
+        if not sel.any():
+            continue
+        nb = np.bincount(b[sel], minlength=n_bins)
+        keep = nb > 0
+        frames.append(pd.DataFrame({
+            "kind": name, "bin": np.arange(n_bins)[keep],
+            "p_mean": (np.bincount(b[sel], weights=p[sel], minlength=n_bins) / np.maximum(nb, 1))[keep],
+            "y_mean": (np.bincount(b[sel], weights=y[sel], minlength=n_bins) / np.maximum(nb, 1))[keep],
+            "n": nb[keep],
+        }))
+    return pd.concat(frames, ignore_index=True)
