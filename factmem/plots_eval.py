@@ -377,10 +377,10 @@ def reliability(bins: pd.DataFrame, *, ax: Axes | None = None, by: str | None = 
     names = kind_order(groups[ok]) if by == "kind" else list(pd.unique(groups[ok]))
     palette = ["#332288", "#44AA99", "#882255", "#999933", "#88CCEE", "#AA4499", "#000000"]
     nmax = float(n[ok].max())
-    # bar width: the smallest gap between bin centres, split among the groups
-    centres = np.unique(np.round(p[ok], 9))
-    bw = (float(np.diff(centres).min()) if centres.size > 1 else 0.1) * 0.85
-    sub = bw / max(1, len(names))
+    # bar width: 1 / (bins per group), split among the groups (p_mean is a bin's mean, not its
+    # centre, so gaps between p_means say little about bin widths)
+    per_group = int(pd.Series(groups[ok]).value_counts().max())
+    sub = 0.85 / max(per_group, 5) / max(1, len(names))
     for i, g in enumerate(names):  # one curve per group (kinds: a handful)
         sel = ok & (groups == g)
         o = np.argsort(p[sel], kind="mergesort")

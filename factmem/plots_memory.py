@@ -229,13 +229,13 @@ def _label_line_ends(ax: Axes, x, y, fid, names: pd.Series, color_of: pd.Series)
     last = pd.DataFrame({"fid": fid[ok], "y": y[ok]}).groupby("fid", sort=False)["y"].last()
     order = np.argsort(last.to_numpy(), kind="mergesort")
     ys = last.to_numpy()[order]
-    top = ax.get_ylim()[1]
-    gap = 0.045 * top
+    bottom, top = ax.get_ylim()
+    gap = 0.045 * (top - bottom)
     i = np.arange(len(ys))
-    placed = np.maximum.accumulate(ys - gap * i) + gap * i
-    over = placed[-1] - (top - gap / 2) if len(placed) else 0.0
-    if over > 0:  # shift the stack down rather than past the top
-        placed = placed - over
+    # push each name up to at least `gap` above the one below it, starting at the axis bottom; then
+    # cap each from the top (the k-th from the top at most top - k·gap): both keep the spacing
+    placed = np.maximum.accumulate(np.maximum(ys, bottom + gap / 2) - gap * i) + gap * i
+    placed = np.minimum(placed, (top - gap / 2) - gap * (len(ys) - 1 - i))
     trans = ax.get_yaxis_transform()
     for f, yy in zip(last.index.to_numpy()[order], placed):  # one text per labelled fact (≤ max_labels)
         ax.text(1.01, yy, str(names.loc[f]), transform=trans, va="center", ha="left", fontsize="small",
