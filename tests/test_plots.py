@@ -159,6 +159,19 @@ def test_trajectories_without_evidence_or_facts_and_many_facts():
     assert len(solid.get_segments()) == n * (steps - 1)
 
 
+def test_trajectory_labels_never_overlap_or_leave_the_axis():
+    ends = [0.99, 0.985, 0.98, 0.97, 0.96, 0.0, 0.001]  # a crowd at the top, two at zero
+    n = len(ends)
+    traj = pd.DataFrame({"fact_id": np.repeat(np.arange(n), 2), "t": np.tile([0, D], n), "kind": "explicit",
+                         "object": np.repeat([f"o{i}" for i in range(n)], 2), "status": "active",
+                         "effective_confidence": np.ravel([[0.5, e] for e in ends])})
+    ax = plots.trajectories(traj).axes[0]
+    ys = np.sort([t.get_position()[1] for t in ax.texts])
+    lo, hi = ax.get_ylim()
+    assert len(ys) == n and ys.min() > lo and ys.max() < hi
+    assert np.diff(ys).min() >= 0.045 * (hi - lo) - 1e-9
+
+
 def test_kind_trajectories(mem, tmp_path):
     facts = mem.facts()
     traj = mem.trajectories(facts["id"].tolist(), T0, T0 + 60 * D, D)
