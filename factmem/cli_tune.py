@@ -152,6 +152,7 @@ def _run_tune(args) -> int:
     t = res.heldout.copy()
     for c in t.columns[1:-1]:
         t[c] = t[c].map(lambda v: f"{v:.4g}")
+    t = t.drop(columns="better")
     print(f"\nswept {len(res.sweep.params)} parameter sets in {res.seconds:.0f} s; held-out metrics:\n")
     print(t.to_string(index=False))
     changed = {k: (v, res.recommended.to_flat()[k]) for k, v in __import__("factmem").MemoryParams().to_flat().items()
@@ -159,6 +160,8 @@ def _run_tune(args) -> int:
     print("\nrecommended changes: " + (", ".join(f"{k} {a} -> {b}" for k, (a, b) in changed.items()
                                                  if k != "multi_valued_predicates") or "none"))
     print(f"\n{res.decision}")
+    for n in res.notes:
+        print("note: " + n.replace("`", ""))
     print(f"\nwrote {res.out}/ (report.md, params.toml, figures, results)")
     return 0
 

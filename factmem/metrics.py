@@ -143,9 +143,11 @@ class Evaluator:
         self.t_needed_k0 = np.where(fm_row == OPEN, n, np.searchsorted(self.cp, np.where(fm_row == OPEN, 0, fm_row + 1), "left"))
         self.needed = _diff_count(n, self.t_needed_k0, self.t_k1)
 
-        # earliest end of a true-and-relevant interval, per triple (for "stale")
+        # earliest end of a (non-empty) true-and-relevant interval, per triple, for "stale": a
+        # misstatement was never true, so believing it is wrong but not stale
         min_end = np.full(n_tr, OPEN, np.int64)
-        np.minimum.at(min_end, self.t_triple, self.t_end)
+        real = self.t_end > self.t_from
+        np.minimum.at(min_end, self.t_triple[real], self.t_end[real])
         self.min_end_k = np.searchsorted(self.cp, min_end, "left")
 
         # calibration population: triples mentioned before t, and of them the true-and-relevant ones

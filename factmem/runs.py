@@ -97,7 +97,7 @@ def write_run(out: str | os.PathLike, manifest: Mapping[str, Any], tables: Mappi
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    names = sorted(tables)
+    names = sorted(k for k, v in tables.items() if len(v.columns))  # a frame without columns holds nothing
     man = dict(manifest)
     man["tables"] = names
     (out / "manifest.json").write_text(json.dumps(_jsonable(man), indent=2, allow_nan=False) + "\n", encoding="utf-8")

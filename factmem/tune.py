@@ -29,9 +29,9 @@ from .sweep import OBJECTIVES, SweepResult, sweep
 #: the default grid: the decay rate of each observed kind and the reinforcement gain
 DEFAULT_SPACE: dict[str, list] = {
     "decay_rate.explicit": [0.001, 0.003, 0.01, 0.03, 0.05],
-    "decay_rate.user_preference": [0.002, 0.005, 0.01, 0.02, 0.04],
-    "decay_rate.episodic": [0.1, 0.3, 0.6, 1.2],
-    "reinforce_gain": [0.15, 0.3, 0.5],
+    "decay_rate.user_preference": [0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.04],
+    "decay_rate.episodic": [0.15, 0.3, 0.6],
+    "reinforce_gain": [0.15, 0.3, 0.5, 0.7],
 }
 
 REPORT_METRICS = [("log_loss", "log loss", True), ("brier", "Brier score", True), ("auc", "AUC", False),
@@ -65,6 +65,7 @@ class TuneResult:
     out: Path | None
     seconds: float
     heldout: pd.DataFrame = field(default_factory=pd.DataFrame)
+    notes: list[str] = field(default_factory=list)
 
     def summary_table(self) -> pd.DataFrame:
         return self.heldout
@@ -104,37 +105,48 @@ def tune(log: Any = None, *, out: str | os.PathLike | None = None, space: Mappin
         extra = sweep(P, [current], schedule=schedule, split=split, holdout=H, objective=objective,
                       include_defaults=False, workers=0, progress=False).table
     tab = res.table
-    lower = OBJECTIVES[objective]
     best = res.best(objective, on="train")
     rec = res.params[best]
     col = f"test.{objective}"
-    rec_v, def_v = float(tab.loc[best, col]), float(tab.loc[0, col])
-    better = (rec_v < def_v) if lower else (rec_v > def_v)
     cur_v = float(extra[col].iloc[0]) if current is not None else None
-    beats_current = True if cur_v is None else ((rec_v <= cur_v) if lower else (rec_v >= cur_v))
-    promoted = bool(better and beats_current and best != 0)
-    name = _metric_name(objective)
-    if promoted:
-        decision = (f"Promoted: on held-out data the recommended parameters reach {name} {rec_v:.4g} against "
-                    f"{def_v:.4g} for the seed defaults" + (f" and {cur_v:.4g} for the current ones" if cur_v is not None else "")
-                    + f" ({_rel(rec_v, def_v)}).")
-        chosen = rec
-    elif best == 0:
-        decision = f"Not promoted: the seed defaults are the best parameter set on the tuning part; they stay."
-        chosen = current or MemoryParams()
-    else:
-        keep = "current parameters" if current is not None and not beats_current else "seed defaults"
-        decision = (f"Not promoted: the recommended parameters reach {name} {rec_v:.4g} on held-out data against "
-                    f"{def_v:.4g} for the seed defaults" + (f" and {cur_v:.4g} for the current ones" if cur_v is not None else "")
-                    + f"; they do not beat them, so the {keep} stay.")
-        chosen = current if (current is not None and keep == "current parameters") else MemoryParams()
-    heldout = _heldout_table(tab, best, extra if current is not None else None)
-    result = TuneResult(res, rec, best, promoted, decision, chosen, None, time.perf_counter() - t0, heldout)
+    keep, decision = decide(objective, float(tab.loc[best, col]), float(tab.loc[0, col]), cur_v,
+                            best_is_default=best == 0)
+    promoted = keep == "recommended"
+    chosen = {"recommended": rec, "current": current, "defaults": MemoryParams()}[keep]
+    base_row = next((i for i, p in enumerate(res.params) if p == base and i != 0), None)
+    heldout = _heldout_table(tab, best, extra if current is not None else None, base_row)
+    result = TuneResult(res, rec, best, promoted, decision, chosen, None, time.perf_counter() - t0, heldout,
+                        _edge_notes(space or DEFAULT_SPACE, rec, search))
     if write:
         result.out = _write(result, P, H, schedule, out, split, objective, seed, space or DEFAULT_SPACE, search, n,
                             current)
     result.seconds = time.perf_counter() - t0
     return result
+
+
+def decide(objective: str, recommended: float, defaults: float, current: float | None = None, *,
+           best_is_default: bool = False) -> tuple[str, str]:
+    """The promotion rule: the recommendation must beat the seed defaults on held-out data by the
+    objective — and be no worse than the current production parameters when given. Returns which
+    parameters to keep (``recommended``, ``current`` or ``defaults``) and a sentence saying why."""
+    lower = OBJECTIVES[objective]
+    name = _metric_name(objective)
+    beats = lambda a, b: a < b if lower else a > b  # noqa: E731
+    no_worse = lambda a, b: a <= b if lower else a >= b  # noqa: E731
+    cur = "" if current is None else f" and {current:.4g} for the current ones"
+    if best_is_default:
+        return "defaults", "Not promoted: the seed defaults are the best parameter set on the tuning part; they stay."
+    if beats(recommended, defaults) and (current is None or no_worse(recommended, current)):
+        return "recommended", (f"Promoted: on held-out data the recommended parameters reach {name} {recommended:.4g} against "
+                      f"{defaults:.4g} for the seed defaults{cur} ({_rel(recommended, defaults)}).")
+    if current is not None and beats(recommended, defaults):
+        return "current", (f"Not promoted: on held-out data the recommended parameters reach {name} {recommended:.4g}, "
+                       f"better than the seed defaults ({defaults:.4g}) but worse than the current parameters "
+                       f"({current:.4g}); the current parameters stay.")
+    keep = "current" if current is not None and no_worse(current, defaults) else "defaults"
+    who = "the current parameters stay" if keep == "current" else "the seed defaults stay"
+    return keep, (f"Not promoted: on held-out data the recommended parameters reach {name} {recommended:.4g} against "
+                  f"{defaults:.4g} for the seed defaults{cur}; they do not beat the defaults, so {who}.")
 
 
 def _metric_name(m: str) -> str:
@@ -147,11 +159,32 @@ def _rel(a: float, b: float) -> str:
     return f"{(a - b) / abs(b) * 100:+.1f}%"
 
 
-def _heldout_table(tab: pd.DataFrame, best: int, current: pd.DataFrame | None) -> pd.DataFrame:
+def _edge_notes(space: Mapping[str, Any], rec: MemoryParams, search: str) -> list[str]:
+    """Warn when the recommendation sits at the edge of a searched list: the optimum may lie beyond."""
+    notes = []
+    if search != "grid" or not isinstance(space, Mapping):
+        return notes
+    for name, values in space.items():
+        nums = [v for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)]
+        if len(nums) < 2:
+            continue
+        v = rec.get(name)
+        if v == min(nums) or v == max(nums):
+            side = "lower" if v == min(nums) else "upper"
+            notes.append(f"`{name}` = {v:g} is at the {side} edge of the searched values "
+                         f"({min(nums):g}…{max(nums):g}); the optimum may lie beyond: widen the range.")
+    return notes
+
+
+def _heldout_table(tab: pd.DataFrame, best: int, current: pd.DataFrame | None,
+                   base_row: int | None = None) -> pd.DataFrame:
     rows = []
     for key, label, lower in REPORT_METRICS:
         col = f"test.{key}"
-        row = {"metric": label, "seed defaults": tab.loc[0, col], "recommended": tab.loc[best, col]}
+        row = {"metric": label, "seed defaults": tab.loc[0, col]}
+        if base_row is not None:
+            row["seed numbers + multi-valued"] = tab.loc[base_row, col]
+        row["recommended"] = tab.loc[best, col]
         if current is not None:
             row["current"] = current[col].iloc[0]
         row["better"] = "lower" if lower else "higher"
@@ -281,6 +314,8 @@ def _report(result: TuneResult, P: PreparedLog, H, schedule: Schedule, objective
               "", "## Decision", "", result.decision,
               "", f"`params.toml` holds the {'recommended' if result.promoted else 'unchanged'} parameters, ready for "
               "`factmem export params.toml --format rust --out memory_params.rs`.", ""]
+    if result.notes:
+        lines += ["**Check the search range:**", ""] + [f"- {n}" for n in result.notes] + [""]
     lines += ["## What the recommendation changes", "", "| parameter | seed default | recommended |", "|---|---|---|"]
     d, r = MemoryParams().to_flat(), result.recommended.to_flat()
     for k in d:
@@ -288,10 +323,17 @@ def _report(result: TuneResult, P: PreparedLog, H, schedule: Schedule, objective
             dv = ", ".join(d[k]) if isinstance(d[k], list) else _fmt(d[k])
             rv = ", ".join(r[k]) if isinstance(r[k], list) else _fmt(r[k])
             lines.append(f"| `{k}` | {dv or '—'} | {rv or '—'} |")
-    lines += ["", "## Held-out metrics", "", "| metric | seed defaults | recommended | change |", "|---|---|---|---|"]
-    for k, label, lower in REPORT_METRICS:
-        a, b = default_metrics[k], metrics[k]
-        lines.append(f"| {label} ({'lower' if lower else 'higher'} is better) | {_fmt(a)} | {_fmt(b)} | {_rel(b, a)} |")
+    ho = result.heldout
+    mid = [c for c in ho.columns if c not in ("metric", "better")]
+    lines += ["", "## Held-out metrics", "", "| metric | " + " | ".join(mid) + " | change vs defaults |",
+              "|---" * (len(mid) + 2) + "|"]
+    for (k, label, lower), (_, row) in zip(REPORT_METRICS, ho.iterrows()):
+        vals = " | ".join(_fmt(row[c]) for c in mid)
+        lines.append(f"| {label} ({'lower' if lower else 'higher'} is better) | {vals} | "
+                     f"{_rel(metrics[k], default_metrics[k])} |")
+    if "seed numbers + multi-valued" in mid:
+        lines += ["", "*seed numbers + multi-valued*: the seed's numbers with the log's multi-valued predicates — "
+                  "it separates what the cardinality choice buys from what the tuned numbers buy."]
     kinds = [c for c in tab.columns if c.startswith("test.log_loss.")]
     if kinds:
         lines += ["", "Log loss by kind on held-out data:", "", "| kind | seed defaults | recommended |", "|---|---|---|"]

@@ -1,0 +1,97 @@
+"""The command line: every command has help; the tuning commands run end to end; bad input exits 2."""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+
+import pytest
+
+from factmem.cli import build_parser, main
+from factmem.generate import generate, write
+
+
+def subcommands():
+    parser = build_parser()
+    action = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return action, parser
+
+
+def test_every_command_has_help_text():
+    action, _ = subcommands()
+    helps = {c.dest: c.help for c in action._choices_actions}
+    assert {"tune", "simulate", "sweep", "cardinality", "generate", "import-triples", "abstract", "export",
+            "params", "export-db", "import-db"} <= set(action.choices)
+    for name, sub in action.choices.items():
+        assert helps.get(name), f"{name} has no one-line help"
+        assert sub.description, f"{name} has no description"
+        for a in sub._actions:
+            if a.dest != "help" and not isinstance(a, argparse._SubParsersAction):
+                assert a.help, f"{name}: option {a.option_strings or a.dest} has no help"
+
+
+def test_module_entry_point_prints_help():
+    out = subprocess.run([sys.executable, "-m", "factmem", "--help"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and "tune" in out.stdout
+
+
+@pytest.fixture(scope="module")
+def tiny_dir(tmp_path_factory):
+    d = tmp_path_factory.mktemp("tiny")
+    write(generate("tiny", seed=31), d)
+    return d
+
+
+def test_simulate_command(tiny_dir, tmp_path, capsys):
+    assert main(["simulate", "--log", str(tiny_dir), "--out", str(tmp_path / "sim")]) == 0
+    out = capsys.readouterr().out
+    assert "log_loss" in out and "recall" in out
+    assert (tmp_path / "sim" / "manifest.json").exists() and (tmp_path / "sim" / "memory.duckdb").exists()
+
+
+def test_simulate_command_with_abstraction(tiny_dir, capsys):
+    assert main(["simulate", "--log", str(tiny_dir), "--abstract-every", "7"]) == 0
+    assert "abstraction passes" in capsys.readouterr().out
+
+
+def test_sweep_command(tiny_dir, tmp_path, capsys):
+    code = main(["sweep", "--log", str(tiny_dir), "--param", "decay_rate.episodic=0.1,0.5", "--workers", "0",
+                 "-q", "--out", str(tmp_path / "sw")])
+    assert code == 0 and (tmp_path / "sw" / "sweep.parquet").exists()
+    assert "test.log_loss" in capsys.readouterr().out
+
+
+def test_tune_command(tiny_dir, tmp_path, capsys):
+    code = main(["tune", "--log", str(tiny_dir), "--param", "decay_rate.explicit=0.005,0.05", "--workers", "0", "-q",
+                 "--out", str(tmp_path / "t")])
+    assert code == 0
+    out = capsys.readouterr().out
+    assert "held-out metrics" in out and ("Promoted" in out or "Not promoted" in out)
+    assert (tmp_path / "t" / "report.md").exists() and (tmp_path / "t" / "params.toml").exists()
+
+
+def test_cardinality_command(tiny_dir, capsys):
+    assert main(["cardinality", str(tiny_dir), "--compare"]) == 0
+    out = capsys.readouterr().out
+    assert "suggested multi_valued_predicates" in out and "false_supersessions" in out
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["sweep", "--param", "decay_rate.mood=0.1"], "unknown parameter 'decay_rate.mood'"),
+    (["sweep", "--param", "reinforce_gain=2"], "reinforce_gain = 2.0 is invalid"),
+    (["sweep", "--param", "reinforce_gain=0.2", "--objective", "vibes"], "unknown objective 'vibes'"),
+    (["tune", "--objective", "vibes"], "unknown objective 'vibes'"),
+    (["simulate", "--params", "nope.toml"], "nope.toml"),
+])
+def test_bad_input_exits_2_and_writes_nothing(tiny_dir, tmp_path, capsys, argv, message):
+    out = tmp_path / "out"
+    args = argv + ["--log", str(tiny_dir), "--out", str(out)]
+    assert main(args) == 2
+    assert message in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_missing_dataset_folder(tmp_path, capsys):
+    assert main(["simulate", "--log", str(tmp_path / "missing")]) == 2
+    assert "missing: no such dataset folder" in capsys.readouterr().err

@@ -1,0 +1,115 @@
+"""Metrics on a tiny hand-built case whose answers are worked out by hand (and brute force)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from factmem.metrics import OPEN, Evaluator, weighted_auc
+
+D = 86400
+EXPLICIT = 0
+
+
+def case():
+    # A: true on [0, 10d), mentioned at 0 and 5d; B: true from 3d on, mentioned at 4d and 8d;
+    # C: a misstatement (empty interval), mentioned at 2d.
+    truth = pd.DataFrame({"triple": [0, 1, 2], "kind": [EXPLICIT] * 3, "valid_from": [0, 3 * D, 2 * D],
+                          "valid_to": pd.array([10 * D, None, 2 * D], dtype="Int64"),
+                          "relevant_until": pd.array([None, None, None], dtype="Int64")})
+    mentions = pd.DataFrame({"triple": [0, 0, 1, 1, 2], "ts": [0, 5 * D, 4 * D, 8 * D, 2 * D]})
+    # no decay (rate 0) keeps the numbers readable
+    beliefs = pd.DataFrame({
+        "triple": [0, 0, 1, 2],
+        "kind": [EXPLICIT] * 4,
+        "start": [0, 5 * D, 4 * D, 2 * D],
+        "end": [5 * D, OPEN, 4 * D + 3600, 6 * D],
+        "reason": [0, 3, 2, 1],  # reinforced, open, archived, superseded
+        "confidence": [0.4, 0.58, 0.4, 0.4],
+        "rate": [0.0] * 4,
+    })
+    return truth, mentions, beliefs, np.arange(1, 13) * D
+
+
+def test_believed_precision_recall_stale_lost():
+    truth, mentions, beliefs, cps = case()
+    ev = Evaluator(truth, mentions, cps).score(beliefs, retrieval_threshold=0.05)
+    c = ev.checkpoints
+    assert c["believed"].tolist() == [1, 1, 2, 2, 2, 2, 1, 1, 1, 1, 1, 1]
+    assert c["true_believed"].tolist() == [1] * 9 + [0] * 3
+    assert c["needed"].tolist() == [1, 1, 1, 1, 2, 2, 2, 2, 2, 1, 1, 1]
+    assert c["precision"].tolist() == [1, 1, .5, .5, .5, .5, 1, 1, 1, 0, 0, 0]
+    assert c["recall"].tolist() == [1, 1, 1, 1, .5, .5, .5, .5, .5, 0, 0, 0]
+    # A is believed after it stopped being true; C (never true) is wrong, not stale
+    assert c["stale"].tolist() == [0] * 9 + [1] * 3
+    # B was archived while true and mentioned again at 8d: forgetting regret from the day-5 checkpoint
+    assert c["lost"].tolist() == [0] * 4 + [1] * 8
+    assert ev.lost[["triple", "archived_at", "needed_again_at", "why"]].values.tolist() == [[1, 4 * D + 3600, 8 * D, "decay"]]
+    assert ev.summary["lost"] == 1
+
+
+def brute_samples():
+    """(p, y, held) at each checkpoint, enumerated by hand from the case's story."""
+    e = 1e-4
+    s = []
+    for d in range(1, 13):
+        a_p = 0.4 if d <= 5 else 0.58
+        s.append((a_p, int(d < 10), True))  # A, held throughout
+        if 3 <= d <= 6:
+            s.append((0.4, 0, True))  # C held until superseded at 6d
+        elif d >= 7:
+            s.append((e, 0, False))  # C mentioned, no longer held
+        if d >= 5:
+            s.append((e, 1, False))  # B mentioned at 4d, archived, true
+    return s
+
+
+def test_calibration_matches_brute_force():
+    truth, mentions, beliefs, cps = case()
+    ev = Evaluator(truth, mentions, cps).score(beliefs, retrieval_threshold=0.05)
+    s = brute_samples()
+    p = np.array([x[0] for x in s])
+    y = np.array([x[1] for x in s])
+    ll = -np.mean(y * np.log(p) + (1 - y) * np.log(1 - p))
+    assert ev.summary["log_loss"] == pytest.approx(ll, rel=1e-12)
+    assert ev.summary["brier"] == pytest.approx(np.mean((p - y) ** 2), rel=1e-12)
+    assert ev.summary["samples"] == len(s)
+    # AUC by brute force over all (positive, negative) pairs, ties count half
+    pos, neg = p[y == 1], p[y == 0]
+    auc = np.mean([(a > b) + 0.5 * (a == b) for a in pos for b in neg])
+    assert ev.summary["auc"] == pytest.approx(auc, rel=1e-12)
+    # RMSE(bins) over held samples: kind explicit; ages (days since the state began) bucketed
+    held = [(x[0], x[1]) for x in s if x[2]]
+    assert ev.summary["held_log_loss"] == pytest.approx(
+        -np.mean([yy * math.log(pp) + (1 - yy) * math.log(1 - pp) for pp, yy in held]), rel=1e-12)
+
+
+def test_decay_and_retrieval_threshold():
+    truth, mentions, beliefs, cps = case()
+    b = beliefs.copy()
+    b["rate"] = 0.3
+    # A's second state: 0.58 * exp(-0.3 * age) >= 0.25 until age < ln(2.32)/0.3 = 2.8 days
+    ev = Evaluator(truth, mentions, cps).score(b, retrieval_threshold=0.25)
+    c = ev.checkpoints.set_index(ev.checkpoints["t"] // D)
+    # (C, 0.4 * exp(-0.3 * 4) = 0.12 at day 6, is below the threshold)
+    assert c.loc[6, "believed"] == 1 and c.loc[7, "believed"] == 1 and c.loc[8, "believed"] == 0
+    # first state: 0.4 * exp(-0.3 * age) >= 0.25 for age <= 1.56 days: believed at day 1 only
+    assert c.loc[1, "believed"] == 1 and c.loc[2, "believed"] == 0
+
+
+def test_weighted_auc():
+    assert weighted_auc(np.array([0.1, 0.9]), np.array([0, 1])) == 1.0
+    assert weighted_auc(np.array([0.5, 0.5]), np.array([0, 1])) == 0.5
+    assert weighted_auc(np.array([0.2, 0.8, 0.2]), np.array([1, 0, 0]), np.array([1.0, 1.0, 3.0])) == pytest.approx(
+        (0 * 1 + 0.5 * 3) / (1 * 4))
+
+
+def test_bad_input():
+    truth, mentions, beliefs, cps = case()
+    with pytest.raises(ValueError, match="strictly increasing"):
+        Evaluator(truth, mentions, cps[::-1])
+    with pytest.raises(ValueError, match="truth lacks column 'valid_from'"):
+        Evaluator(truth.drop(columns="valid_from"), mentions, cps)
