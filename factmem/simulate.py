@@ -221,15 +221,13 @@ def kernel_beliefs(prepared: PreparedLog, params: Sequence[MemoryParams], grid: 
     enc = encoded or encode_events(prepared, next(iter(mvps)))
     res = W.replay_waves(enc.key, enc.obj, enc.ts, enc.kind, enc.n_keys, W.ParamArrays.of(params), grid,
                          horizon=int(grid[-1]) if len(grid) else None)
-    pa = W.ParamArrays.of(params)
     out = []
+    triple, start = enc.triple[res.event], enc.ts[res.event]  # rows come in the kernel's wave order
     for j in range(len(params)):
         origin = res.origin[j]
-        fkind = enc.kind[origin].astype(np.int64)
         out.append(pd.DataFrame({
-            "triple": enc.triple, "kind": fkind, "start": enc.ts, "end": res.end[j],
-            "reason": res.reason[j].astype(np.int64), "confidence": res.conf[j],
-            "rate": pa.rate[j][fkind], "fact": origin,
+            "triple": triple, "kind": enc.kind[origin].astype(np.int64), "start": start, "end": res.end[j],
+            "reason": res.reason[j].astype(np.int64), "confidence": res.conf[j], "rate": res.rate[j], "fact": origin,
         }))
     return out
 

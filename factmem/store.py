@@ -584,7 +584,7 @@ class FactStore:
         init_cnt[P.ex_key] = P.ex_cnt
         horizon = int(grid[-1]) if grid.size else None
         res = W.replay_waves(P.key, P.obj, P.ts, P.kind, K_, W.ParamArrays.of([p]), grid, init, horizon=horizon)
-        conf, ins, origin, end, reason = res.conf[0], res.inserted[0], res.origin[0], res.end[0], res.reason[0]
+        conf, ins, origin, end, reason = (res.in_event_order(a)[0] for a in ("conf", "inserted", "origin", "end", "reason"))
         ev_ref = np.where(origin >= 0, K.provisional_ref(P.gpos[np.maximum(origin, 0)]), init_id[-1 - np.minimum(origin, -1)])
 
         # one fact per run of equal origins (a fact's events are contiguous in key order)
