@@ -100,7 +100,7 @@ class Evaluator:
     """
 
     def __init__(self, truth: pd.DataFrame, mentions: pd.DataFrame, checkpoints: Sequence[int], *,
-                 eps: float = EPS, max_samples: int = 4_000_000):
+                 eps: float = EPS, max_samples: int = 2_000_000):
         self.cp = np.asarray(checkpoints, dtype=np.int64)
         if self.cp.ndim != 1 or self.cp.size == 0 or (np.diff(self.cp) <= 0).any():
             raise ValueError("checkpoints must be a non-empty, strictly increasing sequence of Unix seconds")
@@ -175,8 +175,18 @@ class Evaluator:
 
     def score(self, beliefs: pd.DataFrame | dict, retrieval_threshold: float) -> Evaluation:
         b = {c: np.asarray(beliefs[c]) for c in BELIEF_COLUMNS}
-        # a canonical order, so that sums (and so the scores) do not depend on how rows came in
-        order = np.lexsort((b["end"], b["start"], b["triple"]))
+        # a canonical order, so that sums (and so the scores) do not depend on how rows came in:
+        # by (triple, start) packed in one int64, and by end where those tie
+        tri, st = b["triple"].astype(np.int64), b["start"].astype(np.int64)
+        span = int(st.max(initial=0)) - int(st.min(initial=0)) + 1
+        packed = tri * span + (st - st.min(initial=0)) if len(st) and int(tri.max()) < (2 ** 62) // span else None
+        if packed is None:
+            order = np.lexsort((b["end"], st, tri))
+        else:
+            order = np.argsort(packed, kind="stable")
+            ps = packed[order]
+            if (ps[1:] == ps[:-1]).any():  # ties in (triple, start): settle them by end too
+                order = np.lexsort((b["end"], st, tri))
         b = {c: v[order] for c, v in b.items()}
         cp, n = self.cp, len(self.cp)
         start, end, reason = b["start"].astype(np.int64), b["end"].astype(np.int64), b["reason"].astype(np.int64)
@@ -367,11 +377,12 @@ def _rmse_bins(p: np.ndarray, y: np.ndarray, kind: np.ndarray, age_days: np.ndar
         return float("nan")
     a = np.clip(np.searchsorted(AGE_EDGES_DAYS, age_days, "right") - 1, 0, len(AGE_EDGES_DAYS) - 2)
     bins = kind.astype(np.int64) * len(AGE_EDGES_DAYS) + a
-    _, inv = np.unique(bins, return_inverse=True)
-    nb = np.bincount(inv)
-    pm = np.bincount(inv, weights=p) / nb
-    ym = np.bincount(inv, weights=y) / nb
-    return float(np.sqrt((nb * (pm - ym) ** 2).sum() / nb.sum()))
+    size = (int(kind.max()) + 1) * len(AGE_EDGES_DAYS)
+    nb = np.bincount(bins, minlength=size)
+    used = nb > 0
+    pm = np.bincount(bins, weights=p, minlength=size)[used] / nb[used]
+    ym = np.bincount(bins, weights=y, minlength=size)[used] / nb[used]
+    return float(np.sqrt((nb[used] * (pm - ym) ** 2).sum() / nb[used].sum()))
 
 
 def _reliability(p: np.ndarray, y: np.ndarray, kind: np.ndarray, n_bins: int = 10) -> pd.DataFrame:
