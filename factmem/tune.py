@@ -28,10 +28,10 @@ from .sweep import OBJECTIVES, SweepResult, sweep
 
 #: the default grid: the decay rate of each observed kind and the reinforcement gain
 DEFAULT_SPACE: dict[str, list] = {
-    "decay_rate.explicit": [0.001, 0.003, 0.01, 0.03, 0.05],
+    "decay_rate.explicit": [0.001, 0.003, 0.01, 0.05],
     "decay_rate.user_preference": [0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.04],
     "decay_rate.episodic": [0.15, 0.3, 0.6],
-    "reinforce_gain": [0.15, 0.3, 0.5, 0.7],
+    "reinforce_gain": [0.15, 0.3, 0.5, 0.7, 0.9],
 }
 
 REPORT_METRICS = [("log_loss", "log loss", True), ("brier", "Brier score", True), ("auc", "AUC", False),
