@@ -8,7 +8,6 @@ Each is a thin wrapper over one library call (:func:`factmem.tune.tune`,
 from __future__ import annotations
 
 import argparse
-import sys
 import tomllib
 from pathlib import Path
 

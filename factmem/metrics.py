@@ -288,7 +288,6 @@ class Evaluator:
         is_cal = np.zeros(n, bool)
         is_cal[(n - 1) % stride::stride] = True
         cal_idx = np.flatnonzero(is_cal)
-        rank = np.cumsum(is_cal) - 1  # index among calibration checkpoints
         # map [k0, k1) to calibration ranks
         r0 = np.searchsorted(cal_idx, k0, "left")
         r1 = np.searchsorted(cal_idx, k1, "left")

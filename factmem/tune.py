@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from .cardinality import measure_cardinality, suggest_multi_valued
-from .params import KINDS, MemoryParams
+from .params import MemoryParams
 from .runs import default_run_dir, manifest, write_run
 from .simulate import PreparedLog, Schedule, prepare, simulate
 from .sweep import OBJECTIVES, SweepResult, sweep
@@ -358,6 +358,6 @@ def _report(result: TuneResult, P: PreparedLog, H, schedule: Schedule, objective
     for k, p in figs.items():
         lines += [f"![{captions.get(k, k)}]({Path(p).name})", f"*{captions.get(k, k)}.*", ""]
     lines += ["## Reproduce", "", f"factmem {man['factmem_version']}" + (f", commit `{man['git_commit'][:12]}`" if man['git_commit'] else "")
-              + f"; results in `sweep.parquet` / `results.duckdb`, replayed memory in `memory.duckdb`; "
+              + "; results in `sweep.parquet` / `results.duckdb`, replayed memory in `memory.duckdb`; "
               "`factmem.runs.load_run(folder)` reloads everything.", ""]
     return "\n".join(lines)
