@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import subprocess
 import sys
 import tempfile
@@ -28,7 +27,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
 
-from seed_sqlite import SeedSqliteMemory  # noqa: E402
+from seed_sqlite import replay_prefix  # noqa: E402
 from streams import synthetic_stream  # noqa: E402
 
 from factmem.store import FactStore  # noqa: E402
@@ -46,24 +45,6 @@ def day_batches(ev):
     return grid, list(zip(starts, bounds))
 
 
-def run_seed_port(ev, n, grid, *, tuned: bool, path: str) -> float:
-    """Seconds for the row-by-row port over the first ``n`` events (with the daily consolidates due)."""
-    mem = SeedSqliteMemory(path, tuned=tuned)
-    sub = ev.iloc[:n]
-    cols = [sub[c].tolist() for c in ("subject", "predicate", "object", "kind", "ts", "session_id", "message_id")]
-    ts = cols[4]
-    gi = 0
-    t = time.perf_counter()
-    for s, p, o, k, at, sid, mid in zip(*cols):
-        while gi < len(grid) and grid[gi] <= at:
-            mem.consolidate(int(grid[gi]))
-            gi += 1
-        mem.remember(s, p, o, k, at, sid, mid)
-    elapsed = time.perf_counter() - t
-    mem.conn.close()
-    return elapsed
-
-
 def bench_replay(n_events: int, n_days: int, baseline_events: int, seed_events: int) -> dict:
     ev = synthetic_stream(n_events, n_days=n_days)
     grid, spans = day_batches(ev)
@@ -73,7 +54,7 @@ def bench_replay(n_events: int, n_days: int, baseline_events: int, seed_events: 
         for label, kw in (("seed_as_published", dict(tuned=False, n=seed_events)),
                           ("seed_tuned", dict(tuned=True, n=baseline_events))):
             n = min(kw["n"], n_events)
-            secs = run_seed_port(ev, n, grid, tuned=kw["tuned"], path=os.path.join(tmp, f"{label}.sqlite"))
+            secs = replay_prefix(ev, grid, n, tuned=kw["tuned"], path=os.path.join(tmp, f"{label}.sqlite"))
             full = secs * n_events / n
             out[label] = full
             note = "" if n == n_events else f" (measured on the first {n:,} events, extrapolated linearly)"

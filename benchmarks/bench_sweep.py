@@ -19,13 +19,12 @@ import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
 
-from seed_sqlite import SeedSqliteMemory  # noqa: E402
+from seed_sqlite import replay_prefix  # noqa: E402
 
 from factmem import waves as W  # noqa: E402
 from factmem.generate import generate, write  # noqa: E402
@@ -38,22 +37,6 @@ SPACE = {
     "decay_rate.user_preference": [0.002, 0.005, 0.01, 0.02],
     "decay_rate.episodic": [0.15, 0.3, 0.6, 1.2],
 }
-
-
-def seed_port_seconds(events, grid, n: int, tuned: bool, tmp: str) -> float:
-    mem = SeedSqliteMemory(os.path.join(tmp, f"seed-{tuned}.sqlite"), tuned=tuned)
-    sub = events.iloc[:n]
-    cols = [sub[c].tolist() for c in ("subject", "predicate", "object", "kind", "ts", "session_id", "message_id")]
-    gi = 0
-    t = time.perf_counter()
-    for s, p, o, k, at, sid, mid in zip(*cols):
-        while gi < len(grid) and grid[gi] <= at:
-            mem.consolidate(int(grid[gi]))
-            gi += 1
-        mem.remember(s, p, o, k, at, sid, mid)
-    out = time.perf_counter() - t
-    mem.conn.close()
-    return out
 
 
 def maxrss_gb(who) -> float:
@@ -87,7 +70,7 @@ def main() -> None:
         base = {}
         for label, tuned, k in (("tuned port", True, args.baseline_events), ("seed as published", False, args.seed_events)):
             k = min(k, n)
-            secs = seed_port_seconds(P.events, grid, k, tuned, tmp)
+            secs = replay_prefix(P.events, grid, k, tuned=tuned, path=os.path.join(tmp, f"seed-{tuned}.sqlite"))
             base[label] = secs * n / k * 64
             print(f"  SQLite {label:18s}: {secs:7.2f} s for {k:,} events -> {secs * n / k:8.1f} s per run "
                   f"(extrapolated linearly), x64 = {base[label]:9.0f} s")

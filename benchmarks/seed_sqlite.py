@@ -16,29 +16,15 @@ from __future__ import annotations
 import math
 import sqlite3
 
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS memory_facts (
-    id                  INTEGER PRIMARY KEY,
-    subject             TEXT NOT NULL,
-    predicate           TEXT NOT NULL,
-    object              TEXT NOT NULL,
-    note                TEXT,
-    kind                TEXT NOT NULL,
-    confidence          REAL NOT NULL,
-    reinforcement_count INTEGER NOT NULL,
-    first_seen          INTEGER NOT NULL,
-    last_reinforced     INTEGER NOT NULL,
-    decay_rate          REAL NOT NULL,
-    status              TEXT NOT NULL,
-    supersedes_id       INTEGER
-);
+from factmem.sqlite_io import SEED_FACTS_DDL  # the seed's CREATE TABLE, verbatim
+
+SCHEMA = SEED_FACTS_DDL + """
 CREATE TABLE IF NOT EXISTS memory_evidence (
     fact_id     INTEGER NOT NULL,
     session_id  TEXT,
     message_id  TEXT,
     observed_at INTEGER NOT NULL
-);
-"""
+);"""
 
 # what a production deployment would add beyond the seed's listing
 TUNING = """
@@ -117,3 +103,23 @@ class SeedSqliteMemory:
         )
         c.execute("COMMIT")
         return cur.rowcount
+
+
+def replay_prefix(events, grid, n: int, *, tuned: bool, path: str) -> float:
+    """Seconds the port takes for the first ``n`` events of ``events`` (a DataFrame sorted by ts),
+    one ``remember`` per event and the consolidations of ``grid`` (sorted times) as they fall due."""
+    import time
+
+    mem = SeedSqliteMemory(path, tuned=tuned)
+    sub = events.iloc[:n]
+    cols = [sub[c].tolist() for c in ("subject", "predicate", "object", "kind", "ts", "session_id", "message_id")]
+    gi = 0
+    t = time.perf_counter()
+    for s, p, o, k, at, sid, mid in zip(*cols):  # row by row: this is the baseline
+        while gi < len(grid) and grid[gi] <= at:
+            mem.consolidate(int(grid[gi]))
+            gi += 1
+        mem.remember(s, p, o, k, at, sid, mid)
+    elapsed = time.perf_counter() - t
+    mem.conn.close()
+    return elapsed
