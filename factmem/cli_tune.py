@@ -27,6 +27,23 @@ def _schedule(args, abstract_days=None):
     return Schedule(args.consolidate_every, args.evaluate_every, abstract_days)
 
 
+def _search_args(p: argparse.ArgumentParser) -> None:
+    """What to sweep, how to split, how to rank, where to run: shared by ``tune`` and ``sweep``."""
+    p.add_argument("--space", metavar="FILE", help="TOML of parameter -> list of values (or {low, high, log})")
+    p.add_argument("--param", action="append", metavar="NAME=VALUES",
+                   help="sweep NAME over comma-separated VALUES, or low:high[:log] with --search random (repeatable)")
+    p.add_argument("--search", choices=("grid", "random"), default="grid", help="grid (default) or random search")
+    p.add_argument("--n", type=int, default=64, help="parameter sets for random search (default 64)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the random search (default 0)")
+    p.add_argument("--split", type=float, default=2 / 3, metavar="F",
+                   help="the held-out part starts at this fraction of the log's span (default 0.667)")
+    p.add_argument("--holdout", metavar="DIR", help="score on this other log (e.g. another seed) instead of a time split")
+    p.add_argument("--objective", default="log_loss",
+                   help="log_loss (default), brier, rmse_bins, auc, recall, precision, stale, believed, lost")
+    p.add_argument("--workers", type=int, default=None, help="worker processes (default: all cores; 0: none)")
+    p.add_argument("--dask", metavar="ADDRESS", help="run the sweep on a Dask distributed cluster at ADDRESS")
+
+
 def _log_arg(p: argparse.ArgumentParser, required: bool = False) -> None:
     p.add_argument("--log", metavar="DIR", required=required,
                    help="dataset folder (log.jsonl, truth.csv, ...)" + ("" if required else "; default: the bundled 'small'"))
@@ -122,19 +139,8 @@ def _add_tune(sub) -> None:
                     "results, manifest, figures, report.md and params.toml to --out.")
     _log_arg(p)
     p.add_argument("--out", metavar="DIR", help="output folder (default runs/<timestamp>/)")
-    p.add_argument("--holdout", metavar="DIR", help="score on this other log (e.g. another seed) instead of a time split")
-    p.add_argument("--split", type=float, default=2 / 3, metavar="F",
-                   help="held-out part starts at this fraction of the log's span (default 0.667)")
-    p.add_argument("--objective", default="log_loss",
-                   help="log_loss (default), brier, rmse_bins, auc, recall, precision, stale, believed, lost")
+    _search_args(p)
     p.add_argument("--current", metavar="PARAMS", help="production parameters (params.toml) the recommendation must also beat")
-    p.add_argument("--space", metavar="FILE", help="TOML of parameter -> list of values (or {low, high, log})")
-    p.add_argument("--param", action="append", metavar="NAME=VALUES", help="sweep NAME over VALUES (repeatable)")
-    p.add_argument("--search", choices=("grid", "random"), default="grid", help="grid (default) or random search")
-    p.add_argument("--n", type=int, default=64, help="parameter sets for random search (default 64)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the random search (default 0)")
-    p.add_argument("--workers", type=int, default=None, help="worker processes (default: all cores; 0: none)")
-    p.add_argument("--dask", metavar="ADDRESS", help="run the sweep on a Dask cluster (scheduler address)")
     _schedule_args(p)
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=_run_tune)
@@ -230,17 +236,7 @@ def _add_sweep(sub) -> None:
                                    "tuning part and a held-out part. Parameter sets are evaluated together by the "
                                    "vectorized kernel, in parallel processes or on a Dask cluster.")
     _log_arg(p)
-    p.add_argument("--space", metavar="FILE", help="TOML of parameter -> list of values (or {low, high, log})")
-    p.add_argument("--param", action="append", metavar="NAME=VALUES",
-                   help="sweep NAME over comma-separated VALUES, or low:high[:log] with --search random (repeatable)")
-    p.add_argument("--search", choices=("grid", "random"), default="grid", help="grid (default) or random")
-    p.add_argument("--n", type=int, default=64, help="parameter sets for random search (default 64)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the random search")
-    p.add_argument("--split", type=float, default=2 / 3, metavar="F", help="held-out fraction start (default 0.667)")
-    p.add_argument("--holdout", metavar="DIR", help="score on this other log instead of a time split")
-    p.add_argument("--objective", default="log_loss", help="objective to rank by (default log_loss)")
-    p.add_argument("--workers", type=int, default=None, help="worker processes (default: all cores; 0: none)")
-    p.add_argument("--dask", metavar="ADDRESS", help="run on a Dask distributed cluster at ADDRESS")
+    _search_args(p)
     p.add_argument("--out", metavar="DIR", help="write results (Parquet, DuckDB) and manifest here")
     _schedule_args(p)
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
