@@ -362,6 +362,8 @@ class Evaluator:
                 "log_loss": float((loss[sel].sum() + ot * l1 + of * l0) / nk),
                 "brier": float((((pc[sel] - y[sel]) ** 2).sum() + ot * (1 - self.eps) ** 2 + of * self.eps ** 2) / nk),
                 "rmse_bins": _rmse_bins(pc[sel], y[sel], sk[sel], age[sel]),
+                "auc": weighted_auc(np.concatenate([pc[sel], [self.eps, self.eps]]), np.concatenate([y[sel], [1, 0]]),
+                                    np.concatenate([np.ones(int(sel.sum())), [ot, of]])),
             })
         by_kind = pd.DataFrame(rows)
         for r in rows:

@@ -81,6 +81,10 @@ def test_calibration_matches_brute_force():
     pos, neg = p[y == 1], p[y == 0]
     auc = np.mean([(a > b) + 0.5 * (a == b) for a in pos for b in neg])
     assert ev.summary["auc"] == pytest.approx(auc, rel=1e-12)
+    # every fact is explicit: the per-kind row is the whole
+    row = ev.calibration_by_kind.set_index("kind").loc["explicit"]
+    assert row["log_loss"] == pytest.approx(ll, rel=1e-12) and row["auc"] == pytest.approx(auc, rel=1e-12)
+    assert row["samples"] == len(s) and row["held"] == sum(1 for x in s if x[2])
     # RMSE(bins) over held samples: kind explicit; ages (days since the state began) bucketed
     held = [(x[0], x[1]) for x in s if x[2]]
     assert ev.summary["held_log_loss"] == pytest.approx(
