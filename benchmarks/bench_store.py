@@ -146,7 +146,7 @@ def bench_rss(n_events: int) -> dict:
                              capture_output=True, text=True, cwd=str(HERE.parent))
         if out.returncode:
             raise SystemExit(out.stderr)
-        events, secs, kb = out.stdout.split()
+        events, secs, kb = out.stdout.strip().splitlines()[-1].split()
     gb = int(kb) / 1024 ** 2
     print(f"  {int(events):,} events ingested in {float(secs):.1f} s, peak RSS {gb:.2f} GB")
     return {"events": int(events), "seconds": float(secs), "peak_rss_gb": gb}

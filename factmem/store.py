@@ -84,11 +84,11 @@ class FactStore(BatchWrites, Reads):
 
     def _connect(self) -> duckdb.DuckDBPyConnection:
         if self.path is None:
-            return duckdb.connect(":memory:")
+            return _quiet(duckdb.connect(":memory:"))
         if self.read_only and not self.path.exists():
             raise StoreError(f"{self.path}: no such store file")
         try:
-            return duckdb.connect(str(self.path), read_only=self.read_only)
+            return _quiet(duckdb.connect(str(self.path), read_only=self.read_only))
         except duckdb.IOException as exc:
             msg = str(exc)
             if "lock" in msg.lower():
@@ -351,6 +351,12 @@ class FactStore(BatchWrites, Reads):
         with self._transaction():
             self.con.execute("INSERT INTO memory_abstraction_empty VALUES (?, ?, ?, ?)",
                              [subject, sorted(int(i) for i in member_ids), resolve_at(at), pass_id])
+
+def _quiet(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
+    """No DuckDB progress bar: the library reports progress itself, and scripts want clean output."""
+    con.execute("SET enable_progress_bar = false")
+    return con
+
 
 class _Transaction:
     """BEGIN … COMMIT around a write; on any error ROLLBACK and re-read the id counters."""
