@@ -354,7 +354,10 @@ class FactStore(BatchWrites, Reads):
 
 def _quiet(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
     """No DuckDB progress bar: the library reports progress itself, and scripts want clean output."""
-    con.execute("SET enable_progress_bar = false")
+    try:
+        con.execute("SET enable_progress_bar = false")
+    except duckdb.InvalidInputException:
+        pass  # inside some Jupyter kernels DuckDB refuses the setting; its bar is harmless there
     return con
 
 
