@@ -174,6 +174,14 @@ class Evaluator:
     # -- scoring -----------------------------------------------------------------------------------
 
     def score(self, beliefs: pd.DataFrame | dict, retrieval_threshold: float) -> Evaluation:
+        """Score belief states at every checkpoint."""
+        return self.score_parts(beliefs, retrieval_threshold, {"all": (0, len(self.cp))})["all"]
+
+    def score_parts(self, beliefs: pd.DataFrame | dict, retrieval_threshold: float,
+                    parts: dict[str, tuple[int, int]]) -> dict[str, Evaluation]:
+        """Score belief states on several contiguous ranges of checkpoints (index ``[a, b)``), e.g. a
+        tuning part and a held-out part, sharing the work that does not depend on the range. Each
+        part's scores equal those of an Evaluator built on that part's checkpoints alone."""
         b = {c: np.asarray(beliefs[c]) for c in BELIEF_COLUMNS}
         # a canonical order, so that sums (and so the scores) do not depend on how rows came in:
         # by (triple, start) packed in one int64, and by end where those tie
@@ -204,36 +212,45 @@ class Evaluator:
         true_believed = _diff_count(n, lo, hi)
         hit_needed = _diff_count(n, np.maximum(k0[pb], self.t_needed_k0[pt]), hi)
         me = self.min_end_k[triple]
-        stale_all = _diff_count(n, np.maximum(k0, me), kb)
-        stale_true = _diff_count(n, np.maximum(lo, me[pb]), hi)
-        stale = stale_all - stale_true
-
-        lost = self._lost(triple, kind, start, end, reason)
-        lost_k = np.searchsorted(cp, lost["archived_at"].to_numpy(np.int64), "left") if len(lost) else np.zeros(0, int)
-        lost_cum = np.cumsum(np.bincount(lost_k, minlength=n + 1)[:n])
-
+        stale = _diff_count(n, np.maximum(k0, me), kb) - _diff_count(n, np.maximum(lo, me[pb]), hi)
+        lost_all = self._lost(triple, kind, start, end, reason)
+        lost_at = lost_all["archived_at"].to_numpy(np.int64)
         with np.errstate(invalid="ignore", divide="ignore"):
             precision = np.where(believed > 0, true_believed / np.maximum(believed, 1), np.nan)
             recall = np.where(self.needed > 0, hit_needed / np.maximum(self.needed, 1), np.nan)
-        ckpt = pd.DataFrame({
-            "t": cp, "believed": believed.astype(np.int64), "true_believed": true_believed.astype(np.int64),
-            "needed": self.needed.astype(np.int64), "precision": precision, "recall": recall,
-            "stale": stale.astype(np.int64), "lost": lost_cum.astype(np.int64),
-        })
-        cal = self._calibration(triple, kind, start, conf, rate, k0, k1, pb, pt)
-        ckpt["log_loss"] = cal.pop("per_checkpoint")
-        summary = {
-            "precision": float(np.nanmean(precision)) if np.isfinite(precision).any() else float("nan"),
-            "recall": float(np.nanmean(recall)) if np.isfinite(recall).any() else float("nan"),
-            "believed": float(believed.mean()),
-            "needed": float(self.needed.mean()),
-            "stale": float(stale.mean()),
-            "lost": int(len(lost)),
-            "final_believed": int(believed[-1]),
-            "final_recall": float(recall[-1]),
-        }
-        summary.update(cal.pop("summary"))
-        return Evaluation(ckpt, summary, cal.pop("reliability"), lost, cal.pop("by_kind"))
+
+        out = {}
+        for name, (pa_, pb_) in parts.items():
+            if not 0 <= pa_ < pb_ <= n:
+                raise ValueError(f"part {name!r}: checkpoint range [{pa_}, {pb_}) is empty or outside 0..{n}")
+            sl = slice(pa_, pb_)
+            pcp = cp[sl]
+            # lost facts archived in the part's window: from one checkpoint period before its first
+            step = int(pcp[1] - pcp[0]) if len(pcp) > 1 else int(SECONDS_PER_DAY)
+            in_win = (lost_at > pcp[0] - step) & (lost_at <= pcp[-1])
+            lost = lost_all[in_win].reset_index(drop=True)
+            lost_cum = np.searchsorted(np.sort(lost_at[in_win]), pcp, "right")
+            ckpt = pd.DataFrame({
+                "t": pcp, "believed": believed[sl].astype(np.int64), "true_believed": true_believed[sl].astype(np.int64),
+                "needed": self.needed[sl].astype(np.int64), "precision": precision[sl], "recall": recall[sl],
+                "stale": stale[sl].astype(np.int64), "lost": lost_cum.astype(np.int64),
+            })
+            cal = self._calibration(triple, kind, start, conf, rate, k0, k1, pb, pt, (pa_, pb_))
+            ckpt["log_loss"] = cal.pop("per_checkpoint")[sl]
+            pr, rc = precision[sl], recall[sl]
+            summary = {
+                "precision": float(np.nanmean(pr)) if np.isfinite(pr).any() else float("nan"),
+                "recall": float(np.nanmean(rc)) if np.isfinite(rc).any() else float("nan"),
+                "believed": float(believed[sl].mean()),
+                "needed": float(self.needed[sl].mean()),
+                "stale": float(stale[sl].mean()),
+                "lost": int(len(lost)),
+                "final_believed": int(believed[pb_ - 1]),
+                "final_recall": float(recall[pb_ - 1]),
+            }
+            summary.update(cal.pop("summary"))
+            out[name] = Evaluation(ckpt, summary, cal.pop("reliability"), lost, cal.pop("by_kind"))
+        return out
 
     def _pairs(self, triple: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """All (state index, truth row) pairs that share a triple."""
@@ -279,15 +296,14 @@ class Evaluator:
             "why": np.where(reason[sel] == REASON_PRUNED, "pruned", "decay"),
         }).sort_values(["archived_at", "triple"], kind="stable").reset_index(drop=True)
 
-    def _calibration(self, triple, kind, start, conf, rate, k0, k1, pb, pt) -> dict:
+    def _calibration(self, triple, kind, start, conf, rate, k0, k1, pb, pt, part: tuple[int, int]) -> dict:
         n = len(self.cp)
-        held = np.maximum(k1 - k0, 0)
+        a, b = part
+        held = np.maximum(np.minimum(k1, b) - np.maximum(k0, a), 0)
         total = int(held.sum())
         stride = max(1, int(np.ceil(total / self.max_samples))) if total else 1
-        # calibration checkpoints: every stride-th checkpoint, counting from the last
-        is_cal = np.zeros(n, bool)
-        is_cal[(n - 1) % stride::stride] = True
-        cal_idx = np.flatnonzero(is_cal)
+        # calibration checkpoints: every stride-th checkpoint of the part, counting from its last
+        cal_idx = np.arange(b - 1, a - 1, -stride)[::-1]
         # map [k0, k1) to calibration ranks
         r0 = np.searchsorted(cal_idx, k0, "left")
         r1 = np.searchsorted(cal_idx, k1, "left")

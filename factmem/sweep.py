@@ -146,28 +146,29 @@ def score_chunk(log: Any, holdout: Any, params: list[dict], schedule: dict, spli
     sched = Schedule(**schedule)
     ps = [MemoryParams.from_dict(d) for d in params]
     rows = [{"index": first_index + i} for i in range(len(ps))]
-    parts = []
     cps = sched.checkpoints(P.start, P.end)
     if holdout is None:
-        train_cp = cps[cps < split_at] if split_at is not None else cps
-        test_cp = cps[cps >= split_at] if split_at is not None else cps
-        parts = [(P, "train", train_cp), (P, "test", test_cp)]
+        # one evaluator over the whole log, scored on two checkpoint ranges
+        cut = int(np.searchsorted(cps, split_at, "left")) if split_at is not None else len(cps)
+        ranges = {"train": (0, cut), "test": (cut, len(cps))} if split_at is not None else \
+            {"train": (0, len(cps)), "test": (0, len(cps))}
+        jobs = [(P, cps, ranges)]
     else:
         H = _resolve(holdout)
-        parts = [(P, "train", cps), (H, "test", sched.checkpoints(H.start, H.end))]
-    done: dict[int, list] = {}
-    for prep, label, cp in parts:
-        if len(cp) == 0:
-            raise ValueError(f"the {label} part has no checkpoints; change the split or the schedule")
-        key = id(prep)
-        if key not in done:
-            done[key] = kernel_beliefs(prep, ps, sched.consolidations(prep.start, prep.end),
-                                       encode_events(prep, ps[0].multi_valued_predicates))
+        jobs = [(P, cps, {"train": (0, len(cps))}),
+                (H, sched.checkpoints(H.start, H.end), {"test": (0, len(sched.checkpoints(H.start, H.end)))})]
+    for prep, cp, ranges in jobs:
+        for label, (a, b) in ranges.items():
+            if b <= a:
+                raise ValueError(f"the {label} part has no checkpoints; change the split or the schedule")
+        beliefs = kernel_beliefs(prep, ps, sched.consolidations(prep.start, prep.end),
+                                 encode_events(prep, ps[0].multi_valued_predicates))
         ev = prep.evaluator(cp)
-        for row, p, b in zip(rows, ps, done[key]):
-            s = ev.score(b, p.retrieval_threshold).summary
-            row.update({f"{label}.{m}": s[m] for m in SUMMARY_METRICS})
-            row.update({f"{label}.{k}": v for k, v in s.items() if k.startswith("log_loss.")})
+        for row, p, bel in zip(rows, ps, beliefs):
+            for label, res in ev.score_parts(bel, p.retrieval_threshold, ranges).items():
+                s = res.summary
+                row.update({f"{label}.{m}": s[m] for m in SUMMARY_METRICS})
+                row.update({f"{label}.{k}": v for k, v in s.items() if k.startswith("log_loss.")})
     return rows
 
 
