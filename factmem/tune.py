@@ -31,7 +31,7 @@ DEFAULT_SPACE: dict[str, list] = {
     "decay_rate.explicit": [0.001, 0.003, 0.01, 0.05],
     "decay_rate.user_preference": [0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.04],
     "decay_rate.episodic": [0.15, 0.3, 0.6],
-    "reinforce_gain": [0.15, 0.3, 0.5, 0.7, 0.9],
+    "reinforce_gain": [0.15, 0.3, 0.5, 0.75, 1.0],
 }
 
 REPORT_METRICS = [("log_loss", "log loss", True), ("brier", "Brier score", True), ("auc", "AUC", False),
@@ -169,11 +169,22 @@ def _edge_notes(space: Mapping[str, Any], rec: MemoryParams, search: str) -> lis
         if len(nums) < 2:
             continue
         v = rec.get(name)
+        if _at_domain_bound(name, v, rec):
+            continue  # nothing lies beyond: the parameter cannot go further
         if v == min(nums) or v == max(nums):
             side = "lower" if v == min(nums) else "upper"
             notes.append(f"`{name}` = {v:g} is at the {side} edge of the searched values "
                          f"({min(nums):g}…{max(nums):g}); the optimum may lie beyond: widen the range.")
     return notes
+
+
+def _at_domain_bound(name: str, value: float, params: MemoryParams) -> bool:
+    head = name.split(".")[0]
+    if head in ("decay_rate", "archive_threshold", "retrieval_threshold", "temperature") and value == 0:
+        return True
+    if head in ("reinforce_gain", "confidence_cap") and value == 1:
+        return True
+    return head == "initial_confidence" and value == params.confidence_cap
 
 
 def _heldout_table(tab: pd.DataFrame, best: int, current: pd.DataFrame | None,

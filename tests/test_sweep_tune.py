@@ -130,3 +130,14 @@ def test_tune_end_to_end(tiny_dir, tmp_path):
     best = res.sweep.table.loc[res.best_index]
     assert best["train.log_loss"] == res.sweep.table["train.log_loss"].min()
     assert res.promoted == (best["test.log_loss"] < res.sweep.table.loc[0, "test.log_loss"])
+
+
+def test_edge_of_range_notes():
+    from factmem.tune import _edge_notes
+
+    space = {"decay_rate.explicit": [0.01, 0.03, 0.05], "reinforce_gain": [0.3, 0.6, 1.0], "decay_rate.episodic": [0.0, 0.3]}
+    rec = MemoryParams(decay_rate={"explicit": 0.01, "episodic": 0.0}, reinforce_gain=1.0)
+    notes = _edge_notes(space, rec, "grid")
+    # explicit at the lower edge of what was searched; gain 1 and rate 0 are the parameters' own limits
+    assert len(notes) == 1 and "decay_rate.explicit" in notes[0] and "lower edge" in notes[0]
+    assert _edge_notes(space, MemoryParams(decay_rate={"explicit": 0.03, "episodic": 0.3}, reinforce_gain=0.6), "grid") == []
