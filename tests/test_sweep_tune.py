@@ -140,4 +140,7 @@ def test_edge_of_range_notes():
     notes = _edge_notes(space, rec, "grid")
     # explicit at the lower edge of what was searched; gain 1 and rate 0 are the parameters' own limits
     assert len(notes) == 1 and "decay_rate.explicit" in notes[0] and "lower edge" in notes[0]
-    assert _edge_notes(space, MemoryParams(decay_rate={"explicit": 0.03, "episodic": 0.3}, reinforce_gain=0.6), "grid") == []
+    inside = MemoryParams(decay_rate={"explicit": 0.03, "episodic": 0.3}, reinforce_gain=0.6)
+    notes = _edge_notes(space, inside, "grid")
+    assert len(notes) == 1 and "decay_rate.episodic" in notes[0] and "upper edge" in notes[0]
+    assert _edge_notes(space, inside, "random") == []
