@@ -309,11 +309,6 @@ class MemoryParams:
         except ValueError as exc:
             raise ValueError(f"{path}: {exc}") from None
 
-    # -- vectorized lookups --------------------------------------------------------------------
-
-    def is_multi_valued(self, predicate: str) -> bool:
-        return predicate in self.multi_valued_predicates
-
 
 _FIELD_NAMES = frozenset(f.name for f in dataclasses.fields(MemoryParams))
 

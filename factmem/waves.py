@@ -267,11 +267,10 @@ def replay_waves(key: np.ndarray, obj: np.ndarray, ts: np.ndarray, kind: np.ndar
             reason[a:a + nxt] = np.where(archived_before[b:b + nxt], REASON_ARCHIVED, REASON_REINFORCED)
     if n_runs:
         last_row = offset[p_len - 1] + np.arange(n_runs)  # each run's last event, runs in length order
-        orig = perm  # original run index of each run in length order
-        has_next_run = np.zeros(n_runs, bool)
+        has_next_run = np.zeros(n_runs, bool)  # by original run index; perm maps length order to it
         has_next_run[:-1] = run_key[1:] == run_key[:-1]
-        across = has_next_run[orig]
-        lr_a, nx = last_row[across], orig[across] + 1
+        across = has_next_run[perm]
+        lr_a, nx = last_row[across], perm[across] + 1
         t_next = ts[rs[nx]]
         arch = _archived_by(conf[lr_a], rate_out[lr_a], ts_row[lr_a], t_next, thr, grid)
         end[lr_a] = t_next[:, None]
