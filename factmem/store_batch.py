@@ -171,24 +171,23 @@ class BatchWrites:
             f.loc[new, "row"] = order[idx[fe[new]]]
             facts.append(f)
         facts = pd.concat(facts, ignore_index=True)
-        prov, ids = K.assign_ids(ev_ref, self._next_fact_id)
-        ev_id = K.resolve(ev_ref, prov, ids)
-        facts["id"] = K.resolve(facts["ref"].to_numpy(), prov, ids)
-        facts["supersedes_id"] = K.resolve(facts["supersedes"].to_numpy(), prov, ids)
-        self._write_batch(batch, order, ev_id, ev_ins, ev_conf, sg, facts)
-        self._next_fact_id += len(ids)
-        self._next_evidence_id += n
+        ev_id = self._write_batch(batch, order, ev_ref, ev_ins, ev_conf, sg, facts)
 
         fact_ids = np.empty(n, np.int64)
         fact_ids[order] = ev_id
         superseded = int((facts["status"].to_numpy() == K.STATUS_SUPERSEDED).sum())
         return IngestResult(n, int(ev_ins.sum()), int(n - ev_ins.sum()), superseded, fact_ids)
 
-    def _write_batch(self, batch: Batch, order, ev_id, ev_ins, ev_conf, sg, facts: pd.DataFrame) -> None:
-        """Insert new facts, update touched ones, append evidence — inside the caller's transaction.
+    def _write_batch(self, batch: Batch, order, ev_ref, ev_ins, ev_conf, sg, facts: pd.DataFrame) -> np.ndarray:
+        """Number the new facts, insert them, update touched ones, append evidence — inside the
+        caller's transaction — and advance the id counters. Returns each event's fact id.
 
         Status and action strings are spelled by SQL from integer codes: building millions of
         Python strings would cost more than the inserts themselves."""
+        prov, ids = K.assign_ids(ev_ref, self._next_fact_id)
+        ev_id = K.resolve(ev_ref, prov, ids)
+        facts["id"] = K.resolve(facts["ref"].to_numpy(), prov, ids)
+        facts["supersedes_id"] = K.resolve(facts["supersedes"].to_numpy(), prov, ids)
         t = batch.table
         new = facts[facts["ref"].to_numpy() < 0].sort_values("id")
         if len(new):
@@ -254,6 +253,9 @@ class BatchWrites:
         self.con.execute(
             "INSERT INTO memory_evidence SELECT id, fact_id, session_id, message_id, observed_at, "
             "CASE WHEN inserted THEN 'insert' ELSE 'reinforce' END, confidence, 'observation' FROM ev_tbl")
+        self._next_fact_id += len(ids)
+        self._next_evidence_id += len(ev_id)
+        return ev_id
 
     def replay(self, events: Any, consolidate_at: Any, prune: bool = True) -> "ReplayResult":
         """Ingest a log with consolidations at the given times, set-based across the whole span.
@@ -375,13 +377,7 @@ class BatchWrites:
         new = facts["ref"].to_numpy() < 0
         facts["row"] = -1
         facts.loc[new, "row"] = P.order[facts["first_event"].to_numpy()[new]]
-        prov, ids = K.assign_ids(ev_ref, self._next_fact_id)
-        ev_id = K.resolve(ev_ref, prov, ids)
-        facts["id"] = K.resolve(facts["ref"].to_numpy(), prov, ids)
-        facts["supersedes_id"] = K.resolve(facts["supersedes"].to_numpy(), prov, ids)
-        self._write_batch(batch, P.order, ev_id, ins, conf, P.gpos, facts)
-        self._next_fact_id += len(ids)
-        self._next_evidence_id += n
+        self._write_batch(batch, P.order, ev_ref, ins, conf, P.gpos, facts)
         st = facts["status"].to_numpy()
         return ReplayResult(n, int(ins.sum()), int(n - ins.sum()), int((st == K.STATUS_SUPERSEDED).sum()),
                             int((st == K.STATUS_ARCHIVED).sum()), len(grid))
