@@ -155,9 +155,18 @@ class Evaluator:
         self.kind_of_triple[self.t_triple] = self.t_kind
         mk0 = np.searchsorted(self.cp, np.where(first_any == OPEN, 0, first_any + 1), "left")
         mk0 = np.where(first_any == OPEN, n, mk0)
-        self._mention_k0 = mk0
         fm_tr = first_any[self.t_triple]
         self._mt_k0 = np.maximum(self.t_k0, np.where(fm_tr == OPEN, n, mk0[self.t_triple]))
+        # per checkpoint (all, then by kind): triples mentioned so far, and those of them true then;
+        # they do not depend on the memory's parameters, so they are counted once here
+        self._mentioned = _diff_count(n, mk0, np.full(n_tr, n)) if n_tr else np.zeros(n)
+        self._mentioned_true = _diff_count(n, self._mt_k0, self.t_k1)
+        self._mentioned_by_kind, self._mentioned_true_by_kind = [], []
+        for k in range(len(KIND_NAMES)):
+            trip_k = self.kind_of_triple == k
+            tk = self.t_kind == k
+            self._mentioned_by_kind.append(_diff_count(n, mk0[trip_k], np.full(int(trip_k.sum()), n)))
+            self._mentioned_true_by_kind.append(_diff_count(n, self._mt_k0[tk], self.t_k1[tk]))
 
     def _next_mention(self, triple: np.ndarray, after: np.ndarray) -> np.ndarray:
         """First mention of ``triple`` strictly after ``after`` (OPEN if none)."""
@@ -331,8 +340,8 @@ class Evaluator:
         # triples mentioned before t but not held predict 0 (clipped to eps); held triples never
         # mentioned (derived facts) join the population while held
         m_cal = len(cal_idx)
-        ment = _diff_count(n, self._mention_k0, np.full(self.n_triples, n))[cal_idx] if self.n_triples else np.zeros(m_cal)
-        ment_true = _diff_count(n, self._mt_k0, self.t_k1)[cal_idx]
+        ment = self._mentioned[cal_idx]
+        ment_true = self._mentioned_true[cal_idx]
         mentioned = self.first_mention[triple[sb]] < t if S else np.zeros(0, bool)
         held_n = np.bincount(sr, weights=mentioned, minlength=m_cal)
         held_true = np.bincount(sr, weights=y * mentioned, minlength=m_cal)
@@ -362,10 +371,8 @@ class Evaluator:
         for k, name in enumerate(KIND_NAMES):
             sel = sk == k
             # unheld split by kind needs per-kind population counts
-            tk = self.t_kind == k
-            mt_k = _diff_count(n, self._mt_k0[tk], self.t_k1[tk])[cal_idx]
-            trip_k = self.kind_of_triple == k
-            ment_k = _diff_count(n, self._mention_k0[trip_k], np.full(int(trip_k.sum()), n))[cal_idx]
+            mt_k = self._mentioned_true_by_kind[k][cal_idx]
+            ment_k = self._mentioned_by_kind[k][cal_idx]
             hn = np.bincount(sr[sel], weights=mentioned[sel], minlength=m_cal)
             ht = np.bincount(sr[sel], weights=(y * mentioned)[sel], minlength=m_cal)
             ot = np.maximum(mt_k - ht, 0).sum()
