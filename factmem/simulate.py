@@ -167,19 +167,19 @@ def beliefs_from_store(store: FactStore, prepared: PreparedLog) -> pd.DataFrame:
     end[:-1] = np.where(nxt_same[:-1], obs[1:], OPEN)
     reason[nxt_same] = REASON_REINFORCED
     last = ~nxt_same
-    status = f["status"].reindex(fid).to_numpy(object)
-    changed = f["status_changed_at"].reindex(fid).to_numpy(dtype="float64")
-    why = f["status_reason"].reindex(fid).to_numpy(object)
+    fr = f.reindex(fid)  # each observation's fact
+    status = fr["status"].to_numpy(object)
+    changed = fr["status_changed_at"].to_numpy(dtype="float64")
+    why = fr["status_reason"].to_numpy(object)
     gone = last & (status != "active")
     end[gone] = changed[gone].astype(np.int64)
     reason[gone & (status == "superseded")] = REASON_SUPERSEDED
     reason[gone & (status == "archived") & (why == "pruned")] = REASON_PRUNED
     reason[gone & (status == "archived") & (why != "pruned")] = REASON_ARCHIVED
-    kinds = f["kind"].reindex(fid).map(pd.Series(KIND_CODES)).to_numpy(np.int64)
     return pd.DataFrame({
-        "triple": prepared.codes(f["subject"].reindex(fid), f["predicate"].reindex(fid), f["object"].reindex(fid)),
-        "kind": kinds, "start": obs, "end": end, "reason": reason, "confidence": conf,
-        "rate": f["decay_rate"].reindex(fid).to_numpy(float), "fact": fid,
+        "triple": prepared.codes(fr["subject"], fr["predicate"], fr["object"]),
+        "kind": fr["kind"].map(pd.Series(KIND_CODES)).to_numpy(np.int64), "start": obs, "end": end,
+        "reason": reason, "confidence": conf, "rate": fr["decay_rate"].to_numpy(float), "fact": fid,
     })
 
 
