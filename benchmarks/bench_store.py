@@ -30,8 +30,8 @@ sys.path.insert(0, str(HERE.parent))
 from seed_sqlite import replay_prefix  # noqa: E402
 from streams import synthetic_stream  # noqa: E402
 
-from factmem.store import FactStore  # noqa: E402
-from factmem.waves import grid_between  # noqa: E402
+from factmem.store.factstore import FactStore  # noqa: E402
+from factmem.engine.waves import grid_between  # noqa: E402
 
 DAY = 86400
 
@@ -126,7 +126,7 @@ def bench_facts(n_facts: int) -> dict:
 
 CHILD = """
 import resource, sys, time
-from factmem.store import FactStore
+from factmem.store.factstore import FactStore
 t = time.perf_counter()
 s = FactStore(sys.argv[2])
 r = s.ingest(sys.argv[1])

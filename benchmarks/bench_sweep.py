@@ -26,11 +26,11 @@ sys.path.insert(0, str(HERE.parent))
 
 from seed_sqlite import replay_prefix  # noqa: E402
 
-from factmem import waves as W  # noqa: E402
-from factmem.generate import generate, write  # noqa: E402
-from factmem.params import MemoryParams  # noqa: E402
-from factmem.simulate import Schedule, encode_events, prepare  # noqa: E402
-from factmem.sweep import sweep  # noqa: E402
+from factmem.engine import waves as W  # noqa: E402
+from factmem.data.generate import generate, write  # noqa: E402
+from factmem.core.params import MemoryParams  # noqa: E402
+from factmem.evaluation.simulate import Schedule, encode_events, prepare  # noqa: E402
+from factmem.tuning.sweep import sweep  # noqa: E402
 
 SPACE = {
     "decay_rate.explicit": [0.003, 0.01, 0.03, 0.05],

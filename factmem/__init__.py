@@ -5,8 +5,8 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
-from .errors import FactmemError, InputError, StoreError  # noqa: E402
-from .params import KINDS, MemoryParams  # noqa: E402
+from factmem.errors import FactmemError, InputError, StoreError  # noqa: E402
+from factmem.core.params import KINDS, MemoryParams  # noqa: E402
 
 __all__ = ["__version__", "FactmemError", "InputError", "StoreError", "KINDS", "MemoryParams"]
 
@@ -14,7 +14,7 @@ __all__ = ["__version__", "FactmemError", "InputError", "StoreError", "KINDS", "
 def __getattr__(name: str):
     # FactStore pulls in duckdb; keep `import factmem` light for ground-floor users.
     if name in ("FactStore", "Evidence", "Fact"):
-        from . import store
+        from factmem.store import factstore as store
 
         return getattr(store, name)
     raise AttributeError(f"module 'factmem' has no attribute {name!r}")

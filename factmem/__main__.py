@@ -1,5 +1,5 @@
 """``python -m factmem``: the command line."""
 
-from .cli import main
+from factmem.cli.main import main
 
 raise SystemExit(main())

@@ -15,7 +15,7 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 @pytest.fixture(params=["memory", "file"])
 def store_factory(request, tmp_path):
     """Make FactStores on one backend: in-memory DuckDB, or a DuckDB file under tmp_path."""
-    from factmem.store import FactStore
+    from factmem.store.factstore import FactStore
 
     made = []
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from factmem.params import MemoryParams
+from factmem.core.params import MemoryParams
 
 
 @dataclass

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from factmem.abstraction import (
+from factmem.abstraction.passes import (
     COUNTERS,
     PROMPT_VERSION,
     SYSTEM_PROMPT,
@@ -24,12 +24,12 @@ from factmem.abstraction import (
     parse_response,
     prune_children,
 )
-from factmem.cli import main
+from factmem.cli.main import main
 from factmem.errors import CassetteMiss, ProviderError, ResponseRejected, StoreError
-from factmem.generate import generate, write
-from factmem.params import MemoryParams
-from factmem.providers import Cassette, Ollama, OpenAICompatible, OracleProvider, cluster_payload, parse_cluster_prompt
-from factmem.store import FactStore
+from factmem.data.generate import generate, write
+from factmem.core.params import MemoryParams
+from factmem.abstraction.providers import Cassette, Ollama, OpenAICompatible, OracleProvider, cluster_payload, parse_cluster_prompt
+from factmem.store.factstore import FactStore
 
 from .llm_server import OLLAMA_PATH, OPENAI_PATH, LLMServer, Reply, llm_server, provider_handler  # noqa: F401
 from .reference import RefMemory
@@ -179,7 +179,7 @@ def test_valid_json_derives_links_and_evidence(api, llm_server):
         "ada": answer(item("ada", note="uses vim and rust")),
         "bob": "```json\n" + answer(item("bob", obj="musician"), item("bob", "enjoys", "music")) + "\n```",
     })
-    r = s.abstract(http(api, llm_server.url), model="test-model", at=AT)
+    r = abstract(s, http(api, llm_server.url), model="test-model", at=AT)
     counts(r, clusters=3, eligible=2, created=3, calls=2)
     reqs = llm_server.requests
     assert [q.path for q in reqs] == [APIS[api][1]] * 2
@@ -228,7 +228,7 @@ def test_rejected_answer_writes_nothing(llm_server, name, text):
     s = make_store()
     before = snapshot(s)
     llm_server.reply(text)
-    r = s.abstract(http("openai", llm_server.url), at=AT, min_cluster=4)  # only ada (4 facts) is eligible
+    r = abstract(s, http("openai", llm_server.url), at=AT, min_cluster=4)  # only ada (4 facts) is eligible
     counts(r, clusters=3, eligible=1, failed=1, calls=1)
     (o,) = r.outcomes
     assert o.outcome == "failed" and o.error_kind == "rejected" and o.response == text and o.error
@@ -239,20 +239,20 @@ def test_empty_answer_writes_no_fact_and_is_not_asked_again_until_the_cluster_ch
     s = make_store()
     before = snapshot(s)
     llm_server.reply("[]", " ```json\n[]\n``` \n")
-    r = s.abstract(http(api, llm_server.url), at=AT)
+    r = abstract(s, http(api, llm_server.url), at=AT)
     counts(r, clusters=3, eligible=2, empty=2, calls=2)
     assert_same(snapshot(s), before)
     assert len(s.query("SELECT * FROM memory_abstraction_empty")) == 2
     # the same clusters again: no call (DESIGN: a pass over unchanged clusters makes no calls)
     n = len(llm_server.requests)
-    r2 = s.abstract(http(api, llm_server.url), at=AT + 1)
+    r2 = abstract(s, http(api, llm_server.url), at=AT + 1)
     assert r2.calls == 0 and r2.unchanged == 2 and len(llm_server.requests) == n
     assert_same(snapshot(s), before)
     # a new fact changes one cluster's membership: that cluster is asked again
     subject = r.outcomes[0].subject
     s.remember(subject, "new_predicate", "new value", at=AT + 2)
     llm_server.reply("[]")
-    r3 = s.abstract(http(api, llm_server.url), at=AT + 3)
+    r3 = abstract(s, http(api, llm_server.url), at=AT + 3)
     assert r3.calls == 1 and r3.unchanged == 1
 
 
@@ -260,7 +260,7 @@ def test_http_500_skips(api, llm_server):
     s = make_store()
     before = snapshot(s)
     llm_server.reply(Reply.http(500, "model crashed"), Reply.http(503, "overloaded"))
-    r = s.abstract(http(api, llm_server.url), at=AT)
+    r = abstract(s, http(api, llm_server.url), at=AT)
     counts(r, clusters=3, eligible=2, skipped=2, calls=2)
     assert [o.error_kind for o in r.outcomes] == ["http", "http"]
     assert "HTTP 500" in r.outcomes[0].error and "model crashed" in r.outcomes[0].error
@@ -272,7 +272,7 @@ def test_hang_past_the_timeout_skips(api, llm_server):
     before = snapshot(s)
     llm_server.handler = lambda request: Reply.hang(10)
     t = time.perf_counter()
-    r = s.abstract(http(api, llm_server.url), at=AT)
+    r = abstract(s, http(api, llm_server.url), at=AT)
     assert time.perf_counter() - t < 3.0  # two calls, each cut at 0.3 s
     counts(r, clusters=3, eligible=2, skipped=2, calls=2)
     assert [o.error_kind for o in r.outcomes] == ["timeout", "timeout"] and "0.3 s" in r.outcomes[0].error
@@ -283,20 +283,20 @@ def test_dead_provider_loses_nothing_and_a_later_pass_derives(api, llm_server):
     s = make_store()
     before = snapshot(s)
     llm_server.stop()
-    r = s.abstract(http(api, llm_server.url), at=AT)
+    r = abstract(s, http(api, llm_server.url), at=AT)
     counts(r, clusters=3, eligible=2, skipped=2, calls=2)
     assert all(o.error_kind == "connection" and "cannot connect" in o.error for o in r.outcomes)
     assert_same(snapshot(s), before)
     with LLMServer() as server:  # the provider is back
         server.handler = by_subject({"ada": answer(item("ada")), "bob": answer(item("bob", obj="musician"))})
-        counts(s.abstract(http(api, server.url), at=AT + 1), clusters=3, eligible=2, created=2, calls=2)
+        counts(abstract(s, http(api, server.url), at=AT + 1), clusters=3, eligible=2, created=2, calls=2)
 
 
 def test_mixed_outcomes_touch_only_the_accepted_cluster(llm_server):
     s = make_store(facts=FACTS | {"dan": [("likes", "x"), ("uses", "y"), ("plays", "z")]})
     llm_server.handler = by_subject({"ada": Reply.http(500, "no"), "bob": answer(item("bob", obj="musician")),
                                      "dan": "I think dan is a gamer."})
-    r = s.abstract(http("openai", llm_server.url), at=AT)
+    r = abstract(s, http("openai", llm_server.url), at=AT)
     counts(r, clusters=4, eligible=3, created=1, skipped=1, failed=1, calls=3)
     assert [o.outcome for o in r.outcomes] == ["skipped", "derived", "failed"]
     ev = s.evidence()
@@ -312,15 +312,15 @@ def test_second_pass_makes_no_request_and_changes_nothing(store_factory, llm_ser
     llm_server.handler = by_subject({"ada": answer(item("ada"), item("ada", "is_from", "norway")),
                                      "bob": answer(item("bob", obj="musician"))})
     provider = http("ollama", llm_server.url)
-    counts(s.abstract(provider, at=AT), clusters=3, eligible=2, created=3, calls=2)
+    counts(abstract(s, provider, at=AT), clusters=3, eligible=2, created=3, calls=2)
     n, before = len(llm_server.requests), snapshot(s)
     for later in (AT + DAY, AT + 30 * DAY):
-        counts(s.abstract(provider, at=later), clusters=3, eligible=2, unchanged=2)
+        counts(abstract(s, provider, at=later), clusters=3, eligible=2, unchanged=2)
         assert len(llm_server.requests) == n
         assert_same(snapshot(s), before)
     # a new fact changes ada's membership: exactly one call, and the re-derived facts are reinforced
     new = s.remember("ada", "speaks", "norwegian", at=AT + 31 * DAY)
-    r = s.abstract(provider, at=AT + 31 * DAY)
+    r = abstract(s, provider, at=AT + 31 * DAY)
     counts(r, clusters=3, eligible=2, unchanged=1, reinforced=2, calls=1)
     assert len(llm_server.requests) == n + 1
     d = derived(s)
@@ -338,7 +338,7 @@ def test_children_pruned_after_the_second_reinforcement(llm_server, prune):
     for i, at in enumerate(times):
         if i:
             s.remember("ada", f"new_{i}", "fact", at=at - 60)  # a new fact: the cluster changed
-        results.append(s.abstract(provider, at=at, prune=prune))
+        results.append(abstract(s, provider, at=at, prune=prune))
     assert [r.created for r in results] == [1, 0, 0] and [r.reinforced for r in results] == [0, 1, 1]
     (fid,) = derived(s)["id"].tolist()
     assert s.get(fid).reinforcement_count == 2
@@ -353,7 +353,7 @@ def test_children_pruned_after_the_second_reinforcement(llm_server, prune):
     assert (kids["status_changed_at"] == times[-1]).all()
     assert s.get(fid).status == "active" and not s.get(fid).stale  # pruning does not stale the parent
     n = len(llm_server.requests)
-    counts(s.abstract(provider, at=times[-1] + DAY), clusters=0, eligible=0)  # nothing left to cluster
+    counts(abstract(s, provider, at=times[-1] + DAY), clusters=0, eligible=0)  # nothing left to cluster
     assert len(llm_server.requests) == n and prune_children(s, times[-1] + DAY) == 0
 
 
@@ -361,7 +361,7 @@ def test_supersession_stales_and_the_next_pass_reexamines(llm_server):
     s = make_store(facts={"ada": FACTS["ada"]})
     llm_server.handler = lambda request: answer(item("ada"))
     provider = http("openai", llm_server.url)
-    s.abstract(provider, at=AT)
+    abstract(s, provider, at=AT)
     (fid,) = derived(s)["id"].tolist()
     assert not s.get(fid).stale
     moved = s.remember("ada", "lives_in", "bergen", at=AT + DAY)  # supersedes a child
@@ -370,15 +370,15 @@ def test_supersession_stales_and_the_next_pass_reexamines(llm_server):
     assert plan[["stale", "action"]].values.tolist() == [[True, "examine"]] and plan["stale_ids"][0] == (fid,)
     # a failed call keeps the flag: the cluster is retried
     llm_server.reply(Reply.http(500, "down"))
-    r = s.abstract(provider, at=AT + 2 * DAY)
+    r = abstract(s, provider, at=AT + 2 * DAY)
     counts(r, clusters=1, eligible=1, skipped=1, calls=1)
     assert r.outcomes[0].stale and s.get(fid).stale
     n = len(llm_server.requests)
-    r = s.abstract(provider, at=AT + 3 * DAY)
+    r = abstract(s, provider, at=AT + 3 * DAY)
     counts(r, clusters=1, eligible=1, reinforced=1, calls=1, stale_cleared=1)
     assert len(llm_server.requests) == n + 1 and not s.get(fid).stale
     assert moved in s.children(fid)["id"].tolist()
-    counts(s.abstract(provider, at=AT + 4 * DAY), clusters=1, eligible=1, unchanged=1)
+    counts(abstract(s, provider, at=AT + 4 * DAY), clusters=1, eligible=1, unchanged=1)
     assert len(llm_server.requests) == n + 1
 
 
@@ -390,7 +390,7 @@ def test_stale_alone_forces_the_call(llm_server, clear_by_hand):
     s.remember("ada", "is_recovering_from", "a cold", kind="episodic", at=T0 + 10)
     llm_server.handler = lambda request: answer(item("ada"))
     provider = http("ollama", llm_server.url)
-    s.abstract(provider, at=AT)
+    abstract(s, provider, at=AT)
     (fid,) = derived(s)["id"].tolist()
     assert s.consolidate(AT + 20 * DAY, prune=False).archived == 1  # only the episodic fact decays
     assert s.get(fid).stale
@@ -400,7 +400,7 @@ def test_stale_alone_forces_the_call(llm_server, clear_by_hand):
     assert plan["linked_parent"].tolist() == [fid]  # the membership alone says unchanged
     n = len(llm_server.requests)
     llm_server.reply("[]")
-    r = s.abstract(provider, at=AT + 21 * DAY)
+    r = abstract(s, provider, at=AT + 21 * DAY)
     if clear_by_hand:
         counts(r, clusters=1, eligible=1, unchanged=1)
         assert len(llm_server.requests) == n
@@ -424,12 +424,12 @@ def test_cluster_writes_are_one_transaction(llm_server, monkeypatch):
 
     monkeypatch.setattr(s, "link", failing_link)
     with pytest.raises(RuntimeError, match="disk full"):
-        s.abstract(http("openai", llm_server.url), at=AT)
+        abstract(s, http("openai", llm_server.url), at=AT)
     d = derived(s)
     assert d["subject"].tolist() == ["ada"]  # ada committed; bob left no trace
     assert s.evidence()["source"].tolist().count("abstraction") == 1 and set(s.links()["parent_id"]) == set(d["id"])
     monkeypatch.setattr(s, "link", real_link)
-    r = s.abstract(http("openai", llm_server.url), at=AT)  # the rerun continues where it stopped
+    r = abstract(s, http("openai", llm_server.url), at=AT)  # the rerun continues where it stopped
     counts(r, clusters=3, eligible=2, unchanged=1, created=2, calls=1)
     assert derived(s)["id"].tolist() == [d["id"][0], d["id"][0] + 1, d["id"][0] + 2]  # no id gap
 
@@ -443,12 +443,12 @@ def test_cassette_replays_a_pass_offline(llm_server, tmp_path):
     llm_server.handler = by_subject({"ada": answer(item("ada")), "bob": Reply.http(500, "overloaded")})
     a, b = make_store(), make_store()
     rec = Cassette(http("openai", llm_server.url), path, mode="record", prompt_version=PROMPT_VERSION)
-    ra = a.abstract(rec, at=AT)
+    ra = abstract(a, rec, at=AT)
     counts(ra, clusters=3, eligible=2, created=1, skipped=1, calls=2)
     llm_server.stop()
     n = len(llm_server.requests)
     rep = Cassette(None, path, mode="replay", model="test-model")
-    rb = b.abstract(rep, at=AT)
+    rb = abstract(b, rep, at=AT)
     assert rb.counters() == ra.counters() and rep.hits == 2 and len(llm_server.requests) == n
     norm = lambda o: o.to_dict() | {"error": (o.error or "").split(" [replayed")[0]}  # noqa: E731
     assert [norm(o) for o in rb.outcomes] == [norm(o) for o in ra.outcomes]
@@ -458,10 +458,10 @@ def test_cassette_replays_a_pass_offline(llm_server, tmp_path):
     b.remember("cy", "speaks", "italian", at=AT + 1)
     before = snapshot(b)
     with pytest.raises(CassetteMiss):
-        b.abstract(rep, at=AT + 2)
+        abstract(b, rep, at=AT + 2)
     assert_same(snapshot(b), before)
     with pytest.raises(ValueError, match="prompt_version"):
-        b.abstract(Cassette(None, path, mode="replay", prompt_version="0"), at=AT + 2)
+        abstract(b, Cassette(None, path, mode="replay", prompt_version="0"), at=AT + 2)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -499,7 +499,7 @@ def test_oracle_end_to_end_on_a_tiny_dataset(tiny, llm_server):
     want = expected_generalizations(s, tiny, 3)
     assert 3 <= len(want) < tiny.generalizations["gen_id"].nunique()  # not vacuous; one is unsupported
     oracle = OracleProvider(tiny.generalizations, facts_truth=tiny.truth, seed=0)
-    r = s.abstract(oracle, at=tiny.end)
+    r = abstract(s, oracle, at=tiny.end)
     d = derived(s)
     assert set(zip(d["subject"], d["predicate"], d["object"])) == want
     assert r.created == len(want) and r.calls == oracle.calls == r.eligible and r.failed == r.skipped == 0
@@ -508,13 +508,13 @@ def test_oracle_end_to_end_on_a_tiny_dataset(tiny, llm_server):
     for fid, subject, obj, note in zip(d["id"], d["subject"], d["object"], d["note"]):
         assert s.children(fid)["id"].tolist() == member_ids(s, subject) and note == notes[(subject, obj)]
     # the second pass asks nothing: derived clusters are linked, empty answers are remembered
-    r2 = s.abstract(oracle, at=tiny.end + 60)
+    r2 = abstract(s, oracle, at=tiny.end + 60)
     assert r2.calls == 0 and r2.unchanged == r.eligible and r2.created == r2.reinforced == 0
 
     # the same oracle behind the HTTP server gives the same store
     h = tiny_store(tiny)
     llm_server.handler = provider_handler(OracleProvider(tiny.generalizations, facts_truth=tiny.truth, seed=0))
-    rh = h.abstract(http("ollama", llm_server.url, timeout=5.0), at=tiny.end)
+    rh = abstract(h, http("ollama", llm_server.url, timeout=5.0), at=tiny.end)
     assert rh.counters() == r.counters()
     d_http = derived(h)
     assert set(zip(d_http["subject"], d_http["object"])) == set(zip(d["subject"], d["object"]))
@@ -527,7 +527,7 @@ def test_oracle_error_model_meets_the_parser(tiny, errors, outcome):
     s = tiny_store(tiny)
     want = expected_generalizations(s, tiny, 3)
     before = snapshot(s)
-    r = s.abstract(OracleProvider(tiny.generalizations, seed=1, error_rates=errors), at=tiny.end)
+    r = abstract(s, OracleProvider(tiny.generalizations, seed=1, error_rates=errors), at=tiny.end)
     if outcome is None:
         assert r.created == len(want) and r.failed == r.skipped == 0
     else:
@@ -545,13 +545,13 @@ def test_bad_arguments_fail_before_any_call(llm_server, tmp_path):
     for kw, match in [({"min_cluster": 0}, "min_cluster"), ({"max_facts": True}, "max_facts"),
                       ({"temperature": -1.0}, "temperature"), ({"pass_id": ""}, "pass_id")]:
         with pytest.raises(ValueError, match=match):
-            s.abstract(p, at=AT, **kw)
+            abstract(s, p, at=AT, **kw)
     with pytest.raises(ValueError, match="complete"):
-        s.abstract(object(), at=AT)
+        abstract(s, object(), at=AT)
     path = tmp_path / "m.duckdb"
     make_store(path=path).close()
     with FactStore(path, read_only=True) as ro, pytest.raises(StoreError, match="read-only"):
-        ro.abstract(p, at=AT)
+        abstract(ro, p, at=AT)
     assert llm_server.requests == []
 
 
@@ -710,7 +710,7 @@ def test_pass_matches_reference(rounds):
             assert tuple(s.consolidate(t, prune=False)) == (m.consolidate(t, prune=False)[0], 0)
         t += 3600
         model.subjects.clear()
-        r = s.abstract(model, at=t, min_cluster=min_cluster, prune=prune)
+        r = abstract(s, model, at=t, min_cluster=min_cluster, prune=prune)
         assert model.subjects == ref_pass(m, t, min_cluster, prune) and r.calls == len(model.subjects)
         got, want = s.facts(at=0), pd.DataFrame(m.table(), columns=cols + ["confidence"])
         assert got[cols].astype(object).where(got[cols].notna(), None).values.tolist() == \

@@ -8,8 +8,8 @@ import sys
 
 import pytest
 
-from factmem.cli import build_parser, main
-from factmem.generate import generate, write
+from factmem.cli.main import build_parser, main
+from factmem.data.generate import generate, write
 
 
 def subcommands():

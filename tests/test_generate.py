@@ -9,11 +9,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from factmem import logs
-from factmem.cli import main
-from factmem.generate import CORRECTION_NOTE, generate, write
-from factmem.presets import PRESETS, base_dict, preset
-from factmem.scenario import Scenario
+from factmem.data import logs
+from factmem.cli.main import main
+from factmem.data.generate import CORRECTION_NOTE, generate, write
+from factmem.data.presets import PRESETS, base_dict, preset
+from factmem.data.scenario import Scenario
 
 DAY = 86400
 REPO = Path(__file__).resolve().parents[1]

@@ -8,10 +8,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from factmem import logs
-from factmem.cli import main
+from factmem.data import logs
+from factmem.cli.main import main
 from factmem.errors import InputError
-from factmem.importer import import_triples, parse_bounds
+from factmem.data.importer import import_triples, parse_bounds
 
 TSV = """subject\tpredicate\tobject\tstart\tend
 Q1\tmemberOf\tFC Porto\t1987\t1990

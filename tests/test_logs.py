@@ -9,9 +9,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from factmem import logs
+from factmem.data import logs
 from factmem.errors import FactmemError, InputError
-from factmem.generate import generate
+from factmem.data.generate import generate
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from factmem.metrics import OPEN, Evaluator, weighted_auc
+from factmem.evaluation.metrics import OPEN, Evaluator, weighted_auc
 
 D = 86400
 EXPLICIT = 0

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from factmem.params import KINDS, MemoryParams, PerKind
+from factmem.core.params import KINDS, MemoryParams, PerKind
 
 
 def test_seed_defaults():

@@ -18,8 +18,8 @@ from matplotlib.image import AxesImage
 from matplotlib.patches import Rectangle
 
 from factmem import plots
-from factmem.params import KINDS, MemoryParams
-from factmem.store import FactStore
+from factmem.core.params import KINDS, MemoryParams
+from factmem.store.factstore import FactStore
 
 D = 86400
 T0 = 1_709_251_200  # 2024-03-01T00:00:00Z
@@ -220,7 +220,7 @@ def test_decay_curves(tmp_path):
 
 
 def test_decay_curves_accept_kind_table_index_and_reject_bad_rates():
-    from factmem.decay import kind_table
+    from factmem.core.decay import kind_table
 
     fig = plots.decay_curves(kind_table(), days=30)
     assert fig.axes[0].get_legend() is not None

@@ -17,7 +17,7 @@ import pandas as pd
 import pytest
 
 from factmem.errors import CassetteError, CassetteMiss, FactmemError, ProviderError
-from factmem.providers import (
+from factmem.abstraction.providers import (
     ORACLE_ERRORS,
     Cassette,
     Ollama,

@@ -7,11 +7,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from factmem.cardinality import measure_cardinality, suggest_multi_valued, supersession_costs
-from factmem.generate import generate
-from factmem.oracle import OracleProvider
-from factmem.params import MemoryParams
-from factmem.simulate import Schedule, kernel_beliefs, prepare, simulate
+from factmem.evaluation.cardinality import measure_cardinality, suggest_multi_valued, supersession_costs
+from factmem.data.generate import generate
+from factmem.abstraction.oracle import OracleProvider
+from factmem.core.params import MemoryParams
+from factmem.evaluation.simulate import Schedule, kernel_beliefs, prepare, simulate
 
 COLS = ["triple", "kind", "start", "end", "reason", "confidence", "rate"]
 

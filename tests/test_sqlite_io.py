@@ -13,11 +13,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from factmem.cli import main
+from factmem.cli.main import main
 from factmem.errors import ExportError, ProductionDBError
-from factmem.params import KINDS, MemoryParams
-from factmem.schema import SEED_FACT_COLUMNS
-from factmem.sqlite_io import (
+from factmem.core.params import KINDS, MemoryParams
+from factmem.store.schema import SEED_FACT_COLUMNS
+from factmem.export.sqlite import (
     EVIDENCE_DDL,
     SEED_FACTS_DDL,
     SEED_LINKS_DDL,
@@ -26,7 +26,7 @@ from factmem.sqlite_io import (
     import_db,
     validate_sqlite,
 )
-from factmem.store import Evidence, FactStore
+from factmem.store.factstore import Evidence, FactStore
 
 SUBJECTS = ["ada", "bob", "x'); DROP TABLE memory_facts; --"]
 PREDICATES = ["likes", "lives_in", "uses"]

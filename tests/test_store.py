@@ -15,8 +15,8 @@ import pandas as pd
 import pytest
 
 from factmem.errors import FactNotFoundError, InputError, SchemaVersionError, StoreError, StoreLockedError
-from factmem.params import MemoryParams
-from factmem.store import Evidence, FactStore
+from factmem.core.params import MemoryParams
+from factmem.store.factstore import Evidence, FactStore
 
 DAY = 86400
 T0 = 1_767_225_600  # 2026-01-01
@@ -243,7 +243,7 @@ def test_second_process_gets_a_clear_error(tmp_path):
     with FactStore(path) as s:
         s.remember("ada", "uses", "vim", at=T0)
         code = textwrap.dedent(f"""
-            from factmem.store import FactStore
+            from factmem.store.factstore import FactStore
             from factmem.errors import StoreLockedError
             try:
                 FactStore({str(path)!r})
@@ -261,7 +261,7 @@ def test_kill_9_mid_ingest_keeps_last_committed_state(tmp_path):
     marker = tmp_path / "committed"
     code = textwrap.dedent(f"""
         import numpy as np, pandas as pd, pathlib
-        from factmem.store import FactStore
+        from factmem.store.factstore import FactStore
         s = FactStore({str(path)!r})
         n = 200_000
         rng = np.random.default_rng(0)

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from factmem.params import KINDS, MemoryParams
-from factmem.store import Evidence, FactStore
+from factmem.core.params import KINDS, MemoryParams
+from factmem.store.factstore import Evidence, FactStore
 
 from .reference import RefMemory
 

@@ -9,12 +9,12 @@ import pandas as pd
 import pytest
 
 from factmem.export import load_params_file
-from factmem.generate import generate, write
-from factmem.params import MemoryParams
-from factmem.runs import load_run
-from factmem.simulate import Schedule, prepare, simulate
-from factmem.sweep import Range, random_points, sweep
-from factmem.tune import decide, tune
+from factmem.data.generate import generate, write
+from factmem.core.params import MemoryParams
+from factmem.tuning.runs import load_run
+from factmem.evaluation.simulate import Schedule, prepare, simulate
+from factmem.tuning.sweep import Range, random_points, sweep
+from factmem.tuning.tune import decide, tune
 
 SPACE = {"decay_rate.explicit": [0.01, 0.05], "reinforce_gain": [0.2, 0.5]}
 
@@ -133,7 +133,7 @@ def test_tune_end_to_end(tiny_dir, tmp_path):
 
 
 def test_edge_of_range_notes():
-    from factmem.tune import _edge_notes
+    from factmem.tuning.tune import _edge_notes
 
     space = {"decay_rate.explicit": [0.01, 0.03, 0.05], "reinforce_gain": [0.3, 0.6, 1.0], "decay_rate.episodic": [0.0, 0.3]}
     rec = MemoryParams(decay_rate={"explicit": 0.01, "episodic": 0.0}, reinforce_gain=1.0)

@@ -1,0 +1,528 @@
+"""The abstraction pass: clusters of observed facts become derived facts through one LLM call each.
+
+One pass (:func:`abstract`, also ``FactStore.abstract``):
+
+1. **Clusters** are the active, non-derived facts grouped by subject, in subject order, facts in id
+   order. A cluster is *eligible* when it holds at least ``min_cluster`` facts.
+2. An eligible cluster is **unchanged** (no call, no write) when its exact membership, the set of
+   its fact ids, equals the set of *active* children of an active, non-stale derived fact (or a
+   membership for which the model already answered ``[]``), and no
+   active derived fact linked to a fact of that subject is stale. Active children, not all links:
+   links are never deleted, so after a membership change the re-derived fact keeps its links to
+   superseded members, and comparing all links would re-ask that cluster on every pass.
+3. Every other eligible cluster gets **one call** ``provider.complete(messages, model=...,
+   temperature=...)``: a system prompt (:data:`SYSTEM_PROMPT`, versioned by :data:`PROMPT_VERSION`)
+   and a user message holding the cluster as JSON (:func:`factmem.oracle.cluster_payload`).
+4. The answer is **parsed** strictly (:func:`parse_response`, :func:`check_against_cluster`); a
+   rejected answer counts the cluster as ``failed``, a ``ProviderError`` as ``skipped``; both write
+   nothing and leave the stale flags as they were, so the cluster is retried on the next pass. A
+   :class:`~factmem.errors.CassetteMiss` is not a provider failure: it propagates.
+5. Each accepted item is **remembered** with kind ``derived`` at ``at`` (an identical active derived
+   fact is reinforced: ``reinforced``, else ``created``), with evidence ``source="abstraction"``,
+   ``session_id="abstraction:<pass_id>"``, ``message_id="cluster:<subject>"``, and **linked** to every
+   cluster member. The stale flags of the cluster's stale derived facts are cleared. All of one
+   cluster's writes are one transaction: an error midway leaves no trace of that cluster.
+6. If ``prune``, the active children of every active derived fact reinforced at least
+   ``prune_min_reinforcements`` times are **archived** (``status_reason='pruned'``): the prune half of
+   ``consolidate``, without its decay half.
+
+**Stale derived facts.** The store marks an active derived fact stale when one of its children is
+superseded or archived by decay. The next pass re-examines that subject's cluster (if eligible) even
+when the membership would otherwise count as unchanged. Once the model has answered for the cluster
+(derived facts or ``[]``), the flags are cleared: *stale* means "its support changed and the model
+has not looked again since", not "wrong". A derived fact the model does not re-derive stays active and
+decays at the derived rate unless re-derived later. A stale fact whose subject has no eligible cluster
+stays stale until it has one.
+
+**An empty answer is remembered** (``memory_abstraction_empty``: subject and exact membership), so
+a cluster for which the model found nothing is not asked again until its membership changes: a
+pass over unchanged clusters makes no calls, whatever the answers were.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import asdict, dataclass, field
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+import pandas as pd
+from tqdm.auto import tqdm
+
+from factmem.errors import ProviderError, ResponseRejected
+from factmem.abstraction.oracle import cluster_payload
+from factmem.store.factstore import Evidence, FactStore
+from factmem.core.timeutil import resolve_at
+
+__all__ = [
+    "PROMPT_VERSION",
+    "SYSTEM_PROMPT",
+    "OUTCOMES",
+    "COUNTERS",
+    "DerivedItem",
+    "ClusterOutcome",
+    "AbstractResult",
+    "abstract",
+    "build_messages",
+    "cluster_plan",
+    "parse_response",
+    "check_against_cluster",
+    "prune_children",
+]
+
+#: Version of the prompt and of the answer contract; part of every cassette key. Bump it when the
+#: prompt text, the payload or the parsing rules change, so recorded answers are not replayed
+#: against a different question.
+PROMPT_VERSION = "1"
+
+SYSTEM_PROMPT = (
+    "You consolidate the long-term memory of an assistant. The user message is a JSON object holding "
+    "one subject and the facts currently believed about it: "
+    '{{"subject": ..., "max_facts": ..., "facts": [{{"id", "subject", "predicate", "object", "note"}}, ...]}}.\n'
+    "Reply with at most {max_facts} higher-level facts about that subject which the listed facts, taken "
+    "together, clearly support: generalizations, not copies of a listed fact. Never add anything the "
+    "facts do not support; when in doubt, leave it out.\n"
+    "Answer with a JSON array and nothing else: no prose, no explanation. Each element is an object "
+    'with the string keys "subject" (exactly the given subject), "predicate" (short, snake_case, for '
+    'example is_a) and "object", and optionally "note" (a few words on why). If no generalization is '
+    "safely supported, answer []."
+)
+
+#: Per-cluster outcomes of an eligible cluster.
+OUTCOMES: tuple[str, ...] = ("unchanged", "derived", "empty", "skipped", "failed")
+#: The counters of a pass, in report order.
+COUNTERS: tuple[str, ...] = (
+    "clusters", "eligible", "unchanged", "created", "reinforced", "empty", "skipped", "failed", "pruned",
+    "calls", "stale_cleared",
+)
+
+_ITEM_KEYS = ("subject", "predicate", "object")
+_FENCE = re.compile(r"\A```[A-Za-z0-9_+.-]*[ \t]*\n(.*?)```\Z", re.S)
+_PREVIEW = 80
+
+
+# --------------------------------------------------------------------------------------------------
+# Records
+# --------------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class DerivedItem:
+    """One generalization the model proposed (fields stripped of surrounding whitespace)."""
+
+    subject: str
+    predicate: str
+    object: str
+    note: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class ClusterOutcome:
+    """What the pass did with one eligible cluster.
+
+    ``outcome`` is one of :data:`OUTCOMES`. ``derived_ids``: the derived facts remembered for it
+    (created or reinforced), in answer order. ``error_kind``: the ``ProviderError`` kind of a skipped
+    cluster, ``"rejected"`` for a failed one. ``response``: the raw answer of a failed cluster.
+    ``stale``: the cluster had stale derived facts; ``stale_cleared``: how many flags were cleared.
+    """
+
+    subject: str
+    size: int
+    outcome: str
+    stale: bool = False
+    derived_ids: tuple[int, ...] = ()
+    created: int = 0
+    reinforced: int = 0
+    stale_cleared: int = 0
+    error_kind: str | None = None
+    error: str | None = None
+    response: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["derived_ids"] = list(self.derived_ids)
+        return d
+
+
+@dataclass
+class AbstractResult:
+    """The counters of one pass (see :data:`COUNTERS`) and one :class:`ClusterOutcome` per eligible
+    cluster, in subject order.
+
+    ``created``/``reinforced`` count derived facts; ``empty``/``skipped``/``failed``/``unchanged``
+    count clusters; ``pruned`` counts children archived by the prune step; ``calls`` is the number of
+    provider calls made (``eligible - unchanged``).
+    """
+
+    pass_id: str
+    at: int
+    model: str | None
+    clusters: int = 0
+    eligible: int = 0
+    unchanged: int = 0
+    created: int = 0
+    reinforced: int = 0
+    empty: int = 0
+    skipped: int = 0
+    failed: int = 0
+    pruned: int = 0
+    calls: int = 0
+    stale_cleared: int = 0
+    outcomes: list[ClusterOutcome] = field(default_factory=list)
+
+    def counters(self) -> dict[str, int]:
+        """The counters alone, as a plain dict."""
+        return {name: int(getattr(self, name)) for name in COUNTERS}
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain-dict form: pass id, time, model, counters and per-cluster outcomes."""
+        return {"pass_id": self.pass_id, "at": self.at, "model": self.model, **self.counters(),
+                "outcomes": [o.to_dict() for o in self.outcomes]}
+
+    def outcomes_frame(self) -> pd.DataFrame:
+        """Per-cluster outcomes as a DataFrame (one row per eligible cluster)."""
+        cols = list(ClusterOutcome.__dataclass_fields__)
+        return pd.DataFrame([o.to_dict() for o in self.outcomes], columns=cols)
+
+    def __str__(self) -> str:
+        c = self.counters()
+        return (f"abstraction pass {self.pass_id}: {c['clusters']} clusters, {c['eligible']} eligible, "
+                f"{c['unchanged']} unchanged, {c['calls']} calls; {c['created']} created, "
+                f"{c['reinforced']} reinforced; {c['empty']} empty, {c['skipped']} skipped, {c['failed']} failed; "
+                f"{c['pruned']} pruned, {c['stale_cleared']} stale flags cleared")
+
+
+# --------------------------------------------------------------------------------------------------
+# Prompt and parsing
+# --------------------------------------------------------------------------------------------------
+
+def build_messages(subject: str, facts: pd.DataFrame | Sequence[dict], max_facts: int) -> list[dict]:
+    """The chat messages of one cluster: the system prompt, then the cluster as JSON
+    (:func:`factmem.oracle.cluster_payload`, facts in the given order)."""
+    return [
+        {"role": "system", "content": SYSTEM_PROMPT.format(max_facts=int(max_facts))},
+        {"role": "user", "content": cluster_payload(subject, int(max_facts), facts)},
+    ]
+
+
+def _preview(text: str) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= _PREVIEW else flat[:_PREVIEW] + "…"
+
+
+def parse_response(text: str, max_facts: int, subject: str | None = None) -> list[DerivedItem]:
+    """Parse one answer under the response contract; raise :class:`ResponseRejected` otherwise.
+
+    Surrounding whitespace and at most one markdown code fence (```` ``` ```` or ```` ```json ````,
+    the whole answer) are stripped; the rest must be a JSON array of at most ``max_facts`` objects
+    whose ``subject``, ``predicate`` and ``object`` are strings, non-empty after stripping whitespace,
+    and whose optional ``note`` is a string or null. Other keys are ignored (models add
+    "confidence" or "evidence"; they carry nothing the store keeps). Prose before or after the JSON,
+    invalid JSON, another shape or too many items reject the whole answer. If ``subject`` is given,
+    every item must be about it exactly, and two items may not be the same fact.
+    """
+    if not isinstance(text, str):
+        raise ResponseRejected(f"answer is {type(text).__name__}, not text")
+    body = text.strip()
+    fence = _FENCE.match(body)
+    if fence is not None:
+        body = fence.group(1).strip()
+    if not body:
+        raise ResponseRejected("empty answer (expected a JSON array, [] when nothing is abstractable)")
+    try:
+        data = json.loads(body)
+    except ValueError as exc:
+        what = "prose or invalid JSON" if body[:1] not in "[{" else "invalid JSON"
+        raise ResponseRejected(f"{what} ({exc}): {_preview(text)!r}") from None
+    if not isinstance(data, list):
+        raise ResponseRejected(f"expected a JSON array, got a JSON {type(data).__name__}: {_preview(body)!r}")
+    if len(data) > max_facts:
+        raise ResponseRejected(f"{len(data)} items, more than max_facts={max_facts}")
+    items: list[DerivedItem] = []
+    seen: dict[tuple[str, str, str], int] = {}
+    for i, raw in enumerate(data):  # at most max_facts items
+        if not isinstance(raw, dict):
+            raise ResponseRejected(f"item {i} is a JSON {type(raw).__name__}, not an object")
+        values = []
+        for key in _ITEM_KEYS:
+            value = raw.get(key)
+            if not isinstance(value, str) or not value.strip():
+                got = "missing" if key not in raw else repr(value)
+                raise ResponseRejected(f"item {i}: {key!r} must be a non-empty string, got {got}")
+            values.append(value.strip())
+        note = raw.get("note")
+        if note is not None and not isinstance(note, str):
+            raise ResponseRejected(f"item {i}: 'note' must be a string, got {note!r}")
+        note = (note.strip() or None) if note is not None else None
+        if subject is not None:
+            if values[0] != subject.strip():
+                raise ResponseRejected(f"item {i} is about {values[0]!r}, not the cluster's subject {subject!r}")
+            values[0] = subject  # the cluster's own spelling, surrounding whitespace included
+        item = DerivedItem(values[0], values[1], values[2], note)
+        key3 = (item.subject, item.predicate, item.object)
+        if key3 in seen:
+            raise ResponseRejected(f"items {seen[key3]} and {i} are the same fact {key3}")
+        seen[key3] = i
+        items.append(item)
+    return items
+
+
+def check_against_cluster(items: Sequence[DerivedItem], members: pd.DataFrame,
+                          multi_valued_predicates: Iterable[str] = ()) -> None:
+    """Reject answers that would let the model rewrite observations; raise :class:`ResponseRejected`.
+
+    An item may not restate a member (same predicate and object: the store would *reinforce the
+    observation* with the model's echo), may not use a member's single-valued predicate with another
+    object (the store would *supersede the observation*), and two items may not set the same
+    single-valued predicate (the second would supersede the first within one answer).
+    """
+    multi = frozenset(multi_valued_predicates)
+    pairs = set(zip(members["predicate"].tolist(), members["object"].tolist()))
+    member_preds = set(members["predicate"].tolist())
+    first_pred: dict[str, int] = {}
+    for i, item in enumerate(items):
+        if (item.predicate, item.object) in pairs:
+            raise ResponseRejected(
+                f"item {i} restates an observed fact ({item.subject}, {item.predicate}, {item.object}) "
+                "instead of generalizing")
+        if item.predicate in multi:
+            continue
+        if item.predicate in member_preds:
+            raise ResponseRejected(
+                f"item {i} ({item.subject}, {item.predicate}, {item.object}) contradicts an observed "
+                f"{item.predicate!r} fact and would supersede it")
+        if item.predicate in first_pred:
+            raise ResponseRejected(
+                f"items {first_pred[item.predicate]} and {i} both set the single-valued predicate "
+                f"{item.predicate!r}; the second would supersede the first")
+        first_pred[item.predicate] = i
+
+
+# --------------------------------------------------------------------------------------------------
+# Clusters
+# --------------------------------------------------------------------------------------------------
+
+_PLAN_SQL = """
+WITH members AS (
+    SELECT subject, list(id ORDER BY id) AS ids, count(*) AS size
+    FROM memory_facts WHERE status = 'active' AND kind <> 'derived'
+    GROUP BY subject
+), live AS (  -- the active, non-derived children of each active derived fact
+    SELECT l.parent_id, list(c.id ORDER BY c.id) AS ids
+    FROM memory_fact_links l
+    JOIN memory_facts p ON p.id = l.parent_id
+    JOIN memory_facts c ON c.id = l.child_id
+    WHERE p.status = 'active' AND p.kind = 'derived'
+      AND c.status = 'active' AND c.kind <> 'derived'
+    GROUP BY l.parent_id
+), matched AS (
+    SELECT ids, min(parent_id) AS parent_id FROM live GROUP BY ids
+), answered_empty AS (  -- exact clusters the model found nothing to generalize in
+    SELECT DISTINCT subject, member_ids AS ids FROM memory_abstraction_empty
+), stale AS (  -- active stale derived facts, by the subject of their children
+    SELECT c.subject, list(DISTINCT p.id ORDER BY p.id) AS stale_ids
+    FROM memory_fact_links l
+    JOIN memory_facts p ON p.id = l.parent_id
+    JOIN memory_facts c ON c.id = l.child_id
+    WHERE p.status = 'active' AND p.kind = 'derived' AND p.stale
+    GROUP BY c.subject
+)
+SELECT m.subject, m.size, matched.parent_id AS linked_parent,
+       coalesce(stale.stale_ids, []::BIGINT[]) AS stale_ids,
+       stale.subject IS NOT NULL AS stale,
+       m.size >= $min_cluster AS eligible,
+       CASE WHEN m.size < $min_cluster THEN 'ineligible'
+            WHEN (matched.parent_id IS NOT NULL OR e.subject IS NOT NULL) AND stale.subject IS NULL
+                 THEN 'unchanged'
+            ELSE 'examine' END AS action
+FROM members m
+LEFT JOIN matched ON matched.ids = m.ids
+LEFT JOIN answered_empty e ON e.subject = m.subject AND e.ids = m.ids
+LEFT JOIN stale ON stale.subject = m.subject
+ORDER BY m.subject
+"""
+
+
+def _check_count(name: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+    return int(value)
+
+
+def cluster_plan(store: FactStore, min_cluster: int | None = None) -> pd.DataFrame:
+    """What a pass would do with each cluster, without calling anything or writing.
+
+    One row per subject with active non-derived facts, in subject order: ``size``,
+    ``linked_parent`` (the lowest-id active derived fact whose active children are exactly the
+    cluster, or NA), ``stale_ids`` (active stale derived facts linked to facts of this subject),
+    ``stale``, ``eligible`` and ``action``: ``ineligible``, ``unchanged`` (eligible, linked, not
+    stale) or ``examine``. A stale matching parent is in ``stale_ids`` too, so "linked and not
+    stale" is exactly "linked to an active, non-stale derived fact and nothing stale about it".
+    """
+    min_cluster = _check_count("min_cluster", store.params.min_cluster if min_cluster is None else min_cluster)
+    plan = store.query(_PLAN_SQL, {"min_cluster": min_cluster})
+    plan["size"] = plan["size"].astype(np.int64)
+    plan["linked_parent"] = plan["linked_parent"].astype("Int64")
+    plan["stale_ids"] = [tuple(ids.tolist()) for ids in plan["stale_ids"]]  # per cluster, not per fact
+    return plan
+
+
+def _members(store: FactStore, subjects: Sequence[str]) -> dict[str, pd.DataFrame]:
+    """Active non-derived facts of ``subjects``, one id-ordered frame per subject (one query)."""
+    if not subjects:
+        return {}
+    df = store.query(
+        "SELECT id, subject, predicate, object, note FROM memory_facts "
+        "WHERE status = 'active' AND kind <> 'derived' AND subject IN (SELECT unnest($s::VARCHAR[])) "
+        "ORDER BY subject, id", {"s": list(subjects)})
+    subj = df["subject"].to_numpy(dtype=object)
+    cuts = np.flatnonzero(subj[1:] != subj[:-1]) + 1
+    starts = np.concatenate([[0], cuts])
+    ends = np.concatenate([cuts, [len(df)]])
+    return {subj[a]: df.iloc[a:b].reset_index(drop=True) for a, b in zip(starts, ends)}
+
+
+# --------------------------------------------------------------------------------------------------
+# Writes
+# --------------------------------------------------------------------------------------------------
+
+def prune_children(store: FactStore, at: Any = None) -> int:
+    """Archive (``status_reason='pruned'``) the active children of every active derived fact
+    reinforced at least ``prune_min_reinforcements`` times; the prune half of
+    ``FactStore.consolidate``, without archiving by decay. Idempotent. Returns how many."""
+    return store.prune(at)
+
+
+def _write_cluster(store: FactStore, subject: str, members: pd.DataFrame, items: Sequence[DerivedItem],
+                   stale_ids: Sequence[int], at: int, pass_id: str) -> tuple[list[int], int, int, int]:
+    """Remember, link and un-stale one cluster in one transaction; (ids, created, reinforced, cleared)."""
+    member_ids = members["id"].astype(np.int64).tolist()
+    evidence = Evidence(session_id=f"abstraction:{pass_id}", message_id=f"cluster:{subject}", source="abstraction")
+    ids: list[int] = []
+    created = reinforced = 0
+    existing: set[int] = set()
+    with store.transaction():
+        if items:
+            existing = set(store.query(
+                "SELECT id FROM memory_facts WHERE status = 'active' AND kind = 'derived' AND subject = ?",
+                [subject])["id"].astype(np.int64).tolist())
+        for item in items:  # at most max_facts
+            fid = store.remember(item.subject, item.predicate, item.object, kind="derived", at=at,
+                                 evidence=evidence, note=item.note)
+            store.link(fid, member_ids, at=at)
+            ids.append(fid)
+            if fid in existing:
+                reinforced += 1
+            else:
+                created += 1
+                existing.add(fid)
+        if not items:  # so that this exact cluster is not asked again
+            store.record_empty_answer(subject, member_ids, at=at, pass_id=pass_id)
+        if stale_ids:
+            store.set_stale(stale_ids, False)
+    return ids, created, reinforced, len(stale_ids)
+
+
+# --------------------------------------------------------------------------------------------------
+# The pass
+# --------------------------------------------------------------------------------------------------
+
+def _check_prompt_version(provider: Any) -> None:
+    from factmem.abstraction.cassette import Cassette
+
+    if isinstance(provider, Cassette) and provider.prompt_version != PROMPT_VERSION:
+        raise ValueError(
+            f"cassette {provider.path} keys answers with prompt_version={provider.prompt_version!r}, but this "
+            f"abstraction prompt is version {PROMPT_VERSION!r}; build it with "
+            "prompt_version=factmem.abstraction.PROMPT_VERSION (answers to another prompt version must not replay)")
+
+
+def abstract(store: FactStore, provider: Any, model: str | None = None, at: Any = None, *,
+             min_cluster: int | None = None, max_facts: int | None = None, prune: bool = True,
+             temperature: float | None = None, pass_id: str | None = None,
+             progress: bool | None = None, quiet: bool = False) -> AbstractResult:
+    """Run one abstraction pass over ``store`` with ``provider`` (see the module docstring).
+
+    ``min_cluster``, ``max_facts`` and ``temperature`` default to ``store.params``. ``model`` is
+    passed to every ``provider.complete`` call (None: the provider's own default). ``at`` (default:
+    the wall clock) stamps derived facts, evidence, links and pruning. ``pass_id`` (default
+    ``str(at)``) names the pass in evidence as ``session_id="abstraction:<pass_id>"``. ``progress``:
+    a tqdm bar over the calls (None: only on a terminal; ``quiet=True`` turns it off).
+
+    Each cluster is committed on its own; if the provider raises something other than
+    ``ProviderError`` (a :class:`~factmem.errors.CassetteMiss`, a bug), the clusters already done stay
+    written and a rerun continues from there (they are then unchanged).
+    """
+    p = store.params
+    min_cluster = _check_count("min_cluster", p.min_cluster if min_cluster is None else min_cluster)
+    max_facts = _check_count("max_facts", p.max_facts if max_facts is None else max_facts)
+    temperature = p.temperature if temperature is None else temperature
+    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not np.isfinite(temperature) \
+            or temperature < 0:
+        raise ValueError(f"temperature must be a finite number >= 0, got {temperature!r}")
+    if not callable(getattr(provider, "complete", None)):
+        raise ValueError(f"provider must have a complete(messages, *, model, temperature) method, got {provider!r}")
+    _check_prompt_version(provider)
+    at = resolve_at(at)
+    pass_id = str(at) if pass_id is None else pass_id
+    if not isinstance(pass_id, str) or not pass_id:
+        raise ValueError(f"pass_id must be a non-empty string, got {pass_id!r}")
+    with store.transaction():  # fail now, before any call, if the store is closed or read-only
+        pass
+
+    plan = cluster_plan(store, min_cluster)
+    result = AbstractResult(pass_id=pass_id, at=at, model=model if model is not None else getattr(provider, "model", None))
+    result.clusters = int(len(plan))
+    result.eligible = int(plan["eligible"].sum())
+    todo = plan[plan["action"] == "examine"]
+    members = _members(store, todo["subject"].tolist())
+    unchanged = set(plan.loc[plan["action"] == "unchanged", "subject"])
+    multi = p.multi_valued_predicates
+
+    bar = tqdm(total=len(todo), desc="abstraction", unit="cluster",
+               disable=True if quiet else (None if progress is None else not progress))
+    try:
+        for subject, size, stale_ids in plan.loc[plan["eligible"], ["subject", "size", "stale_ids"]].itertuples(index=False):
+            # one iteration per eligible cluster: each costs a provider call, the loop is not the cost
+            if subject in unchanged:
+                result.unchanged += 1
+                result.outcomes.append(ClusterOutcome(subject, int(size), "unchanged"))
+                continue
+            outcome = _examine(store, provider, subject, members[subject], list(stale_ids), model=model,
+                               temperature=temperature, max_facts=max_facts, multi=multi, at=at, pass_id=pass_id)
+            result.calls += 1
+            result.outcomes.append(outcome)
+            result.created += outcome.created
+            result.reinforced += outcome.reinforced
+            result.stale_cleared += outcome.stale_cleared
+            if outcome.outcome in ("empty", "skipped", "failed"):
+                setattr(result, outcome.outcome, getattr(result, outcome.outcome) + 1)
+            bar.update(1)
+    finally:
+        bar.close()
+    if prune:
+        result.pruned = prune_children(store, at)
+    return result
+
+
+def _examine(store: FactStore, provider: Any, subject: str, members: pd.DataFrame, stale_ids: list[int], *,
+             model: str | None, temperature: float, max_facts: int, multi: Iterable[str], at: int,
+             pass_id: str) -> ClusterOutcome:
+    """One call for one cluster, then its writes (or none)."""
+    size, stale = int(len(members)), bool(stale_ids)
+    messages = build_messages(subject, members, max_facts)
+    try:
+        text = provider.complete(messages, model=model, temperature=temperature)
+    except ProviderError as exc:
+        return ClusterOutcome(subject, size, "skipped", stale, error_kind=exc.kind, error=str(exc))
+    try:
+        items = parse_response(text, max_facts, subject)
+        check_against_cluster(items, members, multi)
+    except ResponseRejected as exc:
+        return ClusterOutcome(subject, size, "failed", stale, error_kind="rejected", error=str(exc),
+                              response=text if isinstance(text, str) else repr(text))
+    ids, created, reinforced, cleared = _write_cluster(store, subject, members, items, stale_ids, at, pass_id)
+    return ClusterOutcome(subject, size, "derived" if items else "empty", stale, tuple(ids), created, reinforced, cleared)

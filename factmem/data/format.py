@@ -1,0 +1,416 @@
+"""The dataset folder format on the reading side: names, schemas, and validating parsers.
+
+Each parser takes a file's bytes and returns DataFrames, or raises
+:class:`~factmem.errors.InputError` naming the file, the line and the field. The fast path is
+vectorized (pyarrow's JSON and CSV readers and compute functions); when it finds a problem, a
+precise line-by-line pass locates it (that pass only runs once an error is known to exist).
+:mod:`factmem.logs` builds datasets on top of these. Ground floor: imports only ``errors`` and
+``params`` constants.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import re
+import tomllib
+from pathlib import Path
+from typing import Iterator
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pacsv
+import pyarrow.json as pajson
+
+from factmem.errors import InputError
+from factmem.core.params import KINDS
+
+LOG_FILE = "log.jsonl"
+TRUTH_FILE = "truth.csv"
+GENERALIZATIONS_FILE = "generalizations.csv"
+SCENARIO_FILE = "scenario.toml"
+DATASET_FILES = (LOG_FILE, TRUTH_FILE, GENERALIZATIONS_FILE, SCENARIO_FILE)
+
+#: Kinds a mention may carry: derived facts come from abstraction, never from a log.
+MENTION_KINDS: tuple[str, ...] = tuple(k for k in KINDS if k != "derived")
+#: Values of truth's ``noise`` column (empty = an ordinary fact).
+NOISE_LABELS: tuple[str, ...] = ("misstatement", "irrelevant")
+
+EVENT_COLUMNS = ("ts", "subject", "predicate", "object", "kind", "session_id", "message_id", "note")
+MESSAGE_COLUMNS = ("session_id", "message_id", "ts", "speaker", "text")
+TRUTH_COLUMNS = ("subject", "predicate", "object", "kind", "valid_from", "valid_to", "relevant_until", "noise")
+GENERALIZATION_COLUMNS = ("gen_id", "subject", "predicate", "object", "note", "support_predicate", "support_object")
+
+_FACT_FIELDS = ("subject", "predicate", "object", "kind")
+_MESSAGE_FIELDS = ("session_id", "message_id", "ts", "speaker", "text", "facts")
+_FACT_TYPE = pa.struct([(name, pa.string()) for name in (*_FACT_FIELDS, "note")])
+_LOG_SCHEMA = pa.schema(
+    [
+        ("session_id", pa.string()),
+        ("message_id", pa.string()),
+        ("ts", pa.int64()),
+        ("speaker", pa.string()),
+        ("text", pa.string()),
+        ("facts", pa.list_(_FACT_TYPE)),
+    ]
+)
+_INT_RE = re.compile(r"^-?[0-9]+$")
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+
+
+def default_scenario(messages: pd.DataFrame) -> dict:
+    """The minimal scenario of a log that came without one: its span."""
+    if len(messages) == 0:
+        return {"start": 0, "end": 0}
+    return {"start": int(messages["ts"].min()), "end": int(messages["ts"].max())}
+
+
+def _parse_log(data: bytes, path: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Fast typed read; any problem (parse error or failed vectorized check) → precise pass."""
+    if not data.strip():
+        return empty_messages(), empty_events()
+    try:
+        table = pajson.read_json(
+            pa.BufferReader(data),
+            read_options=pajson.ReadOptions(block_size=1 << 24),
+            parse_options=pajson.ParseOptions(explicit_schema=_LOG_SCHEMA, unexpected_field_behavior="ignore"),
+        )
+    except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
+        _locate_log_error(data, path)
+        raise InputError(f"{path}: cannot parse: {exc}") from None
+
+    if not _log_table_ok(table):
+        _locate_log_error(data, path)
+        raise InputError(f"{path}: invalid log (a vectorized check failed but no line was located)")
+
+    messages = table.select(list(MESSAGE_COLUMNS)).to_pandas()
+    facts = table["facts"].combine_chunks()
+    parent = pc.list_parent_indices(facts).to_numpy()
+    flat = pc.list_flatten(facts)
+    ts = table["ts"].to_numpy()[parent]
+    # Stable sort on ts keeps line order, then position within the message.
+    order = np.argsort(ts, kind="stable")
+    take = pa.array(order)
+    parent_take = pa.array(parent[order])
+    events = pa.table(
+        {
+            "ts": pa.array(ts[order]),
+            **{name: pc.take(flat.field(name), take) for name in _FACT_FIELDS},
+            "session_id": pc.take(table["session_id"], parent_take),
+            "message_id": pc.take(table["message_id"], parent_take),
+            "note": pc.take(flat.field("note"), take),
+        }
+    ).to_pandas()
+    return messages, events
+
+
+def _log_table_ok(table: pa.Table) -> bool:
+    for name in ("session_id", "message_id", "ts", "speaker", "text", "facts"):
+        if table[name].null_count:
+            return False
+    for name in ("session_id", "message_id"):
+        if pc.any(pc.equal(pc.utf8_length(table[name]), 0)).as_py():
+            return False
+    facts = table["facts"].combine_chunks()
+    flat = pc.list_flatten(facts)
+    if len(flat):
+        if flat.null_count:
+            return False
+        for name in _FACT_FIELDS:
+            col = flat.field(name)
+            if col.null_count or pc.any(pc.equal(pc.utf8_length(col), 0)).as_py():
+                return False
+        if not pc.all(pc.is_in(flat.field("kind"), value_set=pa.array(MENTION_KINDS))).as_py():
+            return False
+    distinct = table.select(["session_id", "message_id"]).group_by(["session_id", "message_id"]).aggregate([])
+    return distinct.num_rows == table.num_rows
+
+
+def _iter_lines(data: bytes) -> Iterator[tuple[int, bytes]]:
+    for lineno, line in enumerate(data.split(b"\n"), start=1):
+        if line.strip():
+            yield lineno, line
+
+
+def _locate_log_error(data: bytes, path: Path) -> None:
+    """The precise pass: raise for the first bad line (only run once a problem is known)."""
+    seen: dict[tuple[str, str], int] = {}
+    for lineno, line in _iter_lines(data):
+        where = f"{path}:{lineno}"
+        try:
+            text = line.decode("utf-8")
+            if lineno == 1:
+                text = text.lstrip("\ufeff")
+            obj = json.loads(text)
+        except UnicodeDecodeError as exc:
+            raise InputError(f"{where}: not UTF-8 text ({exc.reason})") from None
+        except json.JSONDecodeError as exc:
+            raise InputError(f"{where}: invalid JSON at column {exc.colno}: {exc.msg}") from None
+        if not isinstance(obj, dict):
+            raise InputError(f"{where}: expected a JSON object, got {type(obj).__name__}")
+        for name in _MESSAGE_FIELDS:
+            if name not in obj or obj[name] is None:
+                raise InputError(f"{where}: field {name!r} is missing")
+        for name in ("session_id", "message_id", "speaker", "text"):
+            if not isinstance(obj[name], str):
+                raise InputError(f"{where}: field {name!r} must be a string, got {obj[name]!r}")
+        for name in ("session_id", "message_id"):
+            if not obj[name]:
+                raise InputError(f"{where}: field {name!r} must not be empty")
+        ts = obj["ts"]
+        if isinstance(ts, bool) or not isinstance(ts, int):
+            raise InputError(f"{where}: field 'ts' must be an integer (Unix seconds), got {ts!r}")
+        if not _INT64_MIN <= ts <= _INT64_MAX:
+            raise InputError(f"{where}: field 'ts' = {ts} is out of the 64-bit range")
+        facts = obj["facts"]
+        if not isinstance(facts, list):
+            raise InputError(f"{where}: field 'facts' must be a list, got {facts!r}")
+        for i, fact in enumerate(facts):
+            fwhere = f"{where}: facts[{i}]"
+            if not isinstance(fact, dict):
+                raise InputError(f"{fwhere}: expected an object, got {fact!r}")
+            for name in _FACT_FIELDS:
+                if name not in fact or fact[name] is None:
+                    raise InputError(f"{fwhere}: field {name!r} is missing")
+                if not isinstance(fact[name], str) or not fact[name]:
+                    raise InputError(f"{fwhere}: field {name!r} must be a non-empty string, got {fact[name]!r}")
+            if fact["kind"] not in MENTION_KINDS:
+                raise InputError(
+                    f"{fwhere}: field 'kind' has unknown kind {fact['kind']!r}; expected one of {', '.join(MENTION_KINDS)}"
+                )
+            note = fact.get("note")
+            if note is not None and not isinstance(note, str):
+                raise InputError(f"{fwhere}: field 'note' must be a string or null, got {note!r}")
+        key = (obj["session_id"], obj["message_id"])
+        if key in seen:
+            raise InputError(
+                f"{where}: field 'message_id': duplicate message id {obj['message_id']!r} in session "
+                f"{obj['session_id']!r} (first on line {seen[key]})"
+            )
+        seen[key] = lineno
+
+
+def _check_span(scenario: dict, messages: pd.DataFrame, log_path: Path, data: bytes) -> None:
+    if not len(messages):
+        return
+    ts = messages["ts"].to_numpy()
+    bad = np.flatnonzero((ts < scenario["start"]) | (ts > scenario["end"]))
+    if len(bad):
+        lineno = _nth_record_line(data, int(bad[0]))
+        raise InputError(
+            f"{log_path}:{lineno}: field 'ts' = {int(ts[bad[0]])} is outside the scenario's span "
+            f"[start={scenario['start']}, end={scenario['end']}]"
+        )
+
+
+def _nth_record_line(data: bytes, n: int) -> int:
+    for i, (lineno, _) in enumerate(_iter_lines(data)):
+        if i == n:
+            return lineno
+    return -1
+
+
+def _read_csv_strings(data: bytes, path: Path, columns: tuple[str, ...], required: tuple[str, ...]) -> pa.Table:
+    """Read a CSV as all-string columns; check the header names every required column."""
+    if not data.strip():
+        raise InputError(f"{path}:1: empty file (expected a header: {','.join(columns)})")
+    header = data.split(b"\n", 1)[0].decode("utf-8", "replace").lstrip("\ufeff").strip()
+    names = [h.strip().strip('"') for h in header.split(",")]
+    for name in required:
+        if name not in names:
+            raise InputError(f"{path}:1: field {name!r} is missing from the header")
+    try:
+        table = pacsv.read_csv(
+            pa.BufferReader(data),
+            read_options=pacsv.ReadOptions(block_size=1 << 24),
+            convert_options=pacsv.ConvertOptions(
+                column_types={n: pa.string() for n in names}, strings_can_be_null=False, quoted_strings_can_be_null=False
+            ),
+        )
+    except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
+        _locate_csv_error(data, path, len(names))
+        raise InputError(f"{path}: cannot parse CSV: {exc}") from None
+    return table
+
+
+def _locate_csv_error(data: bytes, path: Path, ncols: int) -> None:
+    """The precise pass for a CSV the fast reader rejected: name the line."""
+    try:
+        text = data.decode("utf-8").lstrip("\ufeff")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise InputError(f"{path}:{line}: not UTF-8 text ({exc.reason})") from None
+    reader = csv.reader(io.StringIO(text, newline=""))
+    try:
+        for record in reader:
+            if record and len(record) != ncols:
+                raise InputError(
+                    f"{path}:{reader.line_num}: expected {ncols} fields (as in the header), got {len(record)}"
+                )
+    except csv.Error as exc:
+        raise InputError(f"{path}:{reader.line_num}: {exc}") from None
+
+
+def _str_col(table: pa.Table, name: str) -> pa.Array:
+    if name not in table.column_names:
+        return pa.array(np.full(table.num_rows, "", dtype=object), pa.string())
+    return table[name].combine_chunks()
+
+
+def _first(mask: pa.Array) -> int | None:
+    """Index of the first true value, or None."""
+    idx = pc.indices_nonzero(mask)
+    return int(idx[0].as_py()) if len(idx) else None
+
+
+def _int_col(values: pa.Array, path: Path, name: str, nullable: bool) -> pd.arrays.IntegerArray:
+    """Parse an integer column; empty → NA when nullable; errors name the line (row + 2)."""
+    empty = pc.equal(values, "")
+    if not nullable and (i := _first(empty)) is not None:
+        raise InputError(f"{path}:{i + 2}: field {name!r} is empty (an integer, Unix seconds, is required)")
+    ok = pc.or_(pc.match_substring_regex(values, _INT_RE.pattern), empty)
+    if (i := _first(pc.invert(ok))) is not None:
+        raise InputError(f"{path}:{i + 2}: field {name!r} must be an integer (Unix seconds), got {values[i].as_py()!r}")
+    try:
+        ints = pc.cast(pc.if_else(empty, "0", values), pa.int64())
+    except pa.ArrowInvalid:
+        # rare: a 20-digit number; find it precisely
+        big = [i for i, v in enumerate(values.to_pylist()) if v and not _INT64_MIN <= int(v) <= _INT64_MAX]
+        raise InputError(f"{path}:{big[0] + 2}: field {name!r} = {values[big[0]].as_py()} is out of the 64-bit range") from None
+    return pd.arrays.IntegerArray(ints.to_numpy(), empty.to_numpy(zero_copy_only=False))
+
+
+def _nonempty(values: pa.Array, path: Path, name: str) -> None:
+    if (i := _first(pc.equal(values, ""))) is not None:
+        raise InputError(f"{path}:{i + 2}: field {name!r} is empty")
+
+
+def _parse_truth(data: bytes, path: Path) -> pd.DataFrame:
+    required = TRUTH_COLUMNS[:6]  # relevant_until and noise may be left out
+    table = _read_csv_strings(data, path, TRUTH_COLUMNS, required)
+    cols = {n: _str_col(table, n) for n in TRUTH_COLUMNS}
+    for name in ("subject", "predicate", "object", "kind"):
+        _nonempty(cols[name], path, name)
+    if (i := _first(pc.invert(pc.is_in(cols["kind"], value_set=pa.array(MENTION_KINDS))))) is not None:
+        raise InputError(
+            f"{path}:{i + 2}: field 'kind' has unknown kind {cols['kind'][i].as_py()!r}; "
+            f"expected one of {', '.join(MENTION_KINDS)}"
+        )
+    valid_from = _int_col(cols["valid_from"], path, "valid_from", nullable=False)
+    valid_to = _int_col(cols["valid_to"], path, "valid_to", nullable=True)
+    relevant = _int_col(cols["relevant_until"], path, "relevant_until", nullable=True)
+    vf = valid_from.to_numpy(dtype=np.int64)
+    for name, col in (("valid_to", valid_to), ("relevant_until", relevant)):
+        bad = (col < valid_from).fillna(False).to_numpy(dtype=bool)
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            raise InputError(f"{path}:{i + 2}: field {name!r} = {col[i]} is before valid_from = {vf[i]}")
+    noise = cols["noise"]
+    ok = pc.or_(pc.equal(noise, ""), pc.is_in(noise, value_set=pa.array(NOISE_LABELS)))
+    if (i := _first(pc.invert(ok))) is not None:
+        raise InputError(
+            f"{path}:{i + 2}: field 'noise' = {noise[i].as_py()!r}; expected empty or one of {', '.join(NOISE_LABELS)}"
+        )
+    strs = pa.table({n: cols[n] for n in ("subject", "predicate", "object", "kind")}).to_pandas()
+    return _truth_frame(
+        subject=strs["subject"],
+        predicate=strs["predicate"],
+        object=strs["object"],
+        kind=strs["kind"],
+        valid_from=vf,
+        valid_to=valid_to,
+        relevant_until=relevant,
+        noise=pc.if_else(pc.equal(noise, ""), pa.scalar(None, pa.string()), noise).to_pandas(),
+    )
+
+
+def _parse_generalizations(data: bytes, path: Path) -> pd.DataFrame:
+    required = tuple(c for c in GENERALIZATION_COLUMNS if c != "note")
+    table = _read_csv_strings(data, path, GENERALIZATION_COLUMNS, required)
+    cols = {n: _str_col(table, n) for n in GENERALIZATION_COLUMNS}
+    for name in required:
+        _nonempty(cols[name], path, name)
+    frame = pa.table(cols).to_pandas()
+    # Every row of one generalization must agree on what it states.
+    head = frame.groupby("gen_id", sort=False)[["subject", "predicate", "object"]].transform("first")
+    bad = (head != frame[["subject", "predicate", "object"]]).any(axis=1).to_numpy()
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise InputError(
+            f"{path}:{i + 2}: field 'gen_id': generalization {frame['gen_id'].iloc[i]!r} states different "
+            "(subject, predicate, object) on different rows"
+        )
+    frame["note"] = frame["note"].where(frame["note"] != "", None)
+    return frame
+
+
+def _parse_scenario(data: bytes, path: Path) -> dict:
+    try:
+        scenario = tomllib.loads(data.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{path}: not UTF-8 text ({exc.reason})") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise InputError(f"{path}: invalid TOML: {exc}") from None
+    for name in ("start", "end"):
+        value = scenario.get(name)
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise InputError(f"{path}: field {name!r} must be an integer (Unix seconds), got {value!r}")
+    if scenario["end"] < scenario["start"]:
+        raise InputError(f"{path}: field 'end' = {scenario['end']} is before start = {scenario['start']}")
+    mvp = scenario.get("multi_valued_predicates", [])
+    if not isinstance(mvp, list) or not all(isinstance(p, str) for p in mvp):
+        raise InputError(f"{path}: field 'multi_valued_predicates' must be a list of predicate names")
+    return scenario
+
+
+# ------------------------------------------------------------------------------------------
+# empty tables and constructors (shared with the generator and the importer)
+# ------------------------------------------------------------------------------------------
+
+
+def empty_events() -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            "ts": pd.Series([], dtype=np.int64),
+            **{c: pd.Series([], dtype="str") for c in EVENT_COLUMNS[1:]},
+        }
+    )
+
+
+def empty_messages() -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            "session_id": pd.Series([], dtype="str"),
+            "message_id": pd.Series([], dtype="str"),
+            "ts": pd.Series([], dtype=np.int64),
+            "speaker": pd.Series([], dtype="str"),
+            "text": pd.Series([], dtype="str"),
+        }
+    )
+
+
+def empty_truth() -> pd.DataFrame:
+    e = np.array([], dtype=object)
+    return _truth_frame(e, e, e, e, np.array([], dtype=np.int64), [], [], [])
+
+
+def empty_generalizations() -> pd.DataFrame:
+    return pd.DataFrame({c: pd.Series([], dtype="str") for c in GENERALIZATION_COLUMNS})
+
+
+def _truth_frame(subject, predicate, object, kind, valid_from, valid_to, relevant_until, noise) -> pd.DataFrame:  # noqa: A002
+    return pd.DataFrame(
+        {
+            "subject": pd.Series(subject, dtype="str"),
+            "predicate": pd.Series(predicate, dtype="str"),
+            "object": pd.Series(object, dtype="str"),
+            "kind": pd.Series(kind, dtype="str"),
+            "valid_from": pd.Series(valid_from, dtype=np.int64),
+            "valid_to": pd.Series(valid_to, dtype="Int64"),
+            "relevant_until": pd.Series(relevant_until, dtype="Int64"),
+            "noise": pd.Series(noise, dtype="str"),
+        }
+    )

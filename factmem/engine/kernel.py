@@ -1,0 +1,330 @@
+"""The set-based replay kernel: what a batch of ``remember`` calls does, computed over whole arrays.
+
+Between two consolidations every key evolves on its own — the key is (subject, predicate) for
+single-valued predicates and (subject, predicate, object) for multi-valued ones — so a batch is
+sorted by key and then by global order (ts, row order), and the sequential part reduces to:
+
+* a run of equal objects within a key is one fact: one insert (or a reinforcement of the key's
+  active fact) followed by reinforcements; each new run supersedes the previous run's fact;
+* the confidence after each event is a scan within its run, computed in *waves*: wave ``r``
+  processes the ``r``-th event of every run at once (numpy over all runs), so the Python loop
+  is over ranks, never over events. Each wave applies the very functions of :mod:`factmem.decay`
+  that ``FactStore.remember`` applies, so the results are bit-for-bit those of the row-by-row path.
+
+Keys whose initial state has two or more active facts (possible only after the set of
+multi-valued predicates was changed, or in an imported memory) take :func:`replay_general`,
+a wave scan over rank-within-key with the full rule of DESIGN.md.
+
+New facts get *provisional references* ``-1 - gpos`` (``gpos`` = the inserting event's global
+position); :func:`assign_ids` turns them into ids in global event order, exactly as sequential
+calls would number them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from factmem.core.decay import age_days, effective_confidence, reinforce
+from factmem.core.params import MemoryParams
+
+NO_REF = np.iinfo(np.int64).min  # "no fact" in reference arrays
+NO_OBJ = -1  # object code of an existing fact whose object does not occur in the batch
+
+STATUS_ACTIVE, STATUS_SUPERSEDED, STATUS_ARCHIVED = 0, 1, 2
+
+
+@dataclass
+class KeyState:
+    """The active fact of each key before the batch (fast path: at most one per key)."""
+
+    has: np.ndarray  # bool[K]
+    obj: np.ndarray  # int64[K], NO_OBJ when the object is not in the batch
+    id: np.ndarray  # int64[K]
+    confidence: np.ndarray  # float64[K]
+    count: np.ndarray  # int64[K]
+    last_reinforced: np.ndarray  # int64[K]
+    decay_rate: np.ndarray  # float64[K]
+
+    @classmethod
+    def empty(cls, n_keys: int) -> "KeyState":
+        return cls(
+            has=np.zeros(n_keys, bool),
+            obj=np.full(n_keys, NO_OBJ, np.int64),
+            id=np.full(n_keys, NO_REF, np.int64),
+            confidence=np.zeros(n_keys),
+            count=np.zeros(n_keys, np.int64),
+            last_reinforced=np.zeros(n_keys, np.int64),
+            decay_rate=np.zeros(n_keys),
+        )
+
+
+@dataclass
+class BatchOutcome:
+    """What a batch did, in references (existing ids >= 0, new facts ``-1 - gpos``).
+
+    Per event (aligned with the input arrays): ``ref``, ``inserted``, ``confidence`` (after the event).
+    Per touched fact (``facts``): ref, final confidence, count, last_reinforced, decay_rate, status,
+    status_changed_at (-1 = none), supersedes (NO_REF = none), reinforced (bool: confidence changed),
+    first event index (for new facts, the inserting event).
+    """
+
+    ref: np.ndarray
+    inserted: np.ndarray
+    confidence: np.ndarray
+    facts: pd.DataFrame
+
+
+def provisional_ref(gpos: np.ndarray) -> np.ndarray:
+    return -1 - np.asarray(gpos, dtype=np.int64)
+
+
+def _reinforce_base(conf, rate, at, last, params: MemoryParams):
+    if params.reinforce_base == "effective":
+        return effective_confidence(conf, rate, age_days(at, last))
+    return conf
+
+
+def replay_fast(
+    key: np.ndarray,
+    obj: np.ndarray,
+    ts: np.ndarray,
+    kind: np.ndarray,
+    gpos: np.ndarray,
+    state: KeyState,
+    params: MemoryParams,
+) -> BatchOutcome:
+    """Replay events sorted by (key, gpos) whose keys hold at most one active fact each."""
+    n = len(key)
+    init_conf = params.initial_confidence.as_array()
+    rates = params.decay_rate.as_array()
+    gain, cap = params.reinforce_gain, params.confidence_cap
+    if n == 0:
+        return BatchOutcome(np.empty(0, np.int64), np.empty(0, bool), np.empty(0), _facts_frame({}))
+
+    first = np.ones(n, bool)
+    first[1:] = key[1:] != key[:-1]
+    prev_obj = np.empty(n, np.int64)
+    prev_obj[1:] = obj[:-1]
+    first_idx = np.flatnonzero(first)
+    fkey = key[first_idx]
+    prev_obj[first_idx] = np.where(state.has[fkey], state.obj[fkey], -2)
+    inserted = obj != prev_obj
+
+    run_start = inserted | first
+    rs = np.flatnonzero(run_start)
+    run_len = np.diff(np.append(rs, n))
+    run_id = np.cumsum(run_start) - 1
+    run_key = key[rs]
+    run_new = inserted[rs]
+    run_rate = np.where(run_new, rates[kind[rs]], state.decay_rate[run_key])
+
+    # -- confidence: wave 0 is each run's first event, wave r its r-th --------------------------
+    conf = np.empty(n)
+    c_new = init_conf[kind[rs]]
+    old = ~run_new
+    c0 = c_new.copy()
+    if old.any():
+        ok = run_key[old]
+        base = _reinforce_base(state.confidence[ok], state.decay_rate[ok], ts[rs[old]], state.last_reinforced[ok], params)
+        c0[old] = reinforce(base, gain, cap)
+    conf[rs] = c0
+    stored = params.reinforce_base == "stored"
+    alive = np.flatnonzero(run_len > 1)
+    if stored:
+        # A run at the cap stays there exactly (cap + g*(1-cap) >= cap), so it leaves the scan.
+        conf[~run_start] = cap
+        alive = alive[c0[alive] < cap]
+    r = 1
+    while alive.size:
+        alive = alive[run_len[alive] > r]
+        if not alive.size:
+            break
+        idx = rs[alive] + r
+        base = _reinforce_base(conf[idx - 1], run_rate[alive], ts[idx], ts[idx - 1], params)
+        conf[idx] = reinforce(base, gain, cap)
+        if stored:
+            alive = alive[conf[idx] < cap]
+        r += 1
+
+    # -- facts: one per run, plus existing actives superseded before any reinforcement ----------
+    last = rs + run_len - 1
+    next_same = np.zeros(len(rs), bool)
+    next_same[:-1] = run_key[1:] == run_key[:-1]
+    status = np.where(next_same, STATUS_SUPERSEDED, STATUS_ACTIVE)
+    changed_at = np.full(len(rs), -1, np.int64)
+    changed_at[:-1] = np.where(next_same[:-1], ts[rs[1:]], -1)
+
+    run_ref = np.where(run_new, provisional_ref(gpos[rs]), state.id[run_key])
+    prev_same = np.zeros(len(rs), bool)
+    prev_same[1:] = next_same[:-1]
+    supersedes = np.full(len(rs), NO_REF, np.int64)
+    supersedes[1:] = np.where(prev_same[1:], run_ref[:-1], NO_REF)
+    # A key whose first event inserts while it holds an active fact supersedes that fact.
+    first_run = ~prev_same
+    displaced = first_run & run_new & state.has[run_key]
+    supersedes[displaced] = state.id[run_key[displaced]]
+
+    facts = {
+        "ref": run_ref,
+        "confidence": conf[last],
+        "count": np.where(run_new, run_len - 1, state.count[run_key] + run_len),
+        "last_reinforced": ts[last],
+        "decay_rate": run_rate,
+        "status": status,
+        "status_changed_at": changed_at,
+        "supersedes": supersedes,
+        "reinforced": np.ones(len(rs), bool),
+        "first_event": rs,
+    }
+    dk = run_key[displaced]
+    if dk.size:
+        gone = {
+            "ref": state.id[dk],
+            "confidence": state.confidence[dk],
+            "count": state.count[dk],
+            "last_reinforced": state.last_reinforced[dk],
+            "decay_rate": state.decay_rate[dk],
+            "status": np.full(dk.size, STATUS_SUPERSEDED),
+            "status_changed_at": ts[rs[displaced]],
+            "supersedes": np.full(dk.size, NO_REF, np.int64),
+            "reinforced": np.zeros(dk.size, bool),
+            "first_event": np.full(dk.size, -1, np.int64),
+        }
+        facts = {k: np.concatenate([facts[k], gone[k]]) for k in facts}
+    return BatchOutcome(ref=run_ref[run_id], inserted=inserted, confidence=conf, facts=_facts_frame(facts))
+
+
+def _facts_frame(cols: dict) -> pd.DataFrame:
+    names = ["ref", "confidence", "count", "last_reinforced", "decay_rate", "status",
+             "status_changed_at", "supersedes", "reinforced", "first_event"]
+    if not cols:
+        return pd.DataFrame({k: np.empty(0, np.float64 if k in ("confidence", "decay_rate") else np.int64) for k in names})
+    return pd.DataFrame({k: cols[k] for k in names})
+
+
+def replay_general(
+    key: np.ndarray,
+    obj: np.ndarray,
+    ts: np.ndarray,
+    kind: np.ndarray,
+    gpos: np.ndarray,
+    multi: np.ndarray,
+    existing: pd.DataFrame,
+    params: MemoryParams,
+) -> BatchOutcome:
+    """Replay events sorted by (key, gpos) for keys that may hold several active facts.
+
+    ``existing``: the active facts of these keys with columns key, obj, id, confidence, count,
+    last_reinforced, decay_rate. ``multi[k]`` says whether key k's predicate is multi-valued.
+    The loop runs over ranks within key (wave r = the r-th event of every key), each wave
+    vectorized over keys with pandas.
+    """
+    n = len(key)
+    init_conf = params.initial_confidence.as_array()
+    rates = params.decay_rate.as_array()
+    gain, cap = params.reinforce_gain, params.confidence_cap
+
+    st = existing[["key", "obj", "id", "confidence", "count", "last_reinforced", "decay_rate"]].copy()
+    st = st.rename(columns={"id": "ref"})
+    st["is_new"] = False
+    st["order"] = st["ref"]  # ties in last_reinforced break by id; new facts sort after old
+    st["status"] = STATUS_ACTIVE
+    st["status_changed_at"] = np.int64(-1)
+    st["supersedes"] = NO_REF
+    st["reinforced"] = False
+    st["first_event"] = np.int64(-1)
+    st = st.reset_index(drop=True)
+
+    ev_ref = np.empty(n, np.int64)
+    ev_ins = np.zeros(n, bool)
+    ev_conf = np.empty(n)
+    first = np.ones(n, bool)
+    first[1:] = key[1:] != key[:-1]
+    rank = np.arange(n) - np.maximum.accumulate(np.where(first, np.arange(n), 0))
+    by_rank = np.argsort(rank, kind="stable")
+    bounds = np.searchsorted(rank[by_rank], np.arange(rank.max() + 2 if n else 1))
+    for r in range(len(bounds) - 1):
+        ev = by_rank[bounds[r]:bounds[r + 1]]
+        if not ev.size:
+            continue
+        w = pd.DataFrame({"ev": ev, "key": key[ev], "obj": obj[ev]})
+        act = st[st["status"] == STATUS_ACTIVE]
+        # latest active fact per (key, obj) and per key, by (last_reinforced, order)
+        act = act.sort_values(["last_reinforced", "is_new", "order"], kind="stable")
+        same = act.drop_duplicates(["key", "obj"], keep="last")[["key", "obj"]].reset_index()
+        anyk = act.drop_duplicates(["key"], keep="last")[["key"]].reset_index()
+        m = w.merge(same, on=["key", "obj"], how="left").merge(
+            anyk.rename(columns={"index": "latest"}), on="key", how="left")
+        m = m.sort_values("ev", kind="stable")
+        evs = m["ev"].to_numpy()
+        hit = m["index"].notna().to_numpy()
+        # reinforce the matching fact
+        if hit.any():
+            rows = m["index"].to_numpy()[hit].astype(np.int64)
+            e = evs[hit]
+            c = st["confidence"].to_numpy()[rows]
+            base = _reinforce_base(c, st["decay_rate"].to_numpy()[rows], ts[e],
+                                   st["last_reinforced"].to_numpy()[rows], params)
+            newc = reinforce(base, gain, cap)
+            st.loc[rows, "confidence"] = newc
+            st.loc[rows, "count"] = st["count"].to_numpy()[rows] + 1
+            st.loc[rows, "last_reinforced"] = ts[e]
+            st.loc[rows, "reinforced"] = True
+            ev_ref[e] = st["ref"].to_numpy()[rows]
+            ev_conf[e] = newc
+        miss = ~hit
+        if miss.any():
+            e = evs[miss]
+            latest = m["latest"].to_numpy()[miss]
+            sup = np.full(e.size, NO_REF, np.int64)
+            can = ~np.isnan(latest) & ~multi[key[e]]
+            if can.any():
+                rows = latest[can].astype(np.int64)
+                st.loc[rows, "status"] = STATUS_SUPERSEDED
+                st.loc[rows, "status_changed_at"] = ts[e[can]]
+                sup[can] = st["ref"].to_numpy()[rows]
+            refs = provisional_ref(gpos[e])
+            c0 = init_conf[kind[e]]
+            add = pd.DataFrame({
+                "key": key[e], "obj": obj[e], "ref": refs, "confidence": c0,
+                "count": np.zeros(e.size, np.int64), "last_reinforced": ts[e], "decay_rate": rates[kind[e]],
+                "is_new": True, "order": gpos[e], "status": STATUS_ACTIVE,
+                "status_changed_at": np.full(e.size, -1, np.int64), "supersedes": sup,
+                "reinforced": True, "first_event": e,
+            })
+            st = pd.concat([st, add], ignore_index=True)
+            ev_ref[e] = refs
+            ev_ins[e] = True
+            ev_conf[e] = c0
+    touched = st["reinforced"].to_numpy() | (st["status"].to_numpy() != STATUS_ACTIVE)
+    out = st[touched]
+    facts = _facts_frame({k: out[k].to_numpy() for k in
+                          ["ref", "confidence", "count", "last_reinforced", "decay_rate", "status",
+                           "status_changed_at", "supersedes", "reinforced", "first_event"]})
+    return BatchOutcome(ref=ev_ref, inserted=ev_ins, confidence=ev_conf, facts=facts)
+
+
+def assign_ids(refs: np.ndarray, next_id: int) -> tuple[np.ndarray, np.ndarray]:
+    """Ids for provisional references: new facts numbered from ``next_id`` in gpos order.
+
+    Returns (sorted provisional refs, their ids) for use with :func:`resolve`.
+    """
+    prov = np.unique(refs[refs < 0] if refs.size else refs)
+    prov = prov[prov != NO_REF]
+    # -1 - gpos is decreasing in gpos: the largest provisional ref is the earliest insert.
+    prov = prov[::-1]
+    return prov, next_id + np.arange(prov.size, dtype=np.int64)
+
+
+def resolve(refs: np.ndarray, prov: np.ndarray, ids: np.ndarray) -> np.ndarray:
+    """Map references to ids (existing ids and NO_REF pass through)."""
+    out = refs.copy()
+    neg = (refs < 0) & (refs != NO_REF)
+    if neg.any():
+        # prov is increasing in gpos, i.e. decreasing in ref value; search on its negation.
+        pos = np.searchsorted(-prov, -refs[neg])
+        out[neg] = ids[pos]
+    return out

@@ -1,0 +1,134 @@
+"""What a promotion changes: the parameters that differ between two params documents and both
+sides' held-out metrics from their provenance — the text a reviewer reads before shipping.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pandas as pd
+
+from factmem.core.params import MemoryParams
+from factmem.export.document import ParamsDocument, as_document, params_fingerprint
+
+__all__ = ["diff_params", "diff_metrics", "render_diff"]
+
+
+def _fmt_value(v: Any) -> str:
+    if isinstance(v, (list, tuple, frozenset, set)):
+        return "[" + ", ".join(sorted(map(str, v))) + "]"
+    if isinstance(v, float):
+        return repr(v)
+    return str(v)
+
+
+def diff_params(a: Any, b: Any, *, all: bool = False) -> pd.DataFrame:
+    """What changes from ``a`` to ``b`` (params files, documents or MemoryParams): one row per flat
+    parameter name (``decay_rate.episodic``) that differs, or every parameter with ``all=True``.
+
+    Columns: ``parameter``, ``old``, ``new`` (the values), ``delta`` (new − old for numbers, else
+    NaN), ``relative_change`` (delta / |old|; ±inf from 0; NaN for non-numbers), ``note`` (for
+    predicate sets: ``+added -removed``).
+    """
+    pa_, pb = as_document(a).params.to_flat(), as_document(b).params.to_flat()
+    rows = []
+    for name in MemoryParams.field_names():  # 17 parameters, not facts: a loop is the clear form
+        old, new = pa_[name], pb[name]
+        numeric = isinstance(old, (int, float)) and isinstance(new, (int, float))
+        same = old == new
+        if numeric:
+            # bit-exact: 0.0 and -0.0 differ in a file even if they compare equal
+            same = same and math.copysign(1.0, old) == math.copysign(1.0, new)
+        if same and not all:
+            continue
+        delta = rel = math.nan
+        note = ""
+        if numeric:
+            delta = float(new) - float(old)
+            rel = delta / abs(old) if old != 0 else (0.0 if delta == 0 else math.copysign(math.inf, delta))
+        elif isinstance(old, list):
+            added, removed = sorted(set(new) - set(old)), sorted(set(old) - set(new))
+            note = " ".join([f"+{x}" for x in added] + [f"-{x}" for x in removed])
+        rows.append({"parameter": name, "old": old, "new": new, "delta": delta, "relative_change": rel, "note": note})
+    return pd.DataFrame(rows, columns=["parameter", "old", "new", "delta", "relative_change", "note"])
+
+
+def diff_metrics(a: Any, b: Any) -> pd.DataFrame:
+    """Each side's held-out metrics from its provenance, one row per metric name (indexed by it):
+    ``a``, ``a_defaults``, ``b``, ``b_defaults`` and ``b_minus_a``; NaN where a side has none."""
+    da, db = as_document(a), as_document(b)
+    cols = {
+        "a": da.provenance.get("metrics", {}),
+        "a_defaults": da.provenance.get("default_metrics", {}),
+        "b": db.provenance.get("metrics", {}),
+        "b_defaults": db.provenance.get("default_metrics", {}),
+    }
+    names: list[str] = []
+    for table in cols.values():
+        names.extend(m for m in table if m not in names)
+    df = pd.DataFrame({c: [t.get(m, math.nan) for m in names] for c, t in cols.items()},
+                      index=pd.Index(names, name="metric"), dtype="float64")
+    df["b_minus_a"] = df["b"] - df["a"]
+    return df
+
+
+def render_diff(a: Any, b: Any, *, all: bool = False) -> str:
+    """The text a reviewer reads before promoting ``b`` over ``a``: changed parameters with their
+    relative change, then both sides' held-out metrics and a warning when they are not comparable."""
+    da, db = as_document(a), as_document(b)
+    la, lb = da.label, db.label
+    lines = [f"A: {la}{_prov_line(da)}", f"B: {lb}{_prov_line(db)}", ""]
+    changes = diff_params(da, db, all=all)
+    n_params = len(MemoryParams.field_names())
+    if changes.empty:
+        lines.append(f"parameters: identical (all {n_params}; fingerprint {params_fingerprint(da.params)[:16]})")
+    else:
+        n_changed = len(diff_params(da, db)) if all else len(changes)
+        lines.append(f"parameters: {n_changed} of {n_params} changed")
+        shown = pd.DataFrame({
+            "parameter": changes["parameter"],
+            "A": changes["old"].map(_fmt_value),
+            "B": changes["new"].map(_fmt_value),
+            "change": [_fmt_change(r, n) for r, n in zip(changes["relative_change"], changes["note"])],
+        })
+        lines.append(_indent(shown.to_string(index=False)))
+    lines.append("")
+    metrics = diff_metrics(da, db)
+    if metrics.empty:
+        lines.append("held-out metrics: none recorded in either provenance")
+    else:
+        shown = metrics.rename(columns={"a": "A", "a_defaults": "A defaults", "b": "B", "b_defaults": "B defaults",
+                                        "b_minus_a": "B - A"})
+        objective = db.provenance.get("objective") or da.provenance.get("objective")
+        lines.append("held-out metrics (from provenance)" + (f"; objective: {objective}" if objective else "") + ":")
+        lines.append(_indent(shown.reset_index().to_string(index=False, float_format=lambda v: f"{v:.6g}", na_rep="-")))
+        sa, sb = da.provenance.get("dataset_sha256"), db.provenance.get("dataset_sha256")
+        if sa and sb and sa != sb:
+            lines.append(f"warning: A and B were evaluated on different datasets (sha256 {sa[:12]}… vs {sb[:12]}…); "
+                         "compare each side with its own defaults, not A with B")
+        elif not (sa and sb):
+            lines.append("note: a side records no dataset_sha256; metrics may come from different data")
+    return "\n".join(lines) + "\n"
+
+
+def _prov_line(doc: ParamsDocument) -> str:
+    p = doc.provenance
+    bits = [f"{k} {p[k]}" for k in ("run_id", "created_at") if k in p]
+    if doc.legacy:
+        bits.append("legacy file, no provenance")
+    return f" ({', '.join(bits)})" if bits else ""
+
+
+def _fmt_change(rel: float, note: str) -> str:
+    if note:
+        return note
+    if math.isnan(rel):
+        return "changed"
+    if math.isinf(rel):
+        return "from 0"
+    return f"{rel:+.1%}"
+
+
+def _indent(text: str) -> str:
+    return "\n".join("  " + line for line in text.splitlines())

@@ -1,0 +1,312 @@
+"""Chosen parameters as a Rust module for a memory crate shaped like the seed's.
+
+The module holds ``impl FactKind { fn decay_rate, fn initial_confidence }``, one ``pub const`` per
+other parameter (``REINFORCE_GAIN``, ``CONFIDENCE_CAP``, ``ARCHIVE_THRESHOLD``,
+``RETRIEVAL_THRESHOLD``, ``PRUNE_MIN_REINFORCEMENTS``, ``MIN_CLUSTER``, ``MAX_FACTS``,
+``TEMPERATURE``, ``REINFORCE_BASE``, ``MULTI_VALUED_PREDICATES``), a ``reinforced`` helper with
+the seed's bounded gain, the provenance in the module's doc comment, and a ``#[cfg(test)]`` module
+asserting every value bit for bit (``f64::to_bits`` against the bits Python holds).
+
+**The enum.** ``with_enum=True`` (the default, and the CLI's) also emits the seed's
+``enum FactKind`` with ``as_str``, so the file compiles on its own (``rustc --edition 2021 --test``)
+and can be dropped into a crate that has no such enum. A crate that already defines ``FactKind``
+exports with ``with_enum=False`` (``--no-enum``): the module then starts with ``use <enum_path>;``
+(default ``super::FactKind``; ``--enum-path crate::fact::FactKind``) and adds only the inherent
+``impl`` — Rust allows several ``impl`` blocks for one type within its crate; remove the crate's own
+``decay_rate``/``initial_confidence`` methods then.
+
+Floats are printed from Python's shortest round-tripping ``repr`` as valid Rust ``f64`` literals
+(``1.0``, ``5e-324`` → ``5.0e-324``), strings escaped for Rust. Integers are ``u32`` (an error
+naming the parameter if one does not fit). The output is a pure function of the document.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import struct
+from typing import Any
+
+from factmem.core.decay import reinforce
+from factmem.errors import ExportError
+from factmem.export.atomic import write_text
+from factmem.export.document import FIELD_TYPES, PARAMS_SCHEMA, ParamsDocument, as_document, params_fingerprint
+from factmem.core.params import KINDS, REINFORCE_BASES, MemoryParams
+
+_U32_MAX = 2**32 - 1
+_RUST_PATH = re.compile(r"(::)?[A-Za-z_][A-Za-z0-9_]*(::[A-Za-z_][A-Za-z0-9_]*)*")
+
+#: Rust constant name of each scalar parameter (per-kind ones become FactKind methods).
+RUST_CONSTS: dict[str, str] = {
+    "reinforce_gain": "REINFORCE_GAIN",
+    "confidence_cap": "CONFIDENCE_CAP",
+    "archive_threshold": "ARCHIVE_THRESHOLD",
+    "retrieval_threshold": "RETRIEVAL_THRESHOLD",
+    "prune_min_reinforcements": "PRUNE_MIN_REINFORCEMENTS",
+    "min_cluster": "MIN_CLUSTER",
+    "max_facts": "MAX_FACTS",
+    "temperature": "TEMPERATURE",
+    "reinforce_base": "REINFORCE_BASE",
+    "multi_valued_predicates": "MULTI_VALUED_PREDICATES",
+}
+_PER_KIND_DOCS = {
+    "decay_rate": "Per-day decay rate λ: effective = confidence × exp(−λ × days since last reinforcement).",
+    "initial_confidence": "Confidence of a newly inserted fact.",
+}
+_CONST_DOCS = {
+    "reinforce_gain": "Reinforcement gain: c := min(CONFIDENCE_CAP, base + REINFORCE_GAIN × (1 − base)).",
+    "confidence_cap": "Ceiling of every confidence.",
+    "archive_threshold": "A consolidate pass archives active facts whose effective confidence is below this.",
+    "retrieval_threshold": "Facts with effective confidence at or above this are retrieved (the believed set).",
+    "prune_min_reinforcements": "Children of an active derived fact reinforced at least this often are archived.",
+    "min_cluster": "Abstraction: smallest cluster (facts per subject) sent to the model.",
+    "max_facts": "Abstraction: most generalizations accepted per cluster.",
+    "temperature": "Abstraction: sampling temperature of the model call.",
+    "reinforce_base": "Which confidence the gain applies to: the stored one (the seed) or the decayed one at reinforcement time.",
+    "multi_valued_predicates": "Predicates that may hold several objects at once and never supersede each other (sorted).",
+}
+
+
+def _variant(kind: str) -> str:
+    return "".join(part.capitalize() for part in kind.split("_"))
+
+
+def rust_f64(x: float) -> str:
+    """A Rust ``f64`` literal that parses to exactly ``x`` (finite). ``-0.0`` keeps its sign."""
+    x = float(x)
+    if not math.isfinite(x):
+        raise ValueError(f"Rust has no literal for {x!r}")
+    text = repr(x)  # shortest string that round-trips
+    mant, _, exp = text.partition("e")
+    if "." not in mant:
+        mant += ".0"
+    return f"{mant}e{int(exp)}" if exp else mant
+
+
+def f64_bits(x: float) -> str:
+    """The IEEE-754 bits of ``x`` as a Rust ``u64`` hex literal."""
+    return f"0x{struct.unpack('<Q', struct.pack('<d', float(x)))[0]:016x}"
+
+
+def rust_str(s: str) -> str:
+    """A Rust string literal for ``s``: quotes, backslashes and every control character escaped."""
+    out = []
+    for ch in s:
+        o = ord(ch)
+        if ch == "\\":
+            out.append("\\\\")
+        elif ch == '"':
+            out.append('\\"')
+        elif ch == "\n":
+            out.append("\\n")
+        elif ch == "\t":
+            out.append("\\t")
+        elif ch == "\r":
+            out.append("\\r")
+        elif o < 0x20 or 0x7F <= o <= 0x9F or 0xD800 <= o <= 0xDFFF or ch in "\u2028\u2029":
+            if 0xD800 <= o <= 0xDFFF:
+                raise ValueError(f"{s!r} holds a lone surrogate; Rust strings are valid Unicode")
+            out.append(f"\\u{{{o:x}}}")
+        else:
+            out.append(ch)
+    return '"' + "".join(out) + '"'
+
+
+def _doc_text(value: Any) -> str:
+    """A value shown in a doc comment: JSON-quoted so newlines and CRs cannot break the comment."""
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False).replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
+    if isinstance(value, float):
+        return repr(value)
+    return str(value)
+
+
+def _u32(name: str, v: int) -> str:
+    if not 0 <= v <= _U32_MAX:
+        raise ExportError(f"{name} = {v} does not fit the Rust type u32 (0..={_U32_MAX})")
+    return str(v)
+
+
+def _provenance_doc(doc: ParamsDocument) -> list[str]:
+    p = doc.provenance
+    lines = ["//! Provenance:", f"//! - schema: {doc.schema or 'legacy (no schema key)'}",
+             f"//! - parameters fingerprint (sha256 of canonical JSON): {params_fingerprint(doc.params)}"]
+    labels = {"run_id": "run id", "dataset_sha256": "dataset sha256", "objective": "objective",
+              "git_commit": "git commit", "factmem_version": "factmem version", "created_at": "created at",
+              "notes": "notes"}
+    for key, label in labels.items():
+        if key in p:
+            lines.append(f"//! - {label}: {_doc_text(p[key])}")
+    metrics, defaults = p.get("metrics", {}), p.get("default_metrics", {})
+    names = list(metrics) + [m for m in defaults if m not in metrics]
+    if names:
+        lines += ["//!", "//! Held-out metrics:", "//!", "//! | metric | these parameters | seed defaults |",
+                  "//! |---|---|---|"]
+        for m in names:
+            a = repr(metrics[m]) if m in metrics else "-"
+            b = repr(defaults[m]) if m in defaults else "-"
+            name = _doc_text(m)[1:-1].replace("|", "\\|")
+            lines.append(f"//! | {name} | {a} | {b} |")
+    if not p:
+        lines.append("//! - no provenance recorded")
+    return lines
+
+
+def render_rust(source: Any, *, with_enum: bool = True, enum_path: str = "super::FactKind") -> str:
+    """The Rust module text for a params file, :class:`ParamsDocument` or :class:`MemoryParams`."""
+    doc = as_document(source)
+    params: MemoryParams = doc.params
+    if not with_enum and not _RUST_PATH.fullmatch(enum_path):
+        raise ValueError(f"enum_path {enum_path!r} is not a Rust path like crate::memory::FactKind")
+    unmapped = [f for f, t in FIELD_TYPES.items() if t != "per_kind" and f not in RUST_CONSTS]
+    if unmapped:  # a parameter added to MemoryParams must not vanish silently from production
+        raise ExportError(f"no Rust constant for parameter {unmapped[0]!r}; add it to factmem.export_rust.RUST_CONSTS")
+    variants = [(k, _variant(k)) for k in KINDS]
+    L: list[str] = [
+        "//! Memory parameters chosen with factmem. Generated by `factmem export --format rust`: do not edit;",
+        "//! re-export from the params file instead.",
+        "//!",
+        *_provenance_doc(doc),
+        "",
+    ]
+    if with_enum:
+        L += [
+            "// ---- FactKind: emitted because this file is standalone (`--with-enum`, the default). A crate",
+            "// ---- that already defines the seed's FactKind exports with `--no-enum` and drops this block.",
+            "",
+            "/// The seed's four fact kinds.",
+            "#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]",
+            "pub enum FactKind {",
+            *[f"    {v}," for _, v in variants],
+            "}",
+            "",
+            "impl FactKind {",
+            f"    pub const ALL: [FactKind; {len(variants)}] = [{', '.join(f'FactKind::{v}' for _, v in variants)}];",
+            "",
+            "    /// The kind's name as stored in `memory_facts.kind`.",
+            "    pub fn as_str(&self) -> &'static str {",
+            "        match self {",
+            *[f"            FactKind::{v} => {rust_str(k)}," for k, v in variants],
+            "        }",
+            "    }",
+            "}",
+            "",
+            "// ---- end of FactKind",
+            "",
+        ]
+    else:
+        L += [f"use {enum_path};", ""]
+    L += ["impl FactKind {"]
+    for i, name in enumerate(("decay_rate", "initial_confidence")):
+        table = getattr(params, name)
+        if i:
+            L.append("")
+        L += [
+            f"    /// {_PER_KIND_DOCS[name]}",
+            f"    pub fn {name}(&self) -> f64 {{",
+            "        match self {",
+            *[f"            FactKind::{v} => {rust_f64(table[k])}," for k, v in variants],
+            "        }",
+            "    }",
+        ]
+    L += ["}", ""]
+    L += [f"/// Schema of the factmem params document these values came from.",
+          f"pub const PARAMS_SCHEMA: &str = {rust_str(PARAMS_SCHEMA)};",
+          "/// sha256 of the parameters' canonical JSON (`factmem.export.params_fingerprint`).",
+          f"pub const PARAMS_FINGERPRINT: &str = {rust_str(params_fingerprint(params))};", ""]
+    for field, const in RUST_CONSTS.items():
+        value = getattr(params, field)
+        ftype = FIELD_TYPES[field]
+        L.append(f"/// {_CONST_DOCS[field]}")
+        if ftype == "float":
+            L.append(f"pub const {const}: f64 = {rust_f64(value)};")
+        elif ftype == "int":
+            L.append(f"pub const {const}: u32 = {_u32(field, value)};")
+        elif field == "reinforce_base":
+            L.append(f"pub const {const}: ReinforceBase = ReinforceBase::{_variant(value)};")
+        elif field == "multi_valued_predicates":
+            items = ", ".join(rust_str(p) for p in sorted(value))
+            L.append(f"pub const {const}: &[&str] = &[{items}];")
+        else:  # pragma: no cover - RUST_CONSTS and FIELD_TYPES agree today
+            raise ExportError(f"no Rust rendering for {field} ({ftype})")
+        L.append("")
+    L += [
+        "/// Which confidence the reinforcement gain applies to.",
+        "#[derive(Debug, Clone, Copy, PartialEq, Eq)]",
+        "pub enum ReinforceBase {",
+        *[f"    {_variant(b)}," for b in REINFORCE_BASES],
+        "}",
+        "",
+        "/// True when `predicate` may hold several objects at once (never supersedes).",
+        "pub fn is_multi_valued(predicate: &str) -> bool {",
+        "    MULTI_VALUED_PREDICATES.binary_search(&predicate).is_ok()",
+        "}",
+        "",
+        "/// One reinforcement with the bounded gain: `min(CONFIDENCE_CAP, base + REINFORCE_GAIN * (1 - base))`,",
+        "/// where `base` is the stored confidence, or the effective one when `REINFORCE_BASE` is `Effective`.",
+        "pub fn reinforced(base: f64) -> f64 {",
+        "    (base + REINFORCE_GAIN * (1.0 - base)).min(CONFIDENCE_CAP)",
+        "}",
+        "",
+    ]
+    L += _rust_tests(params, variants)
+    return "\n".join(L) + "\n"
+
+
+def _rust_tests(params: MemoryParams, variants: list[tuple[str, str]]) -> list[str]:
+    T = ["#[cfg(test)]", "mod tests {", "    use super::*;", "", "    #[test]", "    fn values_are_bit_exact() {"]
+    for name in ("decay_rate", "initial_confidence"):
+        table = getattr(params, name)
+        for k, v in variants:
+            T.append(f"        assert_eq!(FactKind::{v}.{name}().to_bits(), {f64_bits(table[k])}, "
+                     f"\"{name}({v})\");")
+    for field, const in RUST_CONSTS.items():
+        value = getattr(params, field)
+        ftype = FIELD_TYPES[field]
+        if ftype == "float":
+            T.append(f"        assert_eq!({const}.to_bits(), {f64_bits(value)}, \"{const}\");")
+        elif ftype == "int":
+            T.append(f"        assert_eq!({const}, {value}, \"{const}\");")
+        elif field == "reinforce_base":
+            T.append(f"        assert_eq!({const}, ReinforceBase::{_variant(value)});")
+        elif field == "multi_valued_predicates":
+            preds = sorted(value)
+            T.append(f"        assert_eq!({const}.len(), {len(preds)});")
+            for i, p in enumerate(preds):
+                T.append(f"        assert_eq!({const}[{i}], {rust_str(p)});")
+                T.append(f"        assert!(is_multi_valued({rust_str(p)}));")
+            T.append(f"        assert!(!is_multi_valued({rust_str(_absent_predicate(preds))}));")
+    T += ["    }", "", "    #[test]", "    fn reinforcement_matches_factmem() {",
+          "        // bits computed by factmem.decay.reinforce on the same inputs: IEEE-754 + and * agree exactly"]
+    for k, v in variants:
+        c0 = params.initial_confidence[k]
+        r = float(reinforce(c0, params.reinforce_gain, params.confidence_cap))
+        T.append(f"        assert_eq!(reinforced(FactKind::{v}.initial_confidence()).to_bits(), {f64_bits(r)});")
+    T += ["    }", "", "    #[test]", "    fn invariants_hold() {",
+          "        assert!(CONFIDENCE_CAP > 0.0 && CONFIDENCE_CAP <= 1.0);",
+          "        assert!(REINFORCE_GAIN > 0.0 && REINFORCE_GAIN <= 1.0);",
+          "        assert!(ARCHIVE_THRESHOLD >= 0.0 && ARCHIVE_THRESHOLD < CONFIDENCE_CAP);",
+          "        assert!(RETRIEVAL_THRESHOLD >= 0.0 && RETRIEVAL_THRESHOLD <= CONFIDENCE_CAP);",
+          "        assert!(PRUNE_MIN_REINFORCEMENTS >= 1 && MIN_CLUSTER >= 1 && MAX_FACTS >= 1);",
+          "        assert!(MULTI_VALUED_PREDICATES.windows(2).all(|w| w[0] < w[1]));",
+          f"        for kind in [{', '.join(f'FactKind::{v}' for _, v in variants)}] {{",
+          "            assert!(kind.decay_rate() >= 0.0 && kind.decay_rate().is_finite());",
+          "            assert!(kind.initial_confidence() > 0.0 && kind.initial_confidence() <= CONFIDENCE_CAP);",
+          "        }",
+          "    }", "}"]
+    return T
+
+
+def _absent_predicate(preds: list[str]) -> str:
+    probe = "factmem-absent-predicate"
+    while probe in preds:
+        probe += "-"
+    return probe
+
+
+def write_rust(path, source: Any, **options: Any):
+    """Render and write the module atomically (see :func:`render_rust`)."""
+    from pathlib import Path
+
+    return write_text(Path(path), render_rust(source, **options))

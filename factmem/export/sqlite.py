@@ -1,0 +1,612 @@
+"""Memories out and in: a FactStore as a SQLite file in the seed's schema, and back.
+
+**The SQLite file** (:func:`export_db`) holds
+
+* ``memory_facts`` and ``memory_fact_links``: the seed's ``CREATE TABLE`` statements verbatim
+  (:data:`SEED_FACTS_DDL`, :data:`SEED_LINKS_DDL`), 13 and 3 columns, nothing added — a production
+  crate opens the file as its own memory;
+* ``memory_evidence`` (the seed shows no DDL for it; :data:`EVIDENCE_DDL`): the seed's provenance
+  columns ``fact_id, session_id, message_id, observed_at`` plus an ``id INTEGER PRIMARY KEY`` and
+  factmem's ``action`` (insert/reinforce), ``confidence`` (after the event) and ``source``
+  (observation/abstraction). factmem's extras are **nullable**, so a crate that knows only the four
+  seed columns can keep inserting evidence into the file;
+* ``factmem_fact_state(id, status_changed_at, status_reason, stale)``: factmem's three extra fact
+  columns, one row only for facts where one of them is set (a fact that left ``active``, or a stale
+  derived fact). A production crate ignores the table; it makes the round trip lossless without
+  adding a column to the seed's table;
+* ``factmem_abstraction_empty(subject, member_ids, examined_at, pass_id)``: the store's record of
+  clusters the abstraction model found nothing in (``member_ids`` as a JSON array), when the store
+  has that table;
+* ``factmem_meta(key, value)``: the file format (``factmem.sqlite/1``), the factmem version, and the
+  store's parameters as JSON, so an import restores them.
+
+**Import** (:func:`import_db`) reads such a file — or a production memory that has only the seed's
+tables — into a new FactStore file, keeping every row and value as stored (ids, statuses,
+confidences, timestamps, supersedes_id). Rows without ``factmem_fact_state`` get
+``status_changed_at = NULL``, ``status_reason = NULL``, ``stale = false``. Evidence written by a
+production crate has no ``action``, ``confidence`` or ``source``: they stay NULL, as stored, and
+:class:`ImportResult` counts them (``as_of`` and ``trajectories`` need the per-observation confidence,
+so they have nothing to show for such rows). A production evidence table may lack ``id`` (rowid is
+used) and factmem's three extras.
+
+The file is checked before anything is written: required tables; in each, missing and extra
+columns and each column's type affinity; then every value's storage class (SQLite is dynamically
+typed: ``'abc'`` can sit in an INTEGER column), NULLs in NOT NULL columns, and unknown kinds and
+statuses. Each problem is a :class:`~factmem.errors.ProductionDBError` naming the file, the table,
+the column and the first offending row. Outputs are written to a temporary file and renamed only on
+success: a failed export or import leaves nothing behind.
+
+SQLite has no bulk-insert API: the export streams Arrow record batches out of DuckDB and hands each
+batch to ``executemany`` (rows built by ``zip`` over the batch's columns, in C); the import reads
+``fetchmany`` chunks into Arrow arrays and inserts each table with one DuckDB ``INSERT … SELECT``.
+Journaling is off while the temporary file is filled (it is renamed only when complete).
+
+Known limits: SQLite stores NaN as NULL and may store ``-0.0`` as ``0``; a fact with a NaN confidence
+or decay rate cannot be exported (the seed's columns are NOT NULL) and is reported.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pandas as pd
+import pyarrow as pa
+from tqdm.auto import tqdm
+
+from factmem import __version__
+from factmem.errors import ExportError, ProductionDBError, StoreError
+from factmem.export.atomic import atomic_write
+from factmem.core.params import KINDS, MemoryParams
+from factmem.store.schema import STATUSES
+from factmem.store.factstore import FactStore
+
+SQLITE_FORMAT = "factmem.sqlite/1"
+
+#: The seed's DDL, verbatim.
+SEED_FACTS_DDL = """CREATE TABLE IF NOT EXISTS memory_facts (
+    id                  INTEGER PRIMARY KEY,
+    subject             TEXT NOT NULL,
+    predicate           TEXT NOT NULL,
+    object              TEXT NOT NULL,
+    note                TEXT,
+    kind                TEXT NOT NULL,
+    confidence          REAL NOT NULL,
+    reinforcement_count INTEGER NOT NULL,
+    first_seen          INTEGER NOT NULL,
+    last_reinforced     INTEGER NOT NULL,
+    decay_rate          REAL NOT NULL,
+    status              TEXT NOT NULL,
+    supersedes_id       INTEGER
+);"""
+
+SEED_LINKS_DDL = """CREATE TABLE IF NOT EXISTS memory_fact_links (
+    parent_id   INTEGER NOT NULL REFERENCES memory_facts(id) ON DELETE CASCADE,
+    child_id    INTEGER NOT NULL REFERENCES memory_facts(id) ON DELETE CASCADE,
+    created_at  INTEGER NOT NULL,
+    PRIMARY KEY (parent_id, child_id)
+);"""
+
+EVIDENCE_DDL = """CREATE TABLE IF NOT EXISTS memory_evidence (
+    id          INTEGER PRIMARY KEY,
+    fact_id     INTEGER NOT NULL REFERENCES memory_facts(id) ON DELETE CASCADE,
+    session_id  TEXT,
+    message_id  TEXT,
+    observed_at INTEGER NOT NULL,
+    action      TEXT,
+    confidence  REAL,
+    source      TEXT
+);"""
+EVIDENCE_INDEX = "CREATE INDEX IF NOT EXISTS memory_evidence_fact_id ON memory_evidence(fact_id);"
+
+STATE_DDL = """CREATE TABLE IF NOT EXISTS factmem_fact_state (
+    id                INTEGER PRIMARY KEY REFERENCES memory_facts(id) ON DELETE CASCADE,
+    status_changed_at INTEGER,
+    status_reason     TEXT,
+    stale             INTEGER NOT NULL DEFAULT 0
+);"""
+
+EMPTY_DDL = """CREATE TABLE IF NOT EXISTS factmem_abstraction_empty (
+    subject     TEXT NOT NULL,
+    member_ids  TEXT NOT NULL,
+    examined_at INTEGER NOT NULL,
+    pass_id     TEXT
+);"""
+
+META_DDL = """CREATE TABLE IF NOT EXISTS factmem_meta (
+    key   TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);"""
+
+# (column, affinity, nullable) of every table; evidence and state list their optional columns apart.
+_FACTS = [("id", "INTEGER", False), ("subject", "TEXT", False), ("predicate", "TEXT", False),
+          ("object", "TEXT", False), ("note", "TEXT", True), ("kind", "TEXT", False),
+          ("confidence", "REAL", False), ("reinforcement_count", "INTEGER", False),
+          ("first_seen", "INTEGER", False), ("last_reinforced", "INTEGER", False),
+          ("decay_rate", "REAL", False), ("status", "TEXT", False), ("supersedes_id", "INTEGER", True)]
+_LINKS = [("parent_id", "INTEGER", False), ("child_id", "INTEGER", False), ("created_at", "INTEGER", False)]
+_EVIDENCE = [("id", "INTEGER", False), ("fact_id", "INTEGER", False), ("session_id", "TEXT", True),
+             ("message_id", "TEXT", True), ("observed_at", "INTEGER", False), ("action", "TEXT", True),
+             ("confidence", "REAL", True), ("source", "TEXT", True)]
+_EVIDENCE_OPTIONAL = {"id", "action", "confidence", "source"}
+_STATE = [("id", "INTEGER", False), ("status_changed_at", "INTEGER", True), ("status_reason", "TEXT", True),
+          ("stale", "INTEGER", False)]
+_EMPTY = [("subject", "TEXT", False), ("member_ids", "TEXT", False), ("examined_at", "INTEGER", False),
+          ("pass_id", "TEXT", True)]
+
+# facts that get a factmem_fact_state row: those with one of factmem's extras set
+_HAS_STATE = "status_changed_at IS NOT NULL OR status_reason IS NOT NULL OR stale"
+_ARROW = {"INTEGER": pa.int64(), "TEXT": pa.string(), "REAL": pa.float64()}
+_CHUNK = 100_000
+
+
+@dataclass(frozen=True)
+class ExportResult:
+    """What :func:`export_db` wrote."""
+
+    path: Path
+    facts: int
+    links: int
+    evidence: int
+    fact_state_rows: int
+    seconds: float
+    abstraction_empty: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["path"] = str(self.path)
+        return d
+
+    def __str__(self) -> str:
+        empty = f", {self.abstraction_empty} empty-cluster records" if self.abstraction_empty else ""
+        return (f"wrote {self.path}: {self.facts} facts, {self.links} links, {self.evidence} evidence rows, "
+                f"{self.fact_state_rows} factmem_fact_state rows{empty} ({self.seconds:.2f}s)")
+
+
+@dataclass(frozen=True)
+class ImportResult:
+    """What :func:`import_db` read. ``filled`` counts evidence values completed because the file held
+    NULL (production rows): ``{"action": n, "confidence": n, "source": n}``."""
+
+    path: Path
+    facts: int
+    links: int
+    evidence: int
+    fact_state_rows: int
+    params_from: str
+    filled: dict[str, int] = field(default_factory=dict)
+    seconds: float = 0.0
+    abstraction_empty: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["path"] = str(self.path)
+        return d
+
+    def __str__(self) -> str:
+        filled = ", ".join(f"{k} {v}" for k, v in self.filled.items() if v)
+        return (f"wrote {self.path}: {self.facts} facts, {self.links} links, {self.evidence} evidence rows, "
+                f"{self.fact_state_rows} factmem_fact_state rows; params from {self.params_from}"
+                + (f"; evidence values absent (kept NULL): {filled}" if filled else "")
+                + f" ({self.seconds:.2f}s)")
+
+
+# -- export ----------------------------------------------------------------------------------------------
+
+
+def _check_out(out: Path, overwrite: bool) -> None:
+    if out.exists() and not overwrite:
+        raise ExportError(f"{out}: already exists; pass overwrite=True (--force) to replace it")
+
+
+def export_db(store_or_path: FactStore | str | os.PathLike, out_sqlite: str | os.PathLike, *,
+              overwrite: bool = False, progress: bool | None = None) -> ExportResult:
+    """Write a FactStore (or a store file, opened read-only) to a SQLite file in the seed's schema.
+
+    See the module docstring for the tables. Nothing is written on error; an existing
+    ``out_sqlite`` is replaced only with ``overwrite=True``. ``progress``: a bar over rows written
+    (None: only on a terminal).
+    """
+    t0 = time.perf_counter()
+    out = Path(out_sqlite)
+    _check_out(out, overwrite)
+    own = not isinstance(store_or_path, FactStore)
+    if own:
+        src = Path(store_or_path)
+        if not src.exists():
+            raise StoreError(f"{src}: no such store file")
+        store = FactStore(src, read_only=True)
+    else:
+        store = store_or_path
+        if store.con is None:
+            raise StoreError("the store is closed")
+    try:
+        con = store.con
+        bad = con.execute(
+            "SELECT count(*), min(id) FROM memory_facts WHERE isnan(confidence) OR isnan(decay_rate)").fetchall()[0]
+        if bad[0]:
+            raise ExportError(f"{out}: {bad[0]} facts have a NaN confidence or decay_rate (first id {bad[1]}); "
+                              "the seed's columns are REAL NOT NULL and SQLite stores NaN as NULL")
+        counts: dict[str, int] = {}
+        has_empty = _duck_has(con, "memory_abstraction_empty")
+        total = con.execute(f"SELECT (SELECT count(*) FROM memory_facts) + (SELECT count(*) FROM memory_fact_links) "
+                            f"+ (SELECT count(*) FROM memory_evidence) "
+                            f"+ (SELECT count(*) FROM memory_facts WHERE {_HAS_STATE})"
+                            + (" + (SELECT count(*) FROM memory_abstraction_empty)" if has_empty else "")).fetchall()[0][0]
+        bar = tqdm(total=total, desc="export-db", unit="row", unit_scale=True,
+                   disable=None if progress is None else not progress)
+
+        def write(tmp: Path) -> None:
+            sq = sqlite3.connect(tmp, isolation_level=None)
+            try:
+                sq.execute("PRAGMA journal_mode = OFF")  # a temporary file, renamed only when complete
+                sq.execute("PRAGMA synchronous = OFF")
+                sq.execute("PRAGMA locking_mode = EXCLUSIVE")
+                sq.execute("PRAGMA cache_size = -262144")  # 256 MiB of page cache while loading
+                sq.executescript("\n".join((SEED_FACTS_DDL, SEED_LINKS_DDL, EVIDENCE_DDL, STATE_DDL, META_DDL)
+                                            + ((EMPTY_DDL,) if has_empty else ())))
+                sq.execute("BEGIN")
+                counts["facts"] = _copy(con, sq, bar, "memory_facts", [c for c, _, _ in _FACTS],
+                                        "SELECT {cols} FROM memory_facts ORDER BY id")
+                counts["links"] = _copy(con, sq, bar, "memory_fact_links", [c for c, _, _ in _LINKS],
+                                        "SELECT {cols} FROM memory_fact_links ORDER BY parent_id, child_id")
+                counts["evidence"] = _copy(con, sq, bar, "memory_evidence", [c for c, _, _ in _EVIDENCE],
+                                           "SELECT {cols} FROM memory_evidence ORDER BY id")
+                counts["state"] = _copy(
+                    con, sq, bar, "factmem_fact_state", [c for c, _, _ in _STATE],
+                    "SELECT id, status_changed_at, status_reason, CAST(stale AS BIGINT) AS stale FROM memory_facts "
+                    f"WHERE {_HAS_STATE} ORDER BY id")
+                if has_empty:  # the clusters an abstraction model found nothing in; member ids as a JSON array
+                    counts["empty"] = _copy(
+                        con, sq, bar, "factmem_abstraction_empty", [c for c, _, _ in _EMPTY],
+                        "SELECT subject, CAST(to_json(member_ids) AS VARCHAR) AS member_ids, examined_at, pass_id "
+                        "FROM memory_abstraction_empty ORDER BY examined_at, subject, member_ids")
+                sq.execute(EVIDENCE_INDEX)  # built once after the load, not row by row
+                sq.executemany("INSERT INTO factmem_meta VALUES (?, ?)", [
+                    ("format", SQLITE_FORMAT), ("factmem_version", __version__),
+                    ("params", store.params.to_json(indent=None))])
+                sq.execute("COMMIT")
+            finally:
+                sq.close()
+
+        try:
+            path = atomic_write(out, write)
+        finally:
+            bar.close()
+    finally:
+        if own:
+            store.close()
+    return ExportResult(path, counts["facts"], counts["links"], counts["evidence"], counts["state"],
+                        time.perf_counter() - t0, counts.get("empty", 0))
+
+
+def _duck_has(con, table: str) -> bool:
+    """Whether the store's schema has ``table`` (a table added by a newer store version)."""
+    return bool(con.execute("SELECT count(*) FROM information_schema.tables WHERE table_schema = 'main' "
+                            "AND table_name = ?", [table]).fetchall()[0][0])
+
+
+def _copy(con, sq: sqlite3.Connection, bar, table: str, cols: list[str], select: str) -> int:
+    """Stream a DuckDB query into a SQLite table, one Arrow record batch per ``executemany``."""
+    insert = f"INSERT INTO {table} ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})"
+    n = 0
+    # a relation's reader streams (con.execute() would materialize the whole result first)
+    with con.sql(select.format(cols=", ".join(cols))).to_arrow_reader(batch_size=_CHUNK) as reader:
+        for batch in reader:
+            # sqlite3 binds row tuples only; zip transposes the batch's columns in C
+            sq.executemany(insert, zip(*(col.to_pylist() for col in batch.columns)))
+            n += batch.num_rows
+            bar.update(batch.num_rows)
+    return n
+
+
+# -- validation of a SQLite file ---------------------------------------------------------------------------
+
+
+def _affinity(declared: str) -> str:
+    """SQLite's type-affinity rules (section 3.1 of its datatype page) for a declared type."""
+    t = declared.upper()
+    if "INT" in t:
+        return "INTEGER"
+    if any(s in t for s in ("CHAR", "CLOB", "TEXT")):
+        return "TEXT"
+    if t == "" or "BLOB" in t:
+        return "BLOB"
+    if any(s in t for s in ("REAL", "FLOA", "DOUB")):
+        return "REAL"
+    return "NUMERIC"
+
+
+def _open_sqlite(path: Path) -> sqlite3.Connection:
+    if not path.exists():
+        raise ProductionDBError(f"{path}: no such file")
+    if path.is_dir():
+        raise ProductionDBError(f"{path}: is a directory")
+    try:
+        sq = sqlite3.connect(path.resolve().as_uri() + "?mode=ro", uri=True)
+        sq.execute("SELECT count(*) FROM sqlite_master").fetchone()
+    except sqlite3.DatabaseError as exc:
+        raise ProductionDBError(f"{path}: not a SQLite database ({exc})") from None
+    return sq
+
+
+def _columns(sq: sqlite3.Connection, table: str) -> dict[str, str]:
+    return {r[1]: r[2] for r in sq.execute(f'PRAGMA table_info("{table}")').fetchall()}
+
+
+def _check_table(path: Path, sq, table: str, spec: list[tuple[str, str, bool]], optional: set[str] = frozenset()
+                 ) -> dict[str, str]:
+    """Columns of ``table`` match ``spec`` (names, affinities); returns the present ones' affinities."""
+    have = _columns(sq, table)
+    expected = [c for c, _, _ in spec]
+    for col in expected:
+        if col not in have and col not in optional:
+            raise ProductionDBError(f"{path}: table {table}: missing column {col!r} "
+                                    f"(expected {', '.join(expected)})")
+    for col in have:
+        if col not in expected:
+            raise ProductionDBError(f"{path}: table {table}: unexpected column {col!r} "
+                                    f"(expected exactly {', '.join(expected)})")
+    for col, aff, _ in spec:
+        if col in have and _affinity(have[col]) != aff:
+            raise ProductionDBError(f"{path}: table {table}: column {col!r} has type {have[col] or '(none)'!r}, "
+                                    f"expected {aff}")
+    return {c: a for c, a, _ in spec if c in have}
+
+
+def _scan(path: Path, sq, table: str, spec: list[tuple[str, str, bool]], present: dict[str, str],
+          domains: dict[str, tuple] | None = None, rules: list[tuple[str, str, str]] | None = None) -> int:
+    """One scan of ``table``: every stored value has its column's storage class (SQLite is dynamically
+    typed), no NULL where NOT NULL, and ``domains`` columns hold only their allowed values. Only when
+    a check fails does a second query locate the first offending row. Returns the row count."""
+    allowed = {"INTEGER": ("integer",), "TEXT": ("text",), "REAL": ("real", "integer")}
+    checks: list[tuple[str, str, str]] = []
+    for col, aff, nullable in spec:
+        if col not in present:
+            continue
+        ok = allowed[aff] + (("null",) if nullable else ())
+        checks.append((col, f'typeof("{col}") NOT IN ({", ".join(repr(s) for s in ok)})', aff))
+    for col, values in (domains or {}).items():
+        lits = ", ".join(repr(v) for v in values)  # fixed vocabularies of plain words: safe to inline
+        checks.append((col, f'"{col}" NOT IN ({lits})', "domain"))
+    checks.extend(rules or [])  # (column, SQL condition of a bad row, what a good value is)
+    sums = sq.execute(f'SELECT count(*){"".join(f", sum(CASE WHEN {c} THEN 1 ELSE 0 END)" for _, c, _ in checks)} '
+                      f'FROM "{table}"').fetchone()
+    for (col, cond, what), n in zip(checks, sums[1:]):
+        if not n:
+            continue
+        rowid, value, kind = sq.execute(
+            f'SELECT rowid, "{col}", typeof("{col}") FROM "{table}" WHERE {cond} ORDER BY rowid LIMIT 1').fetchone()
+        if what == "domain":
+            allowed_values = ", ".join(map(str, domains[col]))
+            problem = f"unknown value {value!r}; allowed: {allowed_values}"
+        elif what not in ("INTEGER", "TEXT", "REAL"):
+            problem = f"{value!r} is not {what}"
+        elif kind == "null":
+            problem = "NULL in a NOT NULL column"
+        else:
+            problem = f"{value!r} is {kind}, expected {what.lower()}"
+        raise ProductionDBError(f"{path}: table {table}: column {col!r}: {problem} ({n} rows; first at rowid {rowid})")
+    return int(sums[0])
+
+
+def validate_sqlite(path: str | os.PathLike) -> dict[str, Any]:
+    """Check that a SQLite file is a memory factmem can import (see the module docstring); returns
+    what it found: row counts, present optional columns and tables. Raises ProductionDBError."""
+    path = Path(path)
+    sq = _open_sqlite(path)
+    try:
+        return _validate(path, sq)
+    finally:
+        sq.close()
+
+
+def _validate(path: Path, sq: sqlite3.Connection) -> dict[str, Any]:
+    tables = {r[0] for r in sq.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()}
+    for t in ("memory_facts", "memory_fact_links", "memory_evidence"):
+        if t not in tables:
+            raise ProductionDBError(f"{path}: missing table {t!r} (a memory file has memory_facts, "
+                                    "memory_fact_links and memory_evidence)")
+    info: dict[str, Any] = {"tables": sorted(tables)}
+    specs = {"memory_facts": (_FACTS, set()), "memory_fact_links": (_LINKS, set()),
+             "memory_evidence": (_EVIDENCE, _EVIDENCE_OPTIONAL)}
+    if "factmem_fact_state" in tables:
+        specs["factmem_fact_state"] = (_STATE, set())
+    if "factmem_abstraction_empty" in tables:
+        specs["factmem_abstraction_empty"] = (_EMPTY, set())
+    present = {}
+    for table, (spec, optional) in specs.items():
+        present[table] = _check_table(path, sq, table, spec, optional)
+    domains = {"memory_facts": {"kind": KINDS, "status": STATUSES}, "factmem_fact_state": {"stale": (0, 1)}}
+    rules = {"factmem_abstraction_empty": [(
+        "member_ids", "NOT json_valid(member_ids) OR json_type(member_ids) <> 'array' OR EXISTS "
+        "(SELECT 1 FROM json_each(member_ids) WHERE type <> 'integer')", "a JSON array of integer fact ids")]}
+    counts = {table: _scan(path, sq, table, spec, present[table], domains.get(table), rules.get(table))
+              for table, (spec, _) in specs.items()}
+    pk = {r[1]: (r[2], r[5]) for r in sq.execute('PRAGMA table_info("memory_facts")').fetchall()}
+    if not (pk["id"][1] == 1 and pk["id"][0].upper() == "INTEGER"):  # not a rowid alias: ids may repeat
+        dup = sq.execute("SELECT id, count(*) FROM memory_facts GROUP BY id HAVING count(*) > 1 LIMIT 1").fetchone()
+        if dup:
+            raise ProductionDBError(f"{path}: table memory_facts: column 'id': value {dup[0]!r} appears {dup[1]} times")
+    info["evidence_columns"] = list(present["memory_evidence"])
+    info["counts"] = counts
+    return info
+
+
+def _meta_params(path: Path, sq: sqlite3.Connection, tables: list[str]) -> MemoryParams | None:
+    if "factmem_meta" not in tables:
+        return None
+    try:
+        rows = dict(sq.execute("SELECT key, value FROM factmem_meta").fetchall())
+    except sqlite3.DatabaseError as exc:
+        raise ProductionDBError(f"{path}: table factmem_meta: unreadable ({exc})") from None
+    if "params" not in rows:
+        return None
+    try:
+        return MemoryParams.from_json(str(rows["params"]))
+    except ValueError as exc:
+        raise ProductionDBError(f"{path}: table factmem_meta: key 'params': {exc}") from None
+
+
+# -- import ----------------------------------------------------------------------------------------------
+
+
+def _read_arrow(sq: sqlite3.Connection, bar, sql: str, schema: list[tuple[str, pa.DataType]]) -> pa.Table:
+    """A SQLite query as an Arrow table, read in ``fetchmany`` chunks (types already validated)."""
+    cur = sq.execute(sql)
+    batches = []
+    while True:
+        rows = cur.fetchmany(_CHUNK)
+        if not rows:
+            break
+        cols = list(zip(*rows))
+        batches.append(pa.record_batch([pa.array(c, type=t) for c, (_, t) in zip(cols, schema)],
+                                       names=[n for n, _ in schema]))
+        bar.update(len(rows))
+    if not batches:
+        return pa.table({n: pa.array([], type=t) for n, t in schema})
+    return pa.Table.from_batches(batches)
+
+
+def import_db(sqlite_path: str | os.PathLike, out_duckdb: str | os.PathLike, *,
+              params: MemoryParams | None = None, overwrite: bool = False,
+              progress: bool | None = None) -> ImportResult:
+    """Read a SQLite memory (a production memory, or a file from :func:`export_db`) into a new
+    FactStore file at ``out_duckdb``.
+
+    ``params``: the store's parameters; default those in the file's ``factmem_meta`` table, else the
+    seed's. The file is validated first (see the module docstring); on any error nothing is written.
+    ``progress``: a bar over rows read (None: only on a terminal).
+    """
+    t0 = time.perf_counter()
+    src, out = Path(sqlite_path), Path(out_duckdb)
+    if params is not None and not isinstance(params, MemoryParams):
+        raise ValueError(f"params must be MemoryParams, got {type(params).__name__}")
+    _check_out(out, overwrite)
+    sq = _open_sqlite(src)
+    bar = None
+    try:
+        info = _validate(src, sq)
+        bar = tqdm(total=sum(info["counts"][t] for t in ("memory_facts", "memory_fact_links", "memory_evidence")),
+                   desc="import-db", unit="row", unit_scale=True, disable=None if progress is None else not progress)
+        saved = _meta_params(src, sq, info["tables"])
+        use = params if params is not None else saved if saved is not None else MemoryParams()
+        params_from = "argument" if params is not None else "factmem_meta" if saved is not None else "seed defaults"
+        has_state = "factmem_fact_state" in info["tables"]
+        state = ("s.status_changed_at, s.status_reason, coalesce(s.stale, 0)" if has_state
+                 else "NULL, NULL, 0")
+        join = "LEFT JOIN factmem_fact_state s ON s.id = f.id" if has_state else ""
+        fact_cols = [c for c, _, _ in _FACTS]
+        facts = _read_arrow(
+            sq, bar, f"SELECT {', '.join('f.' + c for c in fact_cols)}, {state} FROM memory_facts f {join} ORDER BY f.id",
+            [(c, _ARROW[a]) for c, a, _ in _FACTS]
+            + [("status_changed_at", pa.int64()), ("status_reason", pa.string()), ("stale", pa.int64())])
+        links = _read_arrow(sq, bar, "SELECT parent_id, child_id, created_at FROM memory_fact_links "
+                                "ORDER BY parent_id, child_id", [(c, pa.int64()) for c, _, _ in _LINKS])
+        ev_present = set(info["evidence_columns"])
+        ev_select = ", ".join(c if c in ev_present else ("rowid" if c == "id" else "NULL") for c, _, _ in _EVIDENCE)
+        evidence = _read_arrow(sq, bar, f"SELECT {ev_select} FROM memory_evidence ORDER BY "
+                                   f"{'id' if 'id' in ev_present else 'rowid'}",
+                               [(c, _ARROW[a]) for c, a, _ in _EVIDENCE])
+        n_state = info["counts"].get("factmem_fact_state", 0)
+        empty = None
+        if "factmem_abstraction_empty" in info["tables"]:
+            empty = _read_arrow(sq, bar, "SELECT subject, member_ids, examined_at, pass_id FROM "
+                                         "factmem_abstraction_empty ORDER BY rowid",
+                                [(c, _ARROW[a]) for c, a, _ in _EMPTY])
+    finally:
+        sq.close()
+        if bar is not None:
+            bar.close()
+
+    filled = {
+        "action": evidence.column("action").null_count,
+        "confidence": evidence.column("confidence").null_count,
+        "source": evidence.column("source").null_count,
+    }
+
+    def write(tmp: Path) -> None:
+        store = FactStore(tmp, params=use)
+        try:
+            con = store.con
+            with store.transaction():
+                con.register("_fm_facts", facts)
+                # ORDER BY: the store reads facts in storage order and relies on it being id order
+                con.execute("INSERT INTO memory_facts SELECT * EXCLUDE (stale), stale <> 0 FROM _fm_facts ORDER BY id")
+                con.register("_fm_links", links)
+                con.execute("INSERT INTO memory_fact_links SELECT * FROM _fm_links ORDER BY parent_id, child_id")
+                con.register("_fm_ev", evidence)
+                # production evidence may lack factmem's extras: kept NULL, as stored; counted in `filled`
+                con.execute("""
+                    INSERT INTO memory_evidence
+                    SELECT id, fact_id, session_id, message_id, observed_at, action, confidence, source
+                    FROM _fm_ev ORDER BY id""")
+                for name in ("_fm_facts", "_fm_links", "_fm_ev"):
+                    con.unregister(name)
+                if empty is not None and empty.num_rows:
+                    if not _duck_has(con, "memory_abstraction_empty"):
+                        raise ProductionDBError(f"{src}: has factmem_abstraction_empty rows but this factmem's store "
+                                                "has no memory_abstraction_empty table; upgrade factmem")
+                    con.register("_fm_empty", empty)
+                    con.execute("INSERT INTO memory_abstraction_empty SELECT subject, CAST(member_ids AS BIGINT[]), "
+                                "examined_at, pass_id FROM _fm_empty")
+                    con.unregister("_fm_empty")
+            store._refresh_counters()
+        except duckdb.ConstraintException as exc:
+            raise ProductionDBError(f"{src}: violates the store's constraints: {str(exc).splitlines()[0]}") from None
+        finally:
+            store.close()
+
+    path = atomic_write(out, write)
+    return ImportResult(path, facts.num_rows, links.num_rows, evidence.num_rows, n_state, params_from, filled,
+                        time.perf_counter() - t0, 0 if empty is None else empty.num_rows)
+
+
+# -- comparing a production memory with a replay ------------------------------------------------------------
+
+
+def compare_memories(production: FactStore | str | os.PathLike, replay: FactStore | str | os.PathLike,
+                     at: Any = None) -> pd.DataFrame:
+    """Line up two memories (e.g. an imported production memory and a replay of its logs) fact by
+    fact: for each (subject, predicate, object), the latest version in each (by first_seen, id).
+
+    Columns: subject, predicate, object, ``where`` (``both``, ``production_only``, ``replay_only``),
+    then status, confidence, reinforcement_count and effective_confidence (at ``at``; default the
+    latest timestamp in either memory) with suffixes ``_production`` / ``_replay``, and
+    ``status_differs`` and ``effective_diff`` (replay − production). Sorted by the triple.
+    """
+    stores, owned = [], []
+    try:
+        for s in (production, replay):
+            if isinstance(s, FactStore):
+                stores.append(s)
+            else:
+                st = FactStore(Path(s), read_only=True)
+                owned.append(st)
+                stores.append(st)
+        if at is None:
+            latest = [s.query("SELECT coalesce(max(greatest(last_reinforced, coalesce(status_changed_at, 0))), 0) AS t "
+                              "FROM memory_facts")["t"].iloc[0] for s in stores]
+            at = int(max(latest))
+        frames = []
+        for s in stores:
+            f = s.facts(at=at)
+            f = f.sort_values(["first_seen", "id"], kind="stable").drop_duplicates(
+                ["subject", "predicate", "object"], keep="last")
+            frames.append(f[["subject", "predicate", "object", "status", "confidence", "reinforcement_count",
+                             "effective_confidence"]])
+    finally:
+        for s in owned:
+            s.close()
+    df = frames[0].merge(frames[1], on=["subject", "predicate", "object"], how="outer",
+                         suffixes=("_production", "_replay"), indicator="where")
+    df["where"] = df["where"].map({"both": "both", "left_only": "production_only", "right_only": "replay_only"})
+    df["status_differs"] = (df["status_production"] != df["status_replay"]).to_numpy(bool)
+    df["effective_diff"] = df["effective_confidence_replay"] - df["effective_confidence_production"]
+    df.attrs["at"] = at
+    return df.sort_values(["subject", "predicate", "object"], kind="stable").reset_index(drop=True)

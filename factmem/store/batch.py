@@ -1,0 +1,288 @@
+"""Loading and validating a batch of fact mentions for ``FactStore.ingest``.
+
+A batch is a pandas DataFrame, a pyarrow Table, or a file (Parquet, CSV, JSON lines) with columns
+``ts, subject, predicate, object, kind`` and optional ``session_id, message_id, note``. Everything
+is checked over whole columns with pyarrow compute; the first bad value is reported with where it
+is (file and line, or row), the field and the value.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from factmem.errors import InputError
+from factmem.core.params import KIND_CODES, KINDS
+
+REQUIRED = ("ts", "subject", "predicate", "object", "kind")
+OPTIONAL = ("session_id", "message_id", "note")
+STRING_FIELDS = ("subject", "predicate", "object", "kind")
+
+
+@dataclass
+class Batch:
+    """A validated batch: ``table`` has exactly REQUIRED + OPTIONAL columns, typed."""
+
+    table: pa.Table
+    origin: str
+
+    def __len__(self) -> int:
+        return self.table.num_rows
+
+    def column(self, name: str) -> pa.Array:
+        return _flat(self.table.column(name))
+
+    def kind_codes(self) -> np.ndarray:
+        enc = pc.dictionary_encode(self.column("kind"))
+        lookup = np.array([KIND_CODES[k] for k in enc.dictionary.to_pylist()], dtype=np.int8)
+        return lookup[enc.indices.to_numpy(zero_copy_only=False)]
+
+
+def _flat(col: pa.ChunkedArray | pa.Array) -> pa.Array:
+    if isinstance(col, pa.ChunkedArray):
+        return col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
+    return col
+
+
+class _Locator:
+    """Names a row for error messages: a file line, a Parquet row, or a DataFrame row."""
+
+    def __init__(self, origin: str, *, first_line: int | None = None, index: pd.Index | None = None):
+        self.origin = origin
+        self.first_line = first_line
+        self.index = index
+
+    def __call__(self, row: int) -> str:
+        if self.first_line is not None:
+            return f"{self.origin}: line {row + self.first_line}"
+        if self.index is not None and not isinstance(self.index, pd.RangeIndex):
+            return f"{self.origin}: row {row} (index {self.index[row]!r})"
+        return f"{self.origin}: row {row}"
+
+
+def load_batch(events: Any) -> Batch:
+    """Read and validate ``events``; raises :class:`InputError` naming the first problem."""
+    if isinstance(events, (str, Path)):
+        table, where = _read_file(Path(events))
+    elif isinstance(events, pd.DataFrame):
+        where = _Locator("batch", index=events.index)
+        _check_columns(list(events.columns), where.origin)
+        table = _frame_to_arrow(events, where)
+    elif isinstance(events, pa.Table):
+        where = _Locator("batch")
+        _check_columns(events.column_names, where.origin)
+        table = events
+    elif isinstance(events, pa.RecordBatch):
+        where = _Locator("batch")
+        table = pa.Table.from_batches([events])
+        _check_columns(table.column_names, where.origin)
+    else:
+        raise InputError(
+            f"events must be a pandas DataFrame, a pyarrow Table or a file path, got {type(events).__name__}"
+        )
+    return Batch(_validate(table, where), where.origin)
+
+
+def _check_columns(columns: list, origin: str) -> None:
+    missing = [c for c in REQUIRED if c not in columns]
+    if missing:
+        raise InputError(
+            f"{origin}: missing column{'s' if len(missing) > 1 else ''} {', '.join(map(repr, missing))}; "
+            f"a batch needs {', '.join(REQUIRED)} (optional: {', '.join(OPTIONAL)})"
+        )
+
+
+def _read_file(path: Path) -> tuple[pa.Table, _Locator]:
+    if not path.exists():
+        raise InputError(f"{path}: no such file")
+    suffix = path.suffix.lower()
+    try:
+        if suffix == ".parquet":
+            import pyarrow.parquet as pq
+
+            table = pq.read_table(path)
+            where = _Locator(str(path))
+        elif suffix in (".csv", ".tsv"):
+            import pyarrow.csv as pacsv
+
+            import csv
+
+            with path.open(newline="", encoding="utf-8") as fh:
+                head = next(csv.reader(fh, delimiter="\t" if suffix == ".tsv" else ","), [])
+            types = {c: pa.string() for c in head}
+            table = pacsv.read_csv(
+                path,
+                parse_options=pacsv.ParseOptions(delimiter="\t" if suffix == ".tsv" else ","),
+                convert_options=pacsv.ConvertOptions(column_types=types, strings_can_be_null=False,
+                                                     null_values=[]),
+            )
+            where = _Locator(str(path), first_line=2)
+        elif suffix in (".jsonl", ".ndjson", ".json"):
+            import pyarrow.json as pajson
+
+            table = pajson.read_json(path)
+            where = _Locator(str(path), first_line=1)
+        else:
+            raise InputError(f"{path}: unsupported file type {suffix!r}; use .parquet, .csv, .tsv or .jsonl")
+    except pa.ArrowInvalid as exc:
+        raise InputError(f"{path}: cannot read: {exc}") from None
+    _check_columns(table.column_names, str(path))
+    if where.first_line is not None and "ts" in table.column_names and pa.types.is_string(table.schema.field("ts").type):
+        table = table.set_column(table.schema.get_field_index("ts"), "ts", _parse_int_strings(table.column("ts"), where))
+    if where.first_line is not None and suffix in (".csv", ".tsv"):
+        # CSV has no null: an empty optional field means "absent"
+        for name in OPTIONAL:
+            if name in table.column_names:
+                col = _flat(table.column(name))
+                table = table.set_column(table.schema.get_field_index(name), name,
+                                         pc.if_else(pc.equal(col, ""), pa.scalar(None, pa.string()), col))
+    return table, where
+
+
+def _parse_int_strings(col: pa.ChunkedArray, where: _Locator) -> pa.Array:
+    arr = _flat(col)
+    stripped = pc.utf8_trim_whitespace(arr)
+    ok = pc.match_substring_regex(stripped, r"^[+-]?[0-9]+$")
+    bad = np.flatnonzero(~np.asarray(ok.fill_null(False)))
+    if bad.size:
+        row = int(bad[0])
+        raise InputError(f"{where(row)}: field 'ts' must be integer Unix seconds, got {arr[row].as_py()!r}")
+    return pc.cast(stripped, pa.int64())
+
+
+def _frame_to_arrow(df: pd.DataFrame, where: _Locator) -> pa.Table:
+    cols = [c for c in REQUIRED + OPTIONAL if c in df.columns]
+    arrays = {}
+    for name in cols:
+        s = df[name]
+        if name in STRING_FIELDS or name == "note":
+            arrays[name] = _series_to_strings(s, name, where, allow_other=False)
+        elif name in ("session_id", "message_id"):
+            arrays[name] = _series_to_strings(s, name, where, allow_other=True)
+        else:  # ts
+            arrays[name] = _series_ts(s, where)
+    return pa.table(arrays)
+
+
+def _series_to_strings(s: pd.Series, name: str, where: _Locator, *, allow_other: bool) -> pa.Array:
+    if len(s) and s.isna().all():
+        return pa.nulls(len(s), pa.string())
+    if s.dtype != object and pd.api.types.is_string_dtype(s.dtype):
+        return pa.array(s, type=pa.string(), from_pandas=True)
+    if s.dtype == object:
+        if pd.api.types.infer_dtype(s, skipna=True) in ("string", "empty"):
+            return pa.array(s.to_numpy(), type=pa.string(), from_pandas=True)
+        if not allow_other:
+            # error path only: find the first value that is not a string
+            values = s.to_numpy()
+            bad = np.flatnonzero(s.notna().to_numpy() & ~s.map(lambda v: isinstance(v, str)).to_numpy(dtype=bool))
+            row = int(bad[0])
+            raise InputError(f"{where(row)}: field {name!r} must be a string, got {values[row]!r} "
+                             f"({type(values[row]).__name__})")
+        return pa.array(s.map(lambda v: None if pd.isna(v) else str(v)).to_numpy(), type=pa.string())
+    if not allow_other or not pd.api.types.is_integer_dtype(s.dtype):
+        raise InputError(f"{where.origin}: column {name!r} must hold strings, got dtype {s.dtype}")
+    # ids given as integers are fine: store their text
+    return pc.cast(pa.array(s, from_pandas=True), pa.string())
+
+
+def _series_ts(s: pd.Series, where: _Locator) -> pa.Array:
+    dtype = s.dtype
+    if pd.api.types.is_datetime64_any_dtype(dtype):
+        if s.isna().any():
+            row = int(np.flatnonzero(s.isna().to_numpy())[0])
+            raise InputError(f"{where(row)}: field 'ts' is missing (NaT)")
+        values = s.dt.tz_convert("UTC").dt.tz_localize(None) if getattr(dtype, "tz", None) else s
+        return pa.array(values.to_numpy().astype("datetime64[s]").astype(np.int64))
+    if pd.api.types.is_bool_dtype(dtype):
+        raise InputError(f"{where.origin}: column 'ts' must be integer Unix seconds, got dtype bool")
+    if pd.api.types.is_integer_dtype(dtype):
+        if s.isna().any():
+            row = int(np.flatnonzero(s.isna().to_numpy())[0])
+            raise InputError(f"{where(row)}: field 'ts' is missing")
+        return pa.array(s.to_numpy(dtype=np.int64))
+    if pd.api.types.is_float_dtype(dtype):
+        v = s.to_numpy(dtype=np.float64, na_value=np.nan)
+        bad = np.flatnonzero(~np.isfinite(v) | (v != np.floor(v)))
+        if bad.size:
+            row = int(bad[0])
+            raise InputError(f"{where(row)}: field 'ts' must be whole Unix seconds, got {float(v[row])!r}")
+        return pa.array(v.astype(np.int64))
+    raise InputError(f"{where.origin}: column 'ts' must be integer Unix seconds, got dtype {dtype}")
+
+
+def _first_true(mask: pa.Array | pa.ChunkedArray) -> int | None:
+    hits = np.flatnonzero(np.asarray(_flat(mask).fill_null(True) if isinstance(mask, (pa.Array, pa.ChunkedArray)) else mask))
+    return int(hits[0]) if hits.size else None
+
+
+def _validate(table: pa.Table, where: _Locator) -> pa.Table:
+    n = table.num_rows
+    out: dict[str, pa.Array] = {}
+    ts = _flat(table.column("ts"))
+    t = ts.type
+    if pa.types.is_integer(t):
+        row = _first_true(pc.is_null(ts))
+        if row is not None:
+            raise InputError(f"{where(row)}: field 'ts' is missing")
+        ts = pc.cast(ts, pa.int64())
+    elif pa.types.is_floating(t):
+        v = ts.to_numpy(zero_copy_only=False)
+        bad = np.flatnonzero(~np.isfinite(v) | (v != np.floor(v)))
+        if bad.size:
+            row = int(bad[0])
+            raise InputError(f"{where(row)}: field 'ts' must be whole Unix seconds, got {float(v[row])!r}")
+        ts = pa.array(v.astype(np.int64))
+    elif pa.types.is_timestamp(t):
+        row = _first_true(pc.is_null(ts))
+        if row is not None:
+            raise InputError(f"{where(row)}: field 'ts' is missing")
+        ts = pc.cast(pc.cast(ts, pa.timestamp("s", tz=t.tz)), pa.int64())
+    else:
+        raise InputError(f"{where.origin}: column 'ts' must be integer Unix seconds, got type {t}")
+    out["ts"] = ts
+
+    for name in STRING_FIELDS:
+        col = _flat(table.column(name))
+        if not (pa.types.is_string(col.type) or pa.types.is_large_string(col.type)):
+            if pa.types.is_null(col.type) and n:
+                raise InputError(f"{where(0)}: field {name!r} is missing")
+            if n:
+                raise InputError(f"{where.origin}: column {name!r} must hold strings, got type {col.type}")
+            col = pa.array([], pa.string())
+        col = pc.cast(col, pa.string())
+        row = _first_true(pc.is_null(col))
+        if row is not None:
+            raise InputError(f"{where(row)}: field {name!r} is missing")
+        row = _first_true(pc.equal(pc.utf8_length(pc.utf8_trim_whitespace(col)), 0))
+        if row is not None:
+            raise InputError(f"{where(row)}: field {name!r} is empty")
+        out[name] = col
+    row = _first_true(pc.invert(pc.is_in(out["kind"], value_set=pa.array(KINDS))))
+    if row is not None:
+        raise InputError(
+            f"{where(row)}: field 'kind' has unknown value {out['kind'][row].as_py()!r}; kinds are {', '.join(KINDS)}"
+        )
+
+    for name in OPTIONAL:
+        if name in table.column_names:
+            col = _flat(table.column(name))
+            if pa.types.is_null(col.type):
+                col = pa.nulls(n, pa.string())
+            elif not (pa.types.is_string(col.type) or pa.types.is_large_string(col.type)):
+                if name == "note" or not (pa.types.is_integer(col.type)):
+                    raise InputError(f"{where.origin}: column {name!r} must hold strings, got type {col.type}")
+            out[name] = pc.cast(col, pa.string())
+        else:
+            out[name] = pa.nulls(n, pa.string())
+    return pa.table(out)
+
+
+def empty_batch() -> Batch:
+    return Batch(pa.table({"ts": pa.array([], pa.int64()), **{c: pa.array([], pa.string()) for c in STRING_FIELDS + OPTIONAL}}), "batch")

@@ -1,0 +1,384 @@
+"""FactStore: the seed's fact memory on DuckDB.
+
+>>> store = FactStore()
+>>> fid = store.remember("ada", "prefers", "rust", kind="user_preference", at=0)
+>>> store.remember("ada", "prefers", "rust", kind="user_preference", at=86400) == fid
+True
+>>> round(store.get(fid).confidence, 2)
+0.65
+>>> store.remember("ada", "prefers", "zig", kind="user_preference", at=2 * 86400)  # supersedes
+2
+>>> list(store.history("ada", "prefers")["status"])
+['superseded', 'active']
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, NamedTuple, Sequence
+
+import duckdb
+import pyarrow as pa
+
+from factmem import __version__
+from factmem.core.decay import age_days, effective_confidence, reinforce
+from factmem.errors import InputError, SchemaVersionError, StoreError, StoreLockedError
+from factmem.core.params import KIND_CODES, KINDS, MemoryParams
+from factmem.store.schema import DDL, SCHEMA_VERSION, effective_sql
+from factmem.store.writes import BatchWrites, IngestResult, ReplayResult  # noqa: F401 - part of the API
+from factmem.store.reads import Fact, Reads  # noqa: F401 - part of the API
+from factmem.core.timeutil import resolve_at
+
+
+# Paths open for writing in this process: DuckDB would hand a second connect() the same database,
+# and two stores numbering ids independently would corrupt it.
+_OPEN_PATHS: dict[str, int] = {}
+_OPEN_LOCK = threading.Lock()
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """Where a fact was observed: the session and message it came from."""
+
+    session_id: str | None = None
+    message_id: str | None = None
+    source: str = "observation"
+
+
+class ConsolidateResult(NamedTuple):
+    archived: int
+    pruned: int
+
+
+class FactStore(BatchWrites, Reads):
+    """A fact memory in DuckDB: in memory (``FactStore()``) or in a file that persists and reopens.
+
+    ``params`` default to those saved in the file (or the seed's for a new store); passing params
+    to an existing file replaces the saved ones.
+    """
+
+    def __init__(self, path: str | os.PathLike | None = None, params: MemoryParams | None = None, *,
+                 read_only: bool = False):
+        self.path = None if path is None or str(path) == ":memory:" else Path(path)
+        self.read_only = read_only
+        self._lock_key: str | None = None
+        self._tx_depth = 0
+        if self.path is not None and not read_only:
+            key = str(self.path.resolve())
+            with _OPEN_LOCK:
+                if key in _OPEN_PATHS:
+                    raise StoreLockedError(f"{self.path} is already open for writing in this process; close it first")
+                _OPEN_PATHS[key] = 1
+            self._lock_key = key
+        try:
+            self.con = self._connect()
+            self._init_schema(params)
+        except BaseException:
+            self._release()
+            raise
+
+    # -- opening ---------------------------------------------------------------------------------
+
+    def _connect(self) -> duckdb.DuckDBPyConnection:
+        if self.path is None:
+            return _quiet(duckdb.connect(":memory:"))
+        if self.read_only and not self.path.exists():
+            raise StoreError(f"{self.path}: no such store file")
+        try:
+            return _quiet(duckdb.connect(str(self.path), read_only=self.read_only))
+        except duckdb.IOException as exc:
+            msg = str(exc)
+            if "lock" in msg.lower():
+                raise StoreLockedError(
+                    f"{self.path} is open for writing by another process; close it there, or open this one "
+                    f"with read_only=True ({msg.splitlines()[0]})"
+                ) from None
+            raise StoreError(f"{self.path}: cannot open: {msg}") from None
+        except duckdb.Error as exc:
+            raise StoreError(f"{self.path}: not a DuckDB file factmem can open: {exc}") from None
+
+    def _init_schema(self, params: MemoryParams | None) -> None:
+        tables: set[str] = set()
+        if self.path is not None:
+            tables = {r[0] for r in self.con.execute(
+                "SELECT table_name FROM information_schema.tables WHERE table_schema = 'main'").fetchall()}
+        if "factmem_meta" in tables:
+            meta = dict(self.con.execute("SELECT key, value FROM factmem_meta").fetchall())
+            version = int(meta.get("schema_version", "0"))
+            if version > SCHEMA_VERSION:
+                raise SchemaVersionError(
+                    f"{self.path}: written by factmem schema {version} (factmem {meta.get('factmem_version', '?')}); "
+                    f"this factmem {__version__} reads schema {SCHEMA_VERSION}. Upgrade factmem to open it."
+                )
+            if version < 1:
+                raise SchemaVersionError(f"{self.path}: unknown schema version {meta.get('schema_version')!r}")
+            saved = MemoryParams.from_json(meta["params"]) if "params" in meta else MemoryParams()
+            self._params = params if params is not None else saved
+            if params is not None and params != saved and not self.read_only:
+                self._set_meta("params", params.to_json(indent=None))
+            self._refresh_counters()
+        elif tables & {"memory_facts", "memory_evidence", "memory_fact_links"}:
+            raise StoreError(f"{self.path}: has memory tables but no factmem metadata; "
+                             "use `factmem import-db` to read a production memory")
+        else:
+            if self.read_only:
+                raise StoreError(f"{self.path}: not a factmem store (empty database)")
+            self._params = params if params is not None else MemoryParams()
+            self.con.begin()
+            self.con.execute(DDL)
+            self.con.execute("INSERT INTO factmem_meta VALUES (?, ?), (?, ?), (?, ?)", [
+                "schema_version", str(SCHEMA_VERSION), "factmem_version", __version__,
+                "params", self._params.to_json(indent=None)])
+            self.con.commit()
+            self._next_fact_id, self._next_evidence_id, self._has_links = 1, 1, False
+
+    def _set_meta(self, key: str, value: str) -> None:
+        self.con.execute("INSERT OR REPLACE INTO factmem_meta VALUES (?, ?)", [key, value])
+
+    def _refresh_counters(self) -> None:
+        self._next_fact_id = self.con.execute("SELECT coalesce(max(id), 0) + 1 FROM memory_facts").fetchone()[0]
+        self._next_evidence_id = self.con.execute("SELECT coalesce(max(id), 0) + 1 FROM memory_evidence").fetchone()[0]
+        self._has_links = bool(self.con.execute("SELECT count(*) FROM memory_fact_links").fetchone()[0])
+
+    @property
+    def params(self) -> MemoryParams:
+        return self._params
+
+    @params.setter
+    def params(self, value: MemoryParams) -> None:
+        if not isinstance(value, MemoryParams):
+            raise ValueError(f"params must be MemoryParams, got {type(value).__name__}")
+        self._params = value
+        if not self.read_only:
+            self._set_meta("params", value.to_json(indent=None))
+
+    def close(self) -> None:
+        """Close the database; the store is unusable afterwards."""
+        con = getattr(self, "con", None)
+        if con is not None:
+            con.close()
+            self.con = None
+        self._release()
+
+    def _release(self) -> None:
+        if self._lock_key is not None:
+            with _OPEN_LOCK:
+                _OPEN_PATHS.pop(self._lock_key, None)
+            self._lock_key = None
+
+    def __enter__(self) -> "FactStore":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __del__(self) -> None:  # pragma: no cover - best effort
+        try:
+            self._release()
+        except Exception:
+            pass
+
+    def __repr__(self) -> str:
+        where = str(self.path) if self.path else "memory"
+        return f"FactStore({where!r})"
+
+    # -- writes ------------------------------------------------------------------------------------
+
+    def _writable(self) -> None:
+        if self.con is None:
+            raise StoreError("the store is closed")
+        if self.read_only:
+            raise StoreError(f"{self.path} is open read-only")
+
+    def _transaction(self):
+        return _Transaction(self)
+
+    def remember(self, subject: str, predicate: str, object: str, kind: str = "explicit", at: Any = None,
+                 evidence: Evidence | None = None, note: str | None = None) -> int:
+        """Remember one fact, row by row, as the seed does; returns the fact's id.
+
+        Identical active fact → reinforce it; else (unless ``predicate`` is multi-valued) the latest
+        active fact with the same subject and predicate is superseded; then a new fact is inserted.
+        """
+        self._writable()
+        for name, value in (("subject", subject), ("predicate", predicate), ("object", object)):
+            if not isinstance(value, str) or not value.strip():
+                raise InputError(f"{name} must be a non-empty string, got {value!r}")
+        if kind not in KIND_CODES:
+            raise InputError(f"unknown kind {kind!r}; kinds are {', '.join(KINDS)}")
+        if note is not None and not isinstance(note, str):
+            raise InputError(f"note must be a string or None, got {note!r}")
+        at = resolve_at(at)
+        ev = evidence or Evidence()
+        p = self._params
+        with self._transaction():
+            # every active fact of (subject, predicate): the identical one and the conflicting one
+            # are both picked from these, latest by (last_reinforced, id)
+            rows = self.con.execute(
+                "SELECT id, object, confidence, last_reinforced, decay_rate FROM memory_facts "
+                "WHERE status = 'active' AND subject = ? AND predicate = ?", [subject, predicate]).fetchall()
+            same = max((r for r in rows if r[1] == object), key=lambda r: (r[3], r[0]), default=None)
+            if same is not None:
+                fid, _, conf, last, rate = same
+                base = conf if p.reinforce_base == "stored" else effective_confidence(conf, rate, age_days(at, last))
+                new_conf = float(reinforce(base, p.reinforce_gain, p.confidence_cap))
+                self.con.execute(
+                    "UPDATE memory_facts SET confidence = ?, reinforcement_count = reinforcement_count + 1, "
+                    "last_reinforced = ? WHERE id = ?", [new_conf, at, fid])
+                action = "reinforce"
+            else:
+                conflict = None
+                if predicate not in p.multi_valued_predicates:
+                    hit = max((r for r in rows if r[1] != object), key=lambda r: (r[3], r[0]), default=None)
+                    conflict = hit[0] if hit else None
+                fid = self._next_fact_id
+                new_conf = p.initial_confidence[kind]
+                self.con.execute(
+                    "INSERT INTO memory_facts VALUES (?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?, 'active', ?, NULL, NULL, false)",
+                    [fid, subject, predicate, object, note, kind, new_conf, at, at, p.decay_rate[kind], conflict])
+                self._next_fact_id += 1
+                if conflict is not None:
+                    self.con.execute(
+                        "UPDATE memory_facts SET status = 'superseded', status_changed_at = ?, "
+                        "status_reason = 'contradiction' WHERE id = ?", [at, conflict])
+                    self._mark_stale_parents_of([conflict])
+                action = "insert"
+            self.con.execute(
+                "INSERT INTO memory_evidence VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                [self._next_evidence_id, fid, ev.session_id, ev.message_id, at, action, new_conf, ev.source])
+            self._next_evidence_id += 1
+        return int(fid)
+
+    def _mark_stale_parents_of(self, child_ids: Sequence[int] | str) -> None:
+        """Mark active derived parents of these children stale (ids, or a SQL subquery of ids)."""
+        if not self._has_links:
+            return
+        if isinstance(child_ids, str):
+            sub = child_ids
+            args: list = []
+        else:
+            if not len(child_ids):
+                return
+            sub = "SELECT unnest(?::BIGINT[])"
+            args = [list(map(int, child_ids))]
+        self.con.execute(
+            "UPDATE memory_facts SET stale = true WHERE status = 'active' AND kind = 'derived' AND id IN "
+            f"(SELECT parent_id FROM memory_fact_links WHERE child_id IN ({sub}))", args)
+
+    def consolidate(self, at: Any = None, prune: bool = True) -> ConsolidateResult:
+        """Archive active facts whose effective confidence at ``at`` is below the archive threshold;
+        then, if ``prune``, archive the active children of every active derived fact reinforced at
+        least ``prune_min_reinforcements`` times. Idempotent. Returns (archived, pruned)."""
+        self._writable()
+        at = resolve_at(at)
+        p = self._params
+        with self._transaction():
+            archived = self.con.execute(
+                "UPDATE memory_facts SET status = 'archived', status_changed_at = $at, status_reason = 'decay' "
+                f"WHERE status = 'active' AND {effective_sql('$at')} < $thr RETURNING id",
+                {"at": at, "thr": p.archive_threshold}).fetchnumpy()["id"]
+            pruned = 0
+            if self._has_links:
+                if len(archived):
+                    self._mark_stale_parents_of(list(archived))
+                if prune:
+                    pruned = self._prune(at)
+        return ConsolidateResult(int(len(archived)), int(pruned))
+
+    def link(self, parent_id: int, child_ids: Iterable[int], at: Any = None) -> int:
+        """Link a derived fact to the facts it was abstracted from; existing links are kept.
+
+        Returns the number of new links."""
+        self._writable()
+        at = resolve_at(at)
+        kids = pa.table({"child_id": pa.array(sorted({int(c) for c in child_ids}), pa.int64())})  # noqa: F841 (SQL)
+        with self._transaction():
+            n = self.con.execute(
+                "INSERT OR IGNORE INTO memory_fact_links SELECT $p, child_id, $at FROM kids RETURNING child_id",
+                {"p": int(parent_id), "at": at}).fetchall()
+            self._has_links = self._has_links or bool(n)
+        return len(n)
+
+    def set_stale(self, fact_ids: Iterable[int], stale: bool = True) -> None:
+        """Set or clear the ``stale`` flag of derived facts (the abstraction pass clears it on re-examination)."""
+        self._writable()
+        with self._transaction():
+            self.con.execute("UPDATE memory_facts SET stale = $v WHERE id IN (SELECT unnest($ids::BIGINT[]))",
+                             {"v": bool(stale), "ids": [int(i) for i in fact_ids]})
+
+    def transaction(self):
+        """A context manager grouping writes into one transaction (re-entrant); rolled back on error.
+
+        >>> s = FactStore()
+        >>> with s.transaction():
+        ...     a = s.remember("ada", "uses", "vim", at=0)
+        ...     b = s.remember("ada", "uses", "helix", at=1)
+        """
+        self._writable()
+        return self._transaction()
+
+    def _prune(self, at: int) -> int:
+        return len(self.con.execute(
+            "UPDATE memory_facts SET status = 'archived', status_changed_at = $at, "
+            "status_reason = 'pruned' WHERE status = 'active' AND id IN ("
+            "  SELECT l.child_id FROM memory_fact_links l JOIN memory_facts d ON d.id = l.parent_id"
+            "  WHERE d.kind = 'derived' AND d.status = 'active' AND d.reinforcement_count >= $n"
+            ") RETURNING id", {"at": at, "n": self._params.prune_min_reinforcements}).fetchall())
+
+    def prune(self, at: Any = None) -> int:
+        """Archive (reason ``pruned``) the active children of every active derived fact reinforced at
+        least ``prune_min_reinforcements`` times — consolidate's second step alone. Returns how many."""
+        self._writable()
+        at = resolve_at(at)
+        if not self._has_links:
+            return 0
+        with self._transaction():
+            return self._prune(at)
+
+    def record_empty_answer(self, subject: str, member_ids: Iterable[int], at: Any = None,
+                            pass_id: str | None = None) -> None:
+        """Note that the abstraction model found nothing to generalize in this exact cluster."""
+        self._writable()
+        with self._transaction():
+            self.con.execute("INSERT INTO memory_abstraction_empty VALUES (?, ?, ?, ?)",
+                             [subject, sorted(int(i) for i in member_ids), resolve_at(at), pass_id])
+
+def _quiet(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
+    """No DuckDB progress bar: the library reports progress itself, and scripts want clean output."""
+    try:
+        con.execute("SET enable_progress_bar = false")
+    except duckdb.InvalidInputException:
+        pass  # inside some Jupyter kernels DuckDB refuses the setting; its bar is harmless there
+    return con
+
+
+class _Transaction:
+    """BEGIN … COMMIT around a write; on any error ROLLBACK and re-read the id counters."""
+
+    def __init__(self, store: FactStore):
+        self.store = store
+
+    def __enter__(self):
+        # Re-entrant: an outer transaction (e.g. one abstraction cluster) contains inner writes.
+        if self.store._tx_depth == 0:
+            self.store.con.begin()
+        self.store._tx_depth += 1
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        store = self.store
+        store._tx_depth -= 1
+        if store._tx_depth > 0:
+            return False
+        con = store.con
+        if exc_type is None:
+            con.commit()
+            return False
+        try:
+            con.rollback()
+        finally:
+            self.store._refresh_counters()
+        return False

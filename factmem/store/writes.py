@@ -1,0 +1,416 @@
+"""Set-based writes of a FactStore: ``ingest`` (a batch, through :mod:`factmem.kernel`) and
+``replay`` (a log with consolidations, through :mod:`factmem.waves`), and the bulk writes they share.
+
+A mixin of :class:`factmem.store.FactStore`; it uses the store's connection, id counters and
+transactions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from factmem.engine import kernel as K
+from factmem.store.batch import Batch, load_batch
+from factmem.core.timeutil import to_seconds
+
+# SQL spelling of the kernel's status codes (K.STATUS_*)
+_STATUS_SQL = "CASE status WHEN 0 THEN 'active' WHEN 1 THEN 'superseded' ELSE 'archived' END"
+_REASON_SQL = "CASE status WHEN 1 THEN 'contradiction' WHEN 2 THEN 'decay' END"
+
+
+@dataclass(frozen=True)
+class IngestResult:
+    """What one ``ingest`` did. ``fact_ids`` is aligned with the input rows."""
+
+    events: int
+    inserted: int
+    reinforced: int
+    superseded: int
+    fact_ids: np.ndarray
+
+    def __repr__(self) -> str:
+        return (f"IngestResult(events={self.events}, inserted={self.inserted}, "
+                f"reinforced={self.reinforced}, superseded={self.superseded})")
+
+
+@dataclass(frozen=True)
+class ReplayResult:
+    """What one ``replay`` did."""
+
+    events: int
+    inserted: int
+    reinforced: int
+    superseded: int
+    archived: int
+    consolidations: int
+
+
+class BatchWrites:
+    """``ingest`` and ``replay`` (mixed into FactStore)."""
+
+    def ingest(self, events: Any) -> IngestResult:
+        """Remember a whole batch at once, set-based.
+
+        ``events``: a DataFrame, an Arrow table or a file (.parquet, .csv, .jsonl) with columns ts,
+        subject, predicate, object, kind and optional session_id, message_id, note. The result is
+        identical to calling :meth:`remember` for each row in order of (ts, row order). A rejected
+        batch changes nothing.
+        """
+        self._writable()
+        batch = events if isinstance(events, Batch) else load_batch(events)
+        with self._transaction():
+            return self._ingest(batch)
+
+    def _prepare(self, batch: Batch) -> "_Prepared":
+        """Encode a batch (keys, objects, global order) and fetch the active facts of its keys."""
+        n = len(batch)
+        p = self._params
+        ts = batch.column("ts").to_numpy()
+        rows = np.arange(n, dtype=np.int64)
+        if n and (np.diff(ts) >= 0).all():
+            gpos = rows  # already in (ts, row) order: the common case of logs
+        else:
+            gorder = np.lexsort((rows, ts))  # global (ts, row) order
+            gpos = np.empty(n, np.int64)
+            gpos[gorder] = rows
+
+        s_codes, s_dict = _encode(batch.column("subject"))
+        p_codes, p_dict = _encode(batch.column("predicate"))
+        o_codes, o_dict = _encode(batch.column("object"))
+        p_multi = np.asarray(pc.is_in(p_dict, value_set=pa.array(sorted(p.multi_valued_predicates), pa.string())))
+        multi_ev = p_multi[p_codes]
+        sp_raw = s_codes * np.int64(len(p_dict)) + p_codes
+        sp_codes, sp_uniq = pd.factorize(sp_raw, sort=False)
+        k_raw = sp_codes.astype(np.int64) * np.int64(len(o_dict) + 1) + np.where(multi_ev, o_codes + 1, 0)
+        key, k_uniq = pd.factorize(k_raw, sort=False)
+        key = key.astype(np.int64)
+        n_keys = len(k_uniq)
+        kind = batch.kind_codes()
+
+        # active facts of the touched (subject, predicate) pairs
+        _fm_pairs = pa.table({  # noqa: F841 - read by DuckDB (replacement scan)
+            "sp": pa.array(np.arange(len(sp_uniq), dtype=np.int64)),
+            "subject": s_dict.take(pa.array(sp_uniq // len(p_dict))),
+            "predicate": p_dict.take(pa.array(sp_uniq % len(p_dict))),
+        })
+        ex = self.con.sql(
+            "SELECT q.sp, f.id, f.object, f.confidence, f.reinforcement_count, f.last_reinforced, f.decay_rate "
+            "FROM memory_facts f JOIN _fm_pairs q ON f.subject = q.subject AND f.predicate = q.predicate "
+            "WHERE f.status = 'active'").to_arrow_table()
+        ex_sp = ex.column("sp").to_numpy()
+        ex_obj = np.asarray(pc.index_in(ex.column("object"), value_set=o_dict).fill_null(-1), dtype=np.int64)
+        ex_multi = p_multi[(sp_uniq[ex_sp] % len(p_dict))] if len(ex_sp) else np.zeros(0, bool)
+        ex_kraw = ex_sp * np.int64(len(o_dict) + 1) + np.where(ex_multi, ex_obj + 1, 0)
+        ex_key = pd.Index(k_uniq).get_indexer(ex_kraw).astype(np.int64)
+        keep = ex_key >= 0  # multi-valued facts whose object is not in the batch are untouched
+        order = np.lexsort((gpos, key))
+        key_multi = np.zeros(n_keys, bool)
+        key_multi[key] = multi_ev
+        return _Prepared(
+            n=n, n_keys=n_keys, order=order, key=key[order], gpos=gpos[order], obj=o_codes[order].astype(np.int64),
+            ts=ts[order], kind=kind[order], key_multi=key_multi,
+            ex_key=ex_key[keep], ex_obj=ex_obj[keep], ex_id=ex.column("id").to_numpy()[keep],
+            ex_conf=ex.column("confidence").to_numpy()[keep],
+            ex_cnt=ex.column("reinforcement_count").to_numpy()[keep],
+            ex_last=ex.column("last_reinforced").to_numpy()[keep],
+            ex_rate=ex.column("decay_rate").to_numpy()[keep],
+        )
+
+    def _ingest(self, batch: Batch) -> IngestResult:
+        n = len(batch)
+        if n == 0:
+            return IngestResult(0, 0, 0, 0, np.empty(0, np.int64))
+        p = self._params
+        P = self._prepare(batch)
+        n_keys, order = P.n_keys, P.order
+        sk, sg, so, sts, skind = P.key, P.gpos, P.obj, P.ts, P.kind
+        ex_key, ex_obj, ex_id, ex_conf, ex_cnt, ex_last, ex_rate = (
+            P.ex_key, P.ex_obj, P.ex_id, P.ex_conf, P.ex_cnt, P.ex_last, P.ex_rate)
+        general_key = P.general_keys()
+        outcomes: list[tuple[np.ndarray, K.BatchOutcome]] = []
+        fast_ev = ~general_key[sk]
+        if fast_ev.any():
+            state = K.KeyState.empty(n_keys)
+            single = ~general_key[ex_key]
+            kk = ex_key[single]
+            state.has[kk] = True
+            state.obj[kk] = ex_obj[single]
+            state.id[kk] = ex_id[single]
+            state.confidence[kk] = ex_conf[single]
+            state.count[kk] = ex_cnt[single]
+            state.last_reinforced[kk] = ex_last[single]
+            state.decay_rate[kk] = ex_rate[single]
+            idx = np.flatnonzero(fast_ev)
+            outcomes.append((idx, K.replay_fast(sk[idx], so[idx], sts[idx], skind[idx], sg[idx], state, p)))
+        if (~fast_ev).any():
+            idx = np.flatnonzero(~fast_ev)
+            gen = general_key[ex_key]
+            existing = pd.DataFrame({
+                "key": ex_key[gen], "obj": ex_obj[gen], "id": ex_id[gen], "confidence": ex_conf[gen],
+                "count": ex_cnt[gen], "last_reinforced": ex_last[gen], "decay_rate": ex_rate[gen],
+            })
+            outcomes.append((idx, K.replay_general(sk[idx], so[idx], sts[idx], skind[idx], sg[idx], P.key_multi,
+                                                    existing, p)))
+
+        ev_ref = np.empty(n, np.int64)
+        ev_ins = np.empty(n, bool)
+        ev_conf = np.empty(n)
+        facts = []
+        for idx, out in outcomes:
+            ev_ref[idx], ev_ins[idx], ev_conf[idx] = out.ref, out.inserted, out.confidence
+            f = out.facts.copy()
+            new = f["ref"].to_numpy() < 0
+            fe = f["first_event"].to_numpy()
+            f["row"] = -1
+            f.loc[new, "row"] = order[idx[fe[new]]]
+            facts.append(f)
+        facts = pd.concat(facts, ignore_index=True)
+        ev_id = self._write_batch(batch, order, ev_ref, ev_ins, ev_conf, sg, facts)
+
+        fact_ids = np.empty(n, np.int64)
+        fact_ids[order] = ev_id
+        superseded = int((facts["status"].to_numpy() == K.STATUS_SUPERSEDED).sum())
+        return IngestResult(n, int(ev_ins.sum()), int(n - ev_ins.sum()), superseded, fact_ids)
+
+    def _write_batch(self, batch: Batch, order, ev_ref, ev_ins, ev_conf, sg, facts: pd.DataFrame) -> np.ndarray:
+        """Number the new facts, insert them, update touched ones, append evidence — inside the
+        caller's transaction — and advance the id counters. Returns each event's fact id.
+
+        Status and action strings are spelled by SQL from integer codes: building millions of
+        Python strings would cost more than the inserts themselves."""
+        prov, ids = K.assign_ids(ev_ref, self._next_fact_id)
+        ev_id = K.resolve(ev_ref, prov, ids)
+        facts["id"] = K.resolve(facts["ref"].to_numpy(), prov, ids)
+        facts["supersedes_id"] = K.resolve(facts["supersedes"].to_numpy(), prov, ids)
+        t = batch.table
+        new = facts[facts["ref"].to_numpy() < 0].sort_values("id")
+        if len(new):
+            rows = pa.array(new["row"].to_numpy())
+            changed = new["status_changed_at"].to_numpy()
+            sup = new["supersedes_id"].to_numpy()
+            new_tbl = pa.table({  # noqa: F841 - read by DuckDB (replacement scan)
+                "id": pa.array(new["id"].to_numpy()),
+                "subject": t.column("subject").take(rows),
+                "predicate": t.column("predicate").take(rows),
+                "object": t.column("object").take(rows),
+                "note": t.column("note").take(rows),
+                "kind": t.column("kind").take(rows),
+                "confidence": pa.array(new["confidence"].to_numpy()),
+                "reinforcement_count": pa.array(new["count"].to_numpy()),
+                "first_seen": t.column("ts").take(rows),
+                "last_reinforced": pa.array(new["last_reinforced"].to_numpy()),
+                "decay_rate": pa.array(new["decay_rate"].to_numpy()),
+                "status": pa.array(new["status"].to_numpy().astype(np.int8)),
+                "supersedes_id": pa.array(sup, mask=sup == K.NO_REF),
+                "status_changed_at": pa.array(changed, mask=changed < 0),
+            })
+            self.con.execute(
+                f"INSERT INTO memory_facts SELECT id, subject, predicate, object, note, kind, confidence, "
+                f"reinforcement_count, first_seen, last_reinforced, decay_rate, {_STATUS_SQL}, supersedes_id, "
+                f"status_changed_at, {_REASON_SQL}, false FROM new_tbl")
+        old = facts[facts["ref"].to_numpy() >= 0]
+        if len(old):
+            changed = old["status_changed_at"].to_numpy()
+            codes = old["status"].to_numpy()
+            upd = pa.table({  # noqa: F841 - read by DuckDB (replacement scan)
+                "id": pa.array(old["id"].to_numpy()),
+                "confidence": pa.array(old["confidence"].to_numpy()),
+                "reinforcement_count": pa.array(old["count"].to_numpy()),
+                "last_reinforced": pa.array(old["last_reinforced"].to_numpy()),
+                "status": pa.array(codes.astype(np.int8)),
+                "status_changed_at": pa.array(changed, mask=changed < 0),
+            })
+            self.con.execute(
+                "UPDATE memory_facts SET confidence = u.confidence, reinforcement_count = u.reinforcement_count, "
+                f"last_reinforced = u.last_reinforced, status = {_STATUS_SQL.replace('status', 'u.status')}, "
+                "status_changed_at = coalesce(u.status_changed_at, memory_facts.status_changed_at), "
+                f"status_reason = coalesce({_REASON_SQL.replace('status', 'u.status')}, memory_facts.status_reason) "
+                "FROM upd u WHERE memory_facts.id = u.id")
+            self._mark_stale_parents_of(old["id"].to_numpy()[codes != K.STATUS_ACTIVE])
+        # evidence: one row per event, numbered in global order
+        by_g = np.argsort(sg, kind="stable")
+        in_rows = order[by_g]
+        if (in_rows == np.arange(len(in_rows))).all():
+            sess, msg, obs = t.column("session_id"), t.column("message_id"), t.column("ts")
+        else:
+            ev_rows = pa.array(in_rows)
+            sess, msg, obs = (t.column(c).take(ev_rows) for c in ("session_id", "message_id", "ts"))
+        ev_tbl = pa.table({  # noqa: F841 - read by DuckDB (replacement scan)
+            "id": pa.array(self._next_evidence_id + sg[by_g]),
+            "fact_id": pa.array(ev_id[by_g]),
+            "session_id": sess,
+            "message_id": msg,
+            "observed_at": obs,
+            "inserted": pa.array(ev_ins[by_g]),
+            "confidence": pa.array(ev_conf[by_g]),
+        })
+        self.con.execute(
+            "INSERT INTO memory_evidence SELECT id, fact_id, session_id, message_id, observed_at, "
+            "CASE WHEN inserted THEN 'insert' ELSE 'reinforce' END, confidence, 'observation' FROM ev_tbl")
+        self._next_fact_id += len(ids)
+        self._next_evidence_id += len(ev_id)
+        return ev_id
+
+    def replay(self, events: Any, consolidate_at: Any, prune: bool = True) -> "ReplayResult":
+        """Ingest a log with consolidations at the given times, set-based across the whole span.
+
+        Identical to ``for T in sorted(consolidate_at): ingest(events with ts < T not yet
+        ingested); consolidate(T, prune)`` followed by ``ingest(the rest)`` — but computed in one
+        pass (:mod:`factmem.waves`) and written at once. When the memory has derived facts with
+        links (pruning) or keys holding several active facts, it runs exactly that loop instead.
+        """
+        self._writable()
+        batch = events if isinstance(events, Batch) else load_batch(events)
+        grid = np.unique(np.asarray([to_seconds(t, name="consolidate_at") for t in np.asarray(consolidate_at).ravel()]
+                                    if np.asarray(consolidate_at).dtype.kind not in "iu"
+                                    else np.asarray(consolidate_at, dtype=np.int64).ravel(), dtype=np.int64))
+        with self._transaction():
+            P = self._prepare(batch) if len(batch) else None
+            if self._has_links or (P is not None and P.general_keys().any()) or P is None:
+                return self._replay_loop(batch, grid, prune)
+            return self._replay_waves(batch, P, grid)
+
+    def _replay_loop(self, batch: Batch, grid: np.ndarray, prune: bool) -> "ReplayResult":
+        ts = batch.column("ts").to_numpy()
+        totals = np.zeros(4, np.int64)
+        archived = 0
+        prev = None
+        for T in list(grid) + [None]:  # one iteration per consolidation, not per event
+            mask = np.ones(len(ts), bool) if T is None else ts < T
+            if prev is not None:
+                mask &= ts >= prev
+            if mask.any():
+                r = self._ingest(Batch(batch.table.filter(pa.array(mask)), batch.origin))
+                totals += [r.events, r.inserted, r.reinforced, r.superseded]
+            if T is not None:
+                archived += sum(self.consolidate(int(T), prune=prune))
+                prev = T
+        return ReplayResult(int(totals[0]), int(totals[1]), int(totals[2]), int(totals[3]), int(archived), len(grid))
+
+    def _replay_waves(self, batch: Batch, P: "_Prepared", grid: np.ndarray) -> "ReplayResult":
+        from factmem.engine import waves as W
+
+        p = self._params
+        n, K_ = P.n, P.n_keys
+        init = W.InitialState.empty(K_)
+        init.has[P.ex_key] = True
+        init.obj[P.ex_key] = P.ex_obj
+        init.confidence[P.ex_key] = P.ex_conf
+        init.last_reinforced[P.ex_key] = P.ex_last
+        init.decay_rate[P.ex_key] = P.ex_rate
+        init_id = np.full(K_, K.NO_REF, np.int64)
+        init_id[P.ex_key] = P.ex_id
+        init_cnt = np.zeros(K_, np.int64)
+        init_cnt[P.ex_key] = P.ex_cnt
+        horizon = int(grid[-1]) if grid.size else None
+        res = W.replay_waves(P.key, P.obj, P.ts, P.kind, K_, W.ParamArrays.of([p]), grid, init, horizon=horizon)
+        conf, ins, origin, end, reason = (res.in_event_order(a)[0] for a in ("conf", "inserted", "origin", "end", "reason"))
+        ev_ref = np.where(origin >= 0, K.provisional_ref(P.gpos[np.maximum(origin, 0)]), init_id[-1 - np.minimum(origin, -1)])
+
+        # one fact per run of equal origins (a fact's events are contiguous in key order)
+        start = np.ones(n, bool)
+        start[1:] = origin[1:] != origin[:-1]
+        fe = np.flatnonzero(start)
+        le = np.append(fe[1:], n) - 1
+        size = le - fe + 1
+        g_origin = origin[fe]
+        is_new = g_origin >= 0
+        status = np.select([reason[le] == W.REASON_SUPERSEDED, reason[le] == W.REASON_ARCHIVED],
+                           [K.STATUS_SUPERSEDED, K.STATUS_ARCHIVED], K.STATUS_ACTIVE)
+        changed = np.where(status != K.STATUS_ACTIVE, end[le], -1)
+        # a new fact supersedes the state before it when that state ended by contradiction
+        first_of_key = np.ones(n, bool)
+        first_of_key[1:] = P.key[1:] != P.key[:-1]
+        sup = np.full(len(fe), K.NO_REF, np.int64)
+        inner = is_new & ~first_of_key[fe]
+        prev = fe[inner] - 1
+        sup[inner] = np.where(reason[prev] == W.REASON_SUPERSEDED, ev_ref[prev], K.NO_REF)
+        at_key_start = is_new & first_of_key[fe]
+        kx = P.key[fe[at_key_start]]
+        sup[at_key_start] = np.where(init.has[kx] & (res.init_reason[0][kx] == W.REASON_SUPERSEDED), init_id[kx], K.NO_REF)
+        rates = p.decay_rate.as_array()
+        gkey = -1 - np.minimum(g_origin, -1)
+        cols = {
+            "ref": ev_ref[fe],
+            "confidence": conf[le],
+            "count": np.where(is_new, size - 1, init_cnt[gkey] + size),
+            "last_reinforced": P.ts[le],
+            "decay_rate": np.where(is_new, rates[P.kind[fe]], init.decay_rate[gkey]),
+            "status": status,
+            "status_changed_at": changed,
+            "supersedes": sup,
+            "reinforced": np.ones(len(fe), bool),
+            "first_event": fe,
+        }
+        # initial facts of touched keys that ended before being reinforced
+        ir = res.init_reason[0]
+        gone_k = np.flatnonzero(init.has & ((ir == W.REASON_SUPERSEDED) | (ir == W.REASON_ARCHIVED)))
+        # active facts no event touches: archived by a consolidation or left alone
+        others = self.con.execute(
+            "SELECT id, confidence, reinforcement_count, last_reinforced, decay_rate FROM memory_facts "
+            "WHERE status = 'active'").fetchnumpy()
+        keep = ~np.isin(others["id"], P.ex_id)
+        o_at = W.first_archive_time(others["confidence"][keep], others["decay_rate"][keep],
+                                    others["last_reinforced"][keep], p.archive_threshold, grid,
+                                    horizon if horizon is not None else np.iinfo(np.int64).min)
+        hit = o_at != W.OPEN
+        extra = {
+            "ref": np.concatenate([init_id[gone_k], others["id"][keep][hit]]),
+            "confidence": np.concatenate([init.confidence[gone_k], others["confidence"][keep][hit]]),
+            "count": np.concatenate([init_cnt[gone_k], others["reinforcement_count"][keep][hit]]),
+            "last_reinforced": np.concatenate([init.last_reinforced[gone_k], others["last_reinforced"][keep][hit]]),
+            "decay_rate": np.concatenate([init.decay_rate[gone_k], others["decay_rate"][keep][hit]]),
+            "status": np.concatenate([np.where(ir[gone_k] == W.REASON_SUPERSEDED, K.STATUS_SUPERSEDED, K.STATUS_ARCHIVED),
+                                      np.full(int(hit.sum()), K.STATUS_ARCHIVED)]),
+            "status_changed_at": np.concatenate([res.init_end[0][gone_k], o_at[hit]]),
+            "supersedes": np.full(len(gone_k) + int(hit.sum()), K.NO_REF, np.int64),
+            "reinforced": np.zeros(len(gone_k) + int(hit.sum()), bool),
+            "first_event": np.full(len(gone_k) + int(hit.sum()), -1, np.int64),
+        }
+        facts = K._facts_frame({k: np.concatenate([cols[k], extra[k]]) for k in cols})
+        new = facts["ref"].to_numpy() < 0
+        facts["row"] = -1
+        facts.loc[new, "row"] = P.order[facts["first_event"].to_numpy()[new]]
+        self._write_batch(batch, P.order, ev_ref, ins, conf, P.gpos, facts)
+        st = facts["status"].to_numpy()
+        return ReplayResult(n, int(ins.sum()), int(n - ins.sum()), int((st == K.STATUS_SUPERSEDED).sum()),
+                            int((st == K.STATUS_ARCHIVED).sum()), len(grid))
+
+
+@dataclass
+class _Prepared:
+    """A batch encoded for the kernels: events sorted by (key, global order), plus the active facts
+    (``ex_*``) of the keys it touches."""
+
+    n: int
+    n_keys: int
+    order: np.ndarray  # sorted position -> input row
+    key: np.ndarray
+    gpos: np.ndarray
+    obj: np.ndarray
+    ts: np.ndarray
+    kind: np.ndarray
+    key_multi: np.ndarray
+    ex_key: np.ndarray
+    ex_obj: np.ndarray
+    ex_id: np.ndarray
+    ex_conf: np.ndarray
+    ex_cnt: np.ndarray
+    ex_last: np.ndarray
+    ex_rate: np.ndarray
+
+    def general_keys(self) -> np.ndarray:
+        """Keys holding two or more active facts (only after multi_valued_predicates changed)."""
+        return np.bincount(self.ex_key, minlength=self.n_keys) >= 2
+
+
+def _encode(arr: pa.Array) -> tuple[np.ndarray, pa.Array]:
+    """Dictionary-encode a string column: (int64 codes, dictionary)."""
+    enc = pc.dictionary_encode(arr)
+    return enc.indices.to_numpy(zero_copy_only=False).astype(np.int64), enc.dictionary
