@@ -6,7 +6,8 @@ from __future__ import annotations
 __version__ = "0.1.0"
 
 from factmem.errors import FactmemError, InputError, StoreError  # noqa: E402
-from factmem.core.params import KINDS, MemoryParams  # noqa: E402
+from factmem.core.codes import KINDS
+from factmem.core.params import MemoryParams
 
 __all__ = ["__version__", "FactmemError", "InputError", "StoreError", "KINDS", "MemoryParams"]
 

@@ -32,7 +32,8 @@ from factmem.export import (
     write_params_file,
 )
 from factmem.export.rust import render_rust, rust_f64, rust_str
-from factmem.core.params import KINDS, MemoryParams
+from factmem.core.codes import KINDS
+from factmem.core.params import MemoryParams
 
 # -- strategies ---------------------------------------------------------------------------------------------
 

@@ -8,7 +8,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from factmem.evaluation.metrics import OPEN, Evaluator, weighted_auc
+from factmem.core.codes import OPEN
+from factmem.evaluation.metrics import Evaluator, weighted_auc
 
 D = 86400
 EXPLICIT = 0

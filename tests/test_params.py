@@ -8,7 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from factmem.core.params import KINDS, MemoryParams, PerKind
+from factmem.core.codes import KINDS
+
+from factmem.core.params import MemoryParams, PerKind
 
 
 def test_seed_defaults():

@@ -18,7 +18,8 @@ from matplotlib.image import AxesImage
 from matplotlib.patches import Rectangle
 
 from factmem import plots
-from factmem.core.params import KINDS, MemoryParams
+from factmem.core.codes import KINDS
+from factmem.core.params import MemoryParams
 from factmem.store.factstore import FactStore
 
 D = 86400

@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 
 from factmem.cli.main import main
 from factmem.errors import ExportError, ProductionDBError
-from factmem.core.params import KINDS, MemoryParams
+from factmem.core.codes import KINDS
+from factmem.core.params import MemoryParams
 from factmem.store.schema import SEED_FACT_COLUMNS
 from factmem.export.sqlite import (
     EVIDENCE_DDL,

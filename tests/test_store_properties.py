@@ -9,7 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from factmem.core.params import KINDS, MemoryParams
+from factmem.core.codes import KINDS
+
+from factmem.core.params import MemoryParams
 from factmem.store.factstore import Evidence, FactStore
 
 from .reference import RefMemory

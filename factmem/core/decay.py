@@ -17,9 +17,9 @@ import math
 import numpy as np
 import pandas as pd
 
-from factmem.core.params import KINDS, MemoryParams
+from factmem.core.codes import KINDS, SECONDS_PER_DAY
+from factmem.core.params import MemoryParams
 
-SECONDS_PER_DAY = 86400.0
 LN2 = math.log(2.0)
 
 

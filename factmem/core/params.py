@@ -20,11 +20,8 @@ from typing import Any, Iterable, Mapping
 
 import numpy as np
 
-#: The four fact kinds of the seed, in the order used for integer kind codes.
-KINDS: tuple[str, ...] = ("explicit", "user_preference", "episodic", "derived")
-KIND_CODES: dict[str, int] = {k: i for i, k in enumerate(KINDS)}
+from factmem.core.codes import KIND_CODES, KINDS, REINFORCE_BASES, ReinforceBase
 
-REINFORCE_BASES: tuple[str, ...] = ("stored", "effective")
 
 SEED_DECAY_RATE = {"explicit": 0.05, "user_preference": 0.02, "episodic": 0.30, "derived": 0.02}
 SEED_INITIAL_CONFIDENCE = {"explicit": 0.4, "user_preference": 0.5, "episodic": 0.4, "derived": 0.5}
@@ -111,7 +108,7 @@ class MemoryParams:
     min_cluster: int = 3
     max_facts: int = 2
     temperature: float = 0.0
-    reinforce_base: str = "stored"
+    reinforce_base: ReinforceBase = "stored"
     multi_valued_predicates: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:

@@ -9,7 +9,6 @@ from typing import Any
 
 import numpy as np
 
-SECONDS_PER_DAY = 86400
 
 
 def to_seconds(at: Any, *, name: str = "at") -> int:

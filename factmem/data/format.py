@@ -26,7 +26,7 @@ import pyarrow.csv as pacsv
 import pyarrow.json as pajson
 
 from factmem.errors import InputError
-from factmem.core.params import KINDS
+from factmem.core.codes import KINDS, MENTION_KINDS
 
 LOG_FILE = "log.jsonl"
 TRUTH_FILE = "truth.csv"
@@ -35,7 +35,6 @@ SCENARIO_FILE = "scenario.toml"
 DATASET_FILES = (LOG_FILE, TRUTH_FILE, GENERALIZATIONS_FILE, SCENARIO_FILE)
 
 #: Kinds a mention may carry: derived facts come from abstraction, never from a log.
-MENTION_KINDS: tuple[str, ...] = tuple(k for k in KINDS if k != "derived")
 #: Values of truth's ``noise`` column (empty = an ordinary fact).
 NOISE_LABELS: tuple[str, ...] = ("misstatement", "irrelevant")
 

@@ -34,10 +34,10 @@ import pyarrow.compute as pc
 from factmem.data.logs import Dataset, make_dataset, save
 from factmem.data.presets import PRESETS, preset, resolve
 from factmem.data.scenario import Scenario
+from factmem.core.codes import DAY
 
 __all__ = ["generate", "write", "PRESETS", "preset", "Scenario"]
 
-DAY = 86400
 _BIG = 1 << 42  # separates personas (or groups) in one sorted int64 key; >> any relative time
 _NA = np.iinfo(np.int64).max  # "no end" sentinel for relative times
 _STAGES = ("personas", "sessions", "timelines", "episodes", "mentions", "noise", "layout", "text")

@@ -42,9 +42,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from factmem.errors import InputError
-from factmem.data.logs import MENTION_KINDS, Dataset, make_dataset
+from factmem.core.codes import MENTION_KINDS
+from factmem.data.logs import Dataset, make_dataset
+from factmem.core.codes import DAY
 
-DAY = 86400
 _UNKNOWN = {"", "none", "null", "nan", "unknown", "####-##-##", "####", "####-##"}
 _BOUND_RE = r"^(-?[0-9]{1,4})(?:-([0-9]{2}|##)(?:-([0-9]{2}|##))?)?$"
 _HEADER = ("subject", "predicate", "object", "start", "end")

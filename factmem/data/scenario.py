@@ -20,9 +20,10 @@ from datetime import date, datetime, timezone
 from pathlib import Path
 from typing import Any, Mapping
 
+from factmem.core.codes import MENTION_KINDS
 from factmem.core.params import dumps_toml
 
-SCENARIO_KINDS = ("explicit", "user_preference", "episodic")
+
 CARDINALITIES = ("single", "multi")
 EPISODES = ("event", "state")
 FORMAT_VERSION = 1
@@ -241,7 +242,7 @@ class Predicate:
             return v
 
         checks = {
-            "kind": choice(SCENARIO_KINDS), "cardinality": choice(CARDINALITIES), "episode": choice(EPISODES),
+            "kind": choice(MENTION_KINDS), "cardinality": choice(CARDINALITIES), "episode": choice(EPISODES),
             "values": _strs, "templates": templates,
             "salience": lambda p, v: _num(p, v, 0.0, 1.0),
             "lifetime_days": lambda p, v: _num(p, v, 1.0 / 24, allow_inf=True),

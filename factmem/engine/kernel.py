@@ -27,13 +27,13 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from factmem.core.codes import Status
 from factmem.core.decay import age_days, effective_confidence, reinforce
 from factmem.core.params import MemoryParams
 
 NO_REF = np.iinfo(np.int64).min  # "no fact" in reference arrays
 NO_OBJ = -1  # object code of an existing fact whose object does not occur in the batch
 
-STATUS_ACTIVE, STATUS_SUPERSEDED, STATUS_ARCHIVED = 0, 1, 2
 
 
 @dataclass
@@ -153,7 +153,7 @@ def replay_fast(
     last = rs + run_len - 1
     next_same = np.zeros(len(rs), bool)
     next_same[:-1] = run_key[1:] == run_key[:-1]
-    status = np.where(next_same, STATUS_SUPERSEDED, STATUS_ACTIVE)
+    status = np.where(next_same, Status.SUPERSEDED, Status.ACTIVE)
     changed_at = np.full(len(rs), -1, np.int64)
     changed_at[:-1] = np.where(next_same[:-1], ts[rs[1:]], -1)
 
@@ -187,7 +187,7 @@ def replay_fast(
             "count": state.count[dk],
             "last_reinforced": state.last_reinforced[dk],
             "decay_rate": state.decay_rate[dk],
-            "status": np.full(dk.size, STATUS_SUPERSEDED),
+            "status": np.full(dk.size, Status.SUPERSEDED),
             "status_changed_at": ts[rs[displaced]],
             "supersedes": np.full(dk.size, NO_REF, np.int64),
             "reinforced": np.zeros(dk.size, bool),
@@ -231,7 +231,7 @@ def replay_general(
     st = st.rename(columns={"id": "ref"})
     st["is_new"] = False
     st["order"] = st["ref"]  # ties in last_reinforced break by id; new facts sort after old
-    st["status"] = STATUS_ACTIVE
+    st["status"] = Status.ACTIVE
     st["status_changed_at"] = np.int64(-1)
     st["supersedes"] = NO_REF
     st["reinforced"] = False
@@ -251,7 +251,7 @@ def replay_general(
         if not ev.size:
             continue
         w = pd.DataFrame({"ev": ev, "key": key[ev], "obj": obj[ev]})
-        act = st[st["status"] == STATUS_ACTIVE]
+        act = st[st["status"] == Status.ACTIVE]
         # latest active fact per (key, obj) and per key, by (last_reinforced, order)
         act = act.sort_values(["last_reinforced", "is_new", "order"], kind="stable")
         same = act.drop_duplicates(["key", "obj"], keep="last")[["key", "obj"]].reset_index()
@@ -283,7 +283,7 @@ def replay_general(
             can = ~np.isnan(latest) & ~multi[key[e]]
             if can.any():
                 rows = latest[can].astype(np.int64)
-                st.loc[rows, "status"] = STATUS_SUPERSEDED
+                st.loc[rows, "status"] = Status.SUPERSEDED
                 st.loc[rows, "status_changed_at"] = ts[e[can]]
                 sup[can] = st["ref"].to_numpy()[rows]
             refs = provisional_ref(gpos[e])
@@ -291,7 +291,7 @@ def replay_general(
             add = pd.DataFrame({
                 "key": key[e], "obj": obj[e], "ref": refs, "confidence": c0,
                 "count": np.zeros(e.size, np.int64), "last_reinforced": ts[e], "decay_rate": rates[kind[e]],
-                "is_new": True, "order": gpos[e], "status": STATUS_ACTIVE,
+                "is_new": True, "order": gpos[e], "status": Status.ACTIVE,
                 "status_changed_at": np.full(e.size, -1, np.int64), "supersedes": sup,
                 "reinforced": True, "first_event": e,
             })
@@ -299,7 +299,7 @@ def replay_general(
             ev_ref[e] = refs
             ev_ins[e] = True
             ev_conf[e] = c0
-    touched = st["reinforced"].to_numpy() | (st["status"].to_numpy() != STATUS_ACTIVE)
+    touched = st["reinforced"].to_numpy() | (st["status"].to_numpy() != Status.ACTIVE)
     out = st[touched]
     facts = _facts_frame({k: out[k].to_numpy() for k in
                           ["ref", "confidence", "count", "last_reinforced", "decay_rate", "status",

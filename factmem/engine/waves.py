@@ -23,13 +23,12 @@ from typing import Sequence
 
 import numpy as np
 
-from factmem.core.decay import SECONDS_PER_DAY, effective_confidence, reinforce
+from factmem.core.codes import OPEN, SECONDS_PER_DAY, EndReason
+from factmem.core.decay import effective_confidence, reinforce
 from factmem.core.params import MemoryParams
 
-OPEN = np.iinfo(np.int64).max  # a state still active at the end of the replay
 
 # why a fact's state ended
-REASON_REINFORCED, REASON_SUPERSEDED, REASON_ARCHIVED, REASON_OPEN = 0, 1, 2, 3
 
 
 @dataclass(frozen=True)
@@ -84,7 +83,7 @@ class WaveResult:
     ``-1 - key`` for the key's initial fact. ``end``/``reason``: when and why the state after the
     event ends (next event reinforcing or superseding it, archival by a consolidation, or OPEN).
     ``init_end``/``init_reason`` (per parameter set, key): the same for each key's initial fact
-    before the key's first event (REASON_REINFORCED when the first event reinforces it).
+    before the key's first event (EndReason.REINFORCED when the first event reinforces it).
     ``rate``: the decay rate of the fact current after each event.
     """
 
@@ -264,7 +263,7 @@ def replay_waves(key: np.ndarray, obj: np.ndarray, ts: np.ndarray, kind: np.ndar
         a, b = int(offset[r]), int(offset[r + 1]) if r + 1 < max_len else 0
         if nxt:
             end[a:a + nxt] = ts_row[b:b + nxt][:, None]
-            reason[a:a + nxt] = np.where(archived_before[b:b + nxt], REASON_ARCHIVED, REASON_REINFORCED)
+            reason[a:a + nxt] = np.where(archived_before[b:b + nxt], EndReason.ARCHIVED, EndReason.REINFORCED)
     if n_runs:
         last_row = offset[p_len - 1] + np.arange(n_runs)  # each run's last event, runs in length order
         has_next_run = np.zeros(n_runs, bool)  # by original run index; perm maps length order to it
@@ -274,12 +273,12 @@ def replay_waves(key: np.ndarray, obj: np.ndarray, ts: np.ndarray, kind: np.ndar
         t_next = ts[rs[nx]]
         arch = _archived_by(conf[lr_a], rate_out[lr_a], ts_row[lr_a], t_next, thr, grid)
         end[lr_a] = t_next[:, None]
-        reason[lr_a] = np.where(arch, REASON_ARCHIVED, REASON_SUPERSEDED)
+        reason[lr_a] = np.where(arch, EndReason.ARCHIVED, EndReason.SUPERSEDED)
         # archived before its next event (same run or the next run): when exactly
         is_tail = np.zeros(n, bool)
         tail = last_row[~across]
         is_tail[tail] = True
-        ri, pi = np.nonzero((reason == REASON_ARCHIVED) & ~is_tail[:, None])  # tail rows are set below
+        ri, pi = np.nonzero((reason == EndReason.ARCHIVED) & ~is_tail[:, None])  # tail rows are set below
         if ri.size:
             end[ri, pi] = first_archive_time(conf[ri, pi], rate_out[ri, pi], ts_row[ri], thr1[pi], grid, end[ri, pi],
                                              known_archived=True)
@@ -287,13 +286,13 @@ def replay_waves(key: np.ndarray, obj: np.ndarray, ts: np.ndarray, kind: np.ndar
         if grid.size:
             at = first_archive_time(conf[tail], rate_out[tail], ts_row[tail][:, None], thr, grid, horizon)
             end[tail] = at
-            reason[tail] = np.where(at != OPEN, REASON_ARCHIVED, REASON_OPEN)
+            reason[tail] = np.where(at != OPEN, EndReason.ARCHIVED, EndReason.OPEN)
         else:
-            end[tail], reason[tail] = OPEN, REASON_OPEN
+            end[tail], reason[tail] = OPEN, EndReason.OPEN
 
     # -- the initial facts of keys with events --------------------------------------------------
     init_end = np.full((n_keys, m), OPEN, np.int64)
-    init_reason = np.full((n_keys, m), REASON_OPEN, np.int8)
+    init_reason = np.full((n_keys, m), EndReason.OPEN, np.int8)
     counts = np.bincount(key, minlength=n_keys)
     kk = np.flatnonzero(init.has & (counts > 0))
     if kk.size:
@@ -308,7 +307,7 @@ def replay_waves(key: np.ndarray, obj: np.ndarray, ts: np.ndarray, kind: np.ndar
         arch_s = _archived_by(ic, ir, init.last_reinforced[kk], ts[fe], thr, grid)
         arch = np.where(continues, arch_c, arch_s)
         init_end[kk] = ts[fe][:, None]
-        init_reason[kk] = np.where(arch, REASON_ARCHIVED, np.where(continues, REASON_REINFORCED, REASON_SUPERSEDED))
+        init_reason[kk] = np.where(arch, EndReason.ARCHIVED, np.where(continues, EndReason.REINFORCED, EndReason.SUPERSEDED))
         ki, pi = np.nonzero(arch)
         if ki.size:
             kx = kk[ki]

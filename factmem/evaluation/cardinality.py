@@ -15,8 +15,8 @@ from typing import Iterable
 import numpy as np
 import pandas as pd
 
-DAY = 86400
-OPEN = np.iinfo(np.int64).max
+from factmem.core.codes import DAY, OPEN
+
 
 
 def measure_cardinality(truth: pd.DataFrame | None = None, events: pd.DataFrame | None = None, *,

@@ -43,12 +43,10 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-OPEN = np.iinfo(np.int64).max
-KIND_NAMES = ("explicit", "user_preference", "episodic", "derived")
-REASON_REINFORCED, REASON_SUPERSEDED, REASON_ARCHIVED, REASON_OPEN, REASON_PRUNED = 0, 1, 2, 3, 4
+from factmem.core.codes import KINDS, OPEN, SECONDS_PER_DAY, EndReason
+
 EPS = 1e-4
 AGE_EDGES_DAYS = np.array([0, 1, 3, 7, 14, 30, 60, 120, np.inf])
-SECONDS_PER_DAY = 86400.0
 
 BELIEF_COLUMNS = ("triple", "kind", "start", "end", "reason", "confidence", "rate")
 
@@ -162,7 +160,7 @@ class Evaluator:
         self._mentioned = _diff_count(n, mk0, np.full(n_tr, n)) if n_tr else np.zeros(n)
         self._mentioned_true = _diff_count(n, self._mt_k0, self.t_k1)
         self._mentioned_by_kind, self._mentioned_true_by_kind = [], []
-        for k in range(len(KIND_NAMES)):
+        for k in range(len(KINDS)):
             trip_k = self.kind_of_triple == k
             tk = self.t_kind == k
             self._mentioned_by_kind.append(_diff_count(n, mk0[trip_k], np.full(int(trip_k.sum()), n)))
@@ -208,7 +206,7 @@ class Evaluator:
         cp, n = self.cp, len(self.cp)
         start, end, reason = b["start"].astype(np.int64), b["end"].astype(np.int64), b["reason"].astype(np.int64)
         conf, rate, triple, kind = b["confidence"].astype(float), b["rate"].astype(float), b["triple"].astype(np.int64), b["kind"].astype(np.int64)
-        by_event = (reason == REASON_REINFORCED) | (reason == REASON_SUPERSEDED)
+        by_event = (reason == EndReason.REINFORCED) | (reason == EndReason.SUPERSEDED)
         vis_end = np.where(by_event, end + 1, end)  # an event at `end` is seen only after `end`
         k0 = np.searchsorted(cp, start + 1, "left")
         k1 = np.where(end == OPEN, n, np.searchsorted(cp, np.where(end == OPEN, 0, vis_end), "left"))
@@ -288,7 +286,7 @@ class Evaluator:
         return kb
 
     def _lost(self, triple, kind, start, end, reason) -> pd.DataFrame:
-        arch = np.flatnonzero((reason == REASON_ARCHIVED) | (reason == REASON_PRUNED))
+        arch = np.flatnonzero((reason == EndReason.ARCHIVED) | (reason == EndReason.PRUNED))
         cols = ["triple", "kind", "archived_at", "needed_again_at", "why"]
         if arch.size == 0:
             return pd.DataFrame({c: pd.Series(dtype=np.int64 if c != "why" else object) for c in cols})
@@ -302,7 +300,7 @@ class Evaluator:
         sel = arch[pb]
         return pd.DataFrame({
             "triple": triple[sel], "kind": kind[sel], "archived_at": end[sel], "needed_again_at": nxt,
-            "why": np.where(reason[sel] == REASON_PRUNED, "pruned", "decay"),
+            "why": np.where(reason[sel] == EndReason.PRUNED, "pruned", "decay"),
         }).sort_values(["archived_at", "triple"], kind="stable").reset_index(drop=True)
 
     def _calibration(self, triple, kind, start, conf, rate, k0, k1, pb, pt, part: tuple[int, int]) -> dict:
@@ -368,7 +366,7 @@ class Evaluator:
         }
         # by kind: held samples by the fact's kind, unheld by the triple's kind
         rows = []
-        for k, name in enumerate(KIND_NAMES):
+        for k, name in enumerate(KINDS):
             sel = sk == k
             # unheld split by kind needs per-kind population counts
             mt_k = self._mentioned_true_by_kind[k][cal_idx]
@@ -416,7 +414,7 @@ def _reliability(p: np.ndarray, y: np.ndarray, kind: np.ndarray, n_bins: int = 1
         return pd.DataFrame(columns=cols)
     b = np.minimum((p * n_bins).astype(np.int64), n_bins - 1)
     frames = []
-    for name, sel in [("all", np.ones(p.size, bool))] + [(k, kind == i) for i, k in enumerate(KIND_NAMES)]:
+    for name, sel in [("all", np.ones(p.size, bool))] + [(k, kind == i) for i, k in enumerate(KINDS)]:
         if not sel.any():
             continue
         nb = np.bincount(b[sel], minlength=n_bins)

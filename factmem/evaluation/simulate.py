@@ -28,14 +28,12 @@ import pandas as pd
 from factmem.engine import waves as W
 from factmem.errors import InputError
 from factmem.data.logs import Dataset, load
-from factmem.evaluation.metrics import (OPEN, REASON_ARCHIVED, REASON_OPEN, REASON_PRUNED, REASON_REINFORCED,
-                      REASON_SUPERSEDED, Evaluation, Evaluator)
-from factmem.core.params import KIND_CODES, KINDS, MemoryParams
+from factmem.evaluation.metrics import Evaluation, Evaluator
+from factmem.core.codes import DAY, HOUR, KIND_CODES, KINDS, OPEN, EndReason
+from factmem.core.params import MemoryParams
 from factmem.abstraction.passes import abstract
 from factmem.store.factstore import FactStore
 
-HOUR = 3600
-DAY = 86400
 
 
 @dataclass(frozen=True)
@@ -164,9 +162,9 @@ def beliefs_from_store(store: FactStore, prepared: PreparedLog) -> pd.DataFrame:
     nxt_same = np.zeros(len(fid), bool)
     nxt_same[:-1] = fid[1:] == fid[:-1]
     end = np.full(len(fid), OPEN, np.int64)
-    reason = np.full(len(fid), REASON_OPEN, np.int64)
+    reason = np.full(len(fid), EndReason.OPEN, np.int64)
     end[:-1] = np.where(nxt_same[:-1], obs[1:], OPEN)
-    reason[nxt_same] = REASON_REINFORCED
+    reason[nxt_same] = EndReason.REINFORCED
     last = ~nxt_same
     fr = f.reindex(fid)  # each observation's fact
     status = fr["status"].to_numpy(object)
@@ -174,9 +172,9 @@ def beliefs_from_store(store: FactStore, prepared: PreparedLog) -> pd.DataFrame:
     why = fr["status_reason"].to_numpy(object)
     gone = last & (status != "active")
     end[gone] = changed[gone].astype(np.int64)
-    reason[gone & (status == "superseded")] = REASON_SUPERSEDED
-    reason[gone & (status == "archived") & (why == "pruned")] = REASON_PRUNED
-    reason[gone & (status == "archived") & (why != "pruned")] = REASON_ARCHIVED
+    reason[gone & (status == "superseded")] = EndReason.SUPERSEDED
+    reason[gone & (status == "archived") & (why == "pruned")] = EndReason.PRUNED
+    reason[gone & (status == "archived") & (why != "pruned")] = EndReason.ARCHIVED
     return pd.DataFrame({
         "triple": prepared.codes(fr["subject"], fr["predicate"], fr["object"]),
         "kind": fr["kind"].map(pd.Series(KIND_CODES)).to_numpy(np.int64), "start": obs, "end": end,

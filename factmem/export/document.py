@@ -62,7 +62,8 @@ import pandas as pd
 from factmem import __version__
 from factmem.errors import ParamsFileError
 from factmem.export.atomic import atomic_write, write_text
-from factmem.core.params import KINDS, PER_KIND_FIELDS, MemoryParams, PerKind, dumps_toml
+from factmem.core.codes import KINDS
+from factmem.core.params import PER_KIND_FIELDS, MemoryParams, PerKind, dumps_toml
 
 #: The schema this factmem writes and reads.
 PARAMS_SCHEMA = "factmem.params/1"

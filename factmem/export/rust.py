@@ -32,7 +32,8 @@ from factmem.core.decay import reinforce
 from factmem.errors import ExportError
 from factmem.export.atomic import write_text
 from factmem.export.document import FIELD_TYPES, PARAMS_SCHEMA, ParamsDocument, as_document, params_fingerprint
-from factmem.core.params import KINDS, REINFORCE_BASES, MemoryParams
+from factmem.core.codes import KINDS, REINFORCE_BASES
+from factmem.core.params import MemoryParams
 
 _U32_MAX = 2**32 - 1
 _RUST_PATH = re.compile(r"(::)?[A-Za-z_][A-Za-z0-9_]*(::[A-Za-z_][A-Za-z0-9_]*)*")

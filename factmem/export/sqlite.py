@@ -62,7 +62,8 @@ from tqdm.auto import tqdm
 from factmem import __version__
 from factmem.errors import ExportError, ProductionDBError, StoreError
 from factmem.export.atomic import atomic_write
-from factmem.core.params import KINDS, MemoryParams
+from factmem.core.codes import KINDS
+from factmem.core.params import MemoryParams
 from factmem.store.schema import STATUSES
 from factmem.store.factstore import FactStore
 

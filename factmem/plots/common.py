@@ -20,9 +20,8 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
-#: The four fact kinds, in factmem's order (equal to ``factmem.params.KINDS``; not imported, since
-#: plots stand on the ground floor).
-KINDS: tuple[str, ...] = ("explicit", "user_preference", "episodic", "derived")
+# Plots speak DataFrames and plain values; they take only the shared vocabularies from core.
+from factmem.core.codes import KINDS, STATUSES  # noqa: F401 - re-exported for the figures
 
 #: One colour per fact kind, the same in every figure (Okabe–Ito palette: colour-blind safe).
 KIND_COLORS: dict[str, str] = {

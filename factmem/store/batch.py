@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from factmem.errors import InputError
-from factmem.core.params import KIND_CODES, KINDS
+from factmem.core.codes import KINDS, KIND_CODES
 
 REQUIRED = ("ts", "subject", "predicate", "object", "kind")
 OPTIONAL = ("session_id", "message_id", "note")

@@ -26,7 +26,8 @@ import pyarrow as pa
 from factmem import __version__
 from factmem.core.decay import age_days, effective_confidence, reinforce
 from factmem.errors import InputError, SchemaVersionError, StoreError, StoreLockedError
-from factmem.core.params import KIND_CODES, KINDS, MemoryParams
+from factmem.core.codes import KINDS, KIND_CODES
+from factmem.core.params import MemoryParams
 from factmem.store.schema import DDL, SCHEMA_VERSION, effective_sql
 from factmem.store.writes import BatchWrites, IngestResult, ReplayResult  # noqa: F401 - part of the API
 from factmem.store.reads import Fact, Reads  # noqa: F401 - part of the API

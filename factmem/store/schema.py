@@ -14,6 +14,8 @@ bulk-loads and scans much faster without an ART index (which would also hold eve
 
 from __future__ import annotations
 
+from factmem.core.codes import STATUSES  # noqa: F401 - part of the schema's vocabulary
+
 SCHEMA_VERSION = 1
 
 SEED_FACT_COLUMNS: tuple[str, ...] = (
@@ -26,7 +28,6 @@ EVIDENCE_COLUMNS: tuple[str, ...] = (
 )
 LINK_COLUMNS: tuple[str, ...] = ("parent_id", "child_id", "created_at")
 
-STATUSES: tuple[str, ...] = ("active", "archived", "superseded")
 
 DDL = """
 CREATE TABLE IF NOT EXISTS factmem_meta (

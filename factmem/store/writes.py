@@ -15,6 +15,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from factmem.core.codes import OPEN, EndReason, Status
 from factmem.engine import kernel as K
 from factmem.store.batch import Batch, load_batch
 from factmem.core.timeutil import to_seconds
@@ -175,7 +176,7 @@ class BatchWrites:
 
         fact_ids = np.empty(n, np.int64)
         fact_ids[order] = ev_id
-        superseded = int((facts["status"].to_numpy() == K.STATUS_SUPERSEDED).sum())
+        superseded = int((facts["status"].to_numpy() == Status.SUPERSEDED).sum())
         return IngestResult(n, int(ev_ins.sum()), int(n - ev_ins.sum()), superseded, fact_ids)
 
     def _write_batch(self, batch: Batch, order, ev_ref, ev_ins, ev_conf, sg, facts: pd.DataFrame) -> np.ndarray:
@@ -232,7 +233,7 @@ class BatchWrites:
                 "status_changed_at = coalesce(u.status_changed_at, memory_facts.status_changed_at), "
                 f"status_reason = coalesce({_REASON_SQL.replace('status', 'u.status')}, memory_facts.status_reason) "
                 "FROM upd u WHERE memory_facts.id = u.id")
-            self._mark_stale_parents_of(old["id"].to_numpy()[codes != K.STATUS_ACTIVE])
+            self._mark_stale_parents_of(old["id"].to_numpy()[codes != Status.ACTIVE])
         # evidence: one row per event, numbered in global order
         by_g = np.argsort(sg, kind="stable")
         in_rows = order[by_g]
@@ -321,19 +322,19 @@ class BatchWrites:
         size = le - fe + 1
         g_origin = origin[fe]
         is_new = g_origin >= 0
-        status = np.select([reason[le] == W.REASON_SUPERSEDED, reason[le] == W.REASON_ARCHIVED],
-                           [K.STATUS_SUPERSEDED, K.STATUS_ARCHIVED], K.STATUS_ACTIVE)
-        changed = np.where(status != K.STATUS_ACTIVE, end[le], -1)
+        status = np.select([reason[le] == EndReason.SUPERSEDED, reason[le] == EndReason.ARCHIVED],
+                           [Status.SUPERSEDED, Status.ARCHIVED], Status.ACTIVE)
+        changed = np.where(status != Status.ACTIVE, end[le], -1)
         # a new fact supersedes the state before it when that state ended by contradiction
         first_of_key = np.ones(n, bool)
         first_of_key[1:] = P.key[1:] != P.key[:-1]
         sup = np.full(len(fe), K.NO_REF, np.int64)
         inner = is_new & ~first_of_key[fe]
         prev = fe[inner] - 1
-        sup[inner] = np.where(reason[prev] == W.REASON_SUPERSEDED, ev_ref[prev], K.NO_REF)
+        sup[inner] = np.where(reason[prev] == EndReason.SUPERSEDED, ev_ref[prev], K.NO_REF)
         at_key_start = is_new & first_of_key[fe]
         kx = P.key[fe[at_key_start]]
-        sup[at_key_start] = np.where(init.has[kx] & (res.init_reason[0][kx] == W.REASON_SUPERSEDED), init_id[kx], K.NO_REF)
+        sup[at_key_start] = np.where(init.has[kx] & (res.init_reason[0][kx] == EndReason.SUPERSEDED), init_id[kx], K.NO_REF)
         rates = p.decay_rate.as_array()
         gkey = -1 - np.minimum(g_origin, -1)
         cols = {
@@ -350,7 +351,7 @@ class BatchWrites:
         }
         # initial facts of touched keys that ended before being reinforced
         ir = res.init_reason[0]
-        gone_k = np.flatnonzero(init.has & ((ir == W.REASON_SUPERSEDED) | (ir == W.REASON_ARCHIVED)))
+        gone_k = np.flatnonzero(init.has & ((ir == EndReason.SUPERSEDED) | (ir == EndReason.ARCHIVED)))
         # active facts no event touches: archived by a consolidation or left alone
         others = self.con.execute(
             "SELECT id, confidence, reinforcement_count, last_reinforced, decay_rate FROM memory_facts "
@@ -359,15 +360,15 @@ class BatchWrites:
         o_at = W.first_archive_time(others["confidence"][keep], others["decay_rate"][keep],
                                     others["last_reinforced"][keep], p.archive_threshold, grid,
                                     horizon if horizon is not None else np.iinfo(np.int64).min)
-        hit = o_at != W.OPEN
+        hit = o_at != OPEN
         extra = {
             "ref": np.concatenate([init_id[gone_k], others["id"][keep][hit]]),
             "confidence": np.concatenate([init.confidence[gone_k], others["confidence"][keep][hit]]),
             "count": np.concatenate([init_cnt[gone_k], others["reinforcement_count"][keep][hit]]),
             "last_reinforced": np.concatenate([init.last_reinforced[gone_k], others["last_reinforced"][keep][hit]]),
             "decay_rate": np.concatenate([init.decay_rate[gone_k], others["decay_rate"][keep][hit]]),
-            "status": np.concatenate([np.where(ir[gone_k] == W.REASON_SUPERSEDED, K.STATUS_SUPERSEDED, K.STATUS_ARCHIVED),
-                                      np.full(int(hit.sum()), K.STATUS_ARCHIVED)]),
+            "status": np.concatenate([np.where(ir[gone_k] == EndReason.SUPERSEDED, Status.SUPERSEDED, Status.ARCHIVED),
+                                      np.full(int(hit.sum()), Status.ARCHIVED)]),
             "status_changed_at": np.concatenate([res.init_end[0][gone_k], o_at[hit]]),
             "supersedes": np.full(len(gone_k) + int(hit.sum()), K.NO_REF, np.int64),
             "reinforced": np.zeros(len(gone_k) + int(hit.sum()), bool),
@@ -379,8 +380,8 @@ class BatchWrites:
         facts.loc[new, "row"] = P.order[facts["first_event"].to_numpy()[new]]
         self._write_batch(batch, P.order, ev_ref, ins, conf, P.gpos, facts)
         st = facts["status"].to_numpy()
-        return ReplayResult(n, int(ins.sum()), int(n - ins.sum()), int((st == K.STATUS_SUPERSEDED).sum()),
-                            int((st == K.STATUS_ARCHIVED).sum()), len(grid))
+        return ReplayResult(n, int(ins.sum()), int(n - ins.sum()), int((st == Status.SUPERSEDED).sum()),
+                            int((st == Status.ARCHIVED).sum()), len(grid))
 
 
 @dataclass
