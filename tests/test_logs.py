@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from factmem.core.codes import MENTION_KINDS
 from factmem.data import logs
 from factmem.errors import FactmemError, InputError
 from factmem.data.generate import generate
@@ -60,7 +61,7 @@ def test_events_table_is_ready_for_ingest(folder, tiny):
     assert list(ev.columns) == list(logs.EVENT_COLUMNS)
     assert ev["ts"].dtype == np.int64
     assert ev["ts"].is_monotonic_increasing
-    assert set(ev["kind"]) <= set(logs.MENTION_KINDS) and "derived" not in set(ev["kind"])
+    assert set(ev["kind"]) <= set(MENTION_KINDS) and "derived" not in set(ev["kind"])
     for c in ("subject", "predicate", "object", "kind", "session_id", "message_id"):
         assert ev[c].notna().all(), c
     # every mention points at a message whose timestamp it carries
