@@ -1,4 +1,11 @@
-"""Exceptions of factmem. Every error a user can act on derives from :class:`FactmemError`."""
+"""Exceptions of factmem: one hierarchy under :class:`FactmemError`.
+
+Every error a user can cause — bad data, a bad argument, a file that cannot be used, a provider that
+fails — derives from :class:`FactmemError`, carries a message naming what is wrong, and survives
+pickling (process pools, Dask). The command line catches :class:`FactmemError` only (exit status 2,
+one line); anything else is a bug and shows its traceback. Errors about bad input are also
+``ValueError`` (and a missing fact a ``KeyError``) for callers that expect the built-in classes.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +15,17 @@ class FactmemError(Exception):
 
 
 class InputError(FactmemError, ValueError):
-    """Bad input data (a batch, a file): the message names what is wrong; nothing was changed."""
+    """Bad input — data (a batch, a file) or an argument: the message names what is wrong (file, line,
+    field, value); nothing was changed. A ``ValueError`` too, for callers that expect one."""
+
+
+class ParamsError(InputError):
+    """A memory parameter is out of its domain or unknown: the message names the field and the value."""
+
+
+class ScenarioError(InputError):
+    """A generator scenario is invalid: the message names the key (``predicates.lives_in.lifetime_days``)
+    and the value."""
 
 
 class StoreError(FactmemError):
@@ -78,7 +95,7 @@ def _rebuild_cassette_miss(cls, message, key, path):
     return cls(message, key=key, path=path)
 
 
-class ParamsFileError(InputError):
+class ParamsFileError(ParamsError):
     """A parameters document (TOML/JSON) is malformed: the message names the file, the key and the value."""
 
 

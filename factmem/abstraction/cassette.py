@@ -36,7 +36,7 @@ import warnings
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from factmem.errors import CassetteError, CassetteMiss, ProviderError
+from factmem.errors import CassetteError, CassetteMiss, InputError, ProviderError
 
 try:  # POSIX: serialize appends across processes sharing a cassette (sweep workers)
     import fcntl
@@ -73,7 +73,7 @@ def cassette_key(model: str, messages: Sequence[dict], temperature: float, promp
     try:
         text = canonical_json(payload)
     except (TypeError, ValueError) as exc:
-        raise ValueError(f"cannot key this request: messages/temperature are not plain JSON ({exc})") from None
+        raise InputError(f"cannot key this request: messages/temperature are not plain JSON ({exc})") from None
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
@@ -116,13 +116,13 @@ class Cassette:
         record_errors: Iterable[str] = DEFAULT_RECORD_ERRORS,
     ):
         if mode not in MODES:
-            raise ValueError(f"cassette mode must be one of {MODES}, got {mode!r}")
+            raise InputError(f"cassette mode must be one of {MODES}, got {mode!r}")
         record_errors = tuple(record_errors)
         unknown = [k for k in record_errors if k not in ProviderError.KINDS]
         if unknown:
-            raise ValueError(f"record_errors: unknown ProviderError kind(s) {unknown}; known: {ProviderError.KINDS}")
+            raise InputError(f"record_errors: unknown ProviderError kind(s) {unknown}; known: {ProviderError.KINDS}")
         if provider is None and mode != "replay":
-            raise ValueError(f"cassette mode {mode!r} needs a provider to record from (only 'replay' works without)")
+            raise InputError(f"cassette mode {mode!r} needs a provider to record from (only 'replay' works without)")
         self.provider = provider
         self.path = Path(path)
         self.mode = mode
@@ -186,7 +186,7 @@ class Cassette:
             # one C-speed parse of the whole file rather than one json.loads per line
             entries = json.loads("[" + ",".join(lines) + "]")
             if len(entries) != len(lines):  # a line holding "1,2" would parse as two items
-                raise ValueError("line count mismatch")
+                raise InputError("line count mismatch")
         except ValueError:
             entries = None
         if entries is None or any(_entry_problem(e) is not None for e in entries):
@@ -225,7 +225,7 @@ class Cassette:
     def _resolve_model(self, model: str | None) -> str:
         model = model if model is not None else self.model
         if model is None:
-            raise ValueError("no model given: pass model= to complete() or to the cassette/provider")
+            raise InputError("no model given: pass model= to complete() or to the cassette/provider")
         return model
 
     def complete(self, messages: list[dict], *, model: str | None = None, temperature: float = 0.0) -> str:

@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from factmem.abstraction.cassette import canonical_json
-from factmem.errors import ProviderError
+from factmem.errors import InputError, ProviderError
 
 __all__ = [
     "OracleProvider",
@@ -37,10 +37,10 @@ __all__ = [
 
 def _check_temperature(temperature: float) -> float:
     if isinstance(temperature, bool) or not isinstance(temperature, (int, float, np.floating, np.integer)):
-        raise ValueError(f"temperature must be a number, got {temperature!r}")
+        raise InputError(f"temperature must be a number, got {temperature!r}")
     t = float(temperature)
     if not math.isfinite(t) or t < 0:
-        raise ValueError(f"temperature must be finite and >= 0, got {temperature!r}")
+        raise InputError(f"temperature must be finite and >= 0, got {temperature!r}")
     return t
 
 # --------------------------------------------------------------------------------------------------
@@ -61,7 +61,7 @@ def cluster_payload(subject: str, max_facts: int, facts: pd.DataFrame | Sequence
     if isinstance(facts, pd.DataFrame):
         missing = [c for c in ("id", "subject", "predicate", "object") if c not in facts.columns]
         if missing:
-            raise ValueError(f"cluster facts lack column(s) {missing}; have {list(facts.columns)}")
+            raise InputError(f"cluster facts lack column(s) {missing}; have {list(facts.columns)}")
         # whole columns to native Python lists, then one zip: no per-row pandas access
         note = facts["note"].fillna("").astype(str).tolist() if "note" in facts.columns else [""] * len(facts)
         columns = [facts["id"].tolist()] + [facts[c].astype(str).tolist() for c in ("subject", "predicate", "object")]
@@ -71,7 +71,7 @@ def cluster_payload(subject: str, max_facts: int, facts: pd.DataFrame | Sequence
         for i, f in enumerate(facts):  # plain records: validate while copying
             missing = [c for c in ("id", "subject", "predicate", "object") if c not in f]
             if missing:
-                raise ValueError(f"cluster facts[{i}] lacks {missing}")
+                raise InputError(f"cluster facts[{i}] lacks {missing}")
             records.append({"id": f["id"], "subject": str(f["subject"]), "predicate": str(f["predicate"]),
                             "object": str(f["object"]), "note": "" if f.get("note") is None else str(f["note"])})
     payload = {"subject": str(subject), "max_facts": int(max_facts), "facts": records}
@@ -92,7 +92,7 @@ def _message_text(message: Any) -> str:
         return content
     if isinstance(content, list):  # OpenAI "content parts"
         return "\n".join(p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text")
-    raise ValueError(f"oracle prompt: the user message has no text content ({type(content).__name__})")
+    raise InputError(f"oracle prompt: the user message has no text content ({type(content).__name__})")
 
 
 def _json_objects(text: str):
@@ -123,27 +123,27 @@ def parse_cluster_prompt(messages: Sequence[Mapping]) -> dict:
     """
     users = [m for m in messages if isinstance(m, Mapping) and m.get("role") == "user"]
     if not users:
-        raise ValueError("oracle prompt: no message with role 'user'")
+        raise InputError("oracle prompt: no message with role 'user'")
     text = _message_text(users[-1])
     cluster = next((o for o in _json_objects(text) if isinstance(o, dict) and "facts" in o), None)
     if cluster is None:
-        raise ValueError(
+        raise InputError(
             "oracle prompt: the last user message holds no JSON object with a 'facts' key "
             f"(starts {text[:80]!r})"
         )
     subject, max_facts, facts = cluster.get("subject"), cluster.get("max_facts"), cluster["facts"]
     if not isinstance(subject, str) or not subject:
-        raise ValueError(f"oracle prompt: 'subject' must be a non-empty string, got {subject!r}")
+        raise InputError(f"oracle prompt: 'subject' must be a non-empty string, got {subject!r}")
     if isinstance(max_facts, bool) or not isinstance(max_facts, int) or max_facts < 0:
-        raise ValueError(f"oracle prompt: 'max_facts' must be an integer >= 0, got {max_facts!r}")
+        raise InputError(f"oracle prompt: 'max_facts' must be an integer >= 0, got {max_facts!r}")
     if not isinstance(facts, list):
-        raise ValueError(f"oracle prompt: 'facts' must be a list, got {type(facts).__name__}")
+        raise InputError(f"oracle prompt: 'facts' must be a list, got {type(facts).__name__}")
     for i, fact in enumerate(facts):  # validation of a prompt-sized list, not a hot path
         if not isinstance(fact, dict):
-            raise ValueError(f"oracle prompt: facts[{i}] is not an object")
+            raise InputError(f"oracle prompt: facts[{i}] is not an object")
         for field in ("predicate", "object"):
             if not isinstance(fact.get(field), str):
-                raise ValueError(f"oracle prompt: facts[{i}].{field} missing or not a string")
+                raise InputError(f"oracle prompt: facts[{i}].{field} missing or not a string")
     return {"subject": subject, "max_facts": max_facts, "facts": facts}
 
 
@@ -185,9 +185,9 @@ def _check_error_rates(error_rates: Mapping[str, float] | None) -> dict[str, flo
     rates = dict.fromkeys(ORACLE_ERRORS, 0.0)
     for key, value in (error_rates or {}).items():
         if key not in rates:
-            raise ValueError(f"error_rates: unknown error {key!r}; known: {list(ORACLE_ERRORS)}")
+            raise InputError(f"error_rates: unknown error {key!r}; known: {list(ORACLE_ERRORS)}")
         if isinstance(value, bool) or not isinstance(value, (int, float, np.floating, np.integer)) or not 0.0 <= float(value) <= 1.0:
-            raise ValueError(f"error_rates[{key!r}] must be a probability in [0, 1], got {value!r}")
+            raise InputError(f"error_rates[{key!r}] must be a probability in [0, 1], got {value!r}")
         rates[key] = float(value)
     return rates
 
@@ -226,9 +226,9 @@ class OracleProvider:
         model: str = "oracle",
     ):
         if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-            raise ValueError(f"seed must be an integer >= 0, got {seed!r}")
+            raise InputError(f"seed must be an integer >= 0, got {seed!r}")
         if isinstance(min_support, bool) or not isinstance(min_support, (int, float)) or not 0.0 < float(min_support) <= 1.0:
-            raise ValueError(f"min_support must be a fraction in (0, 1], got {min_support!r}")
+            raise InputError(f"min_support must be a fraction in (0, 1], got {min_support!r}")
         self.seed = int(seed)
         self.error_rates = _check_error_rates(error_rates)
         self.min_support = float(min_support)
@@ -251,25 +251,25 @@ class OracleProvider:
     # -- ground truth ---------------------------------------------------------------------------
     def _build(self, gens: pd.DataFrame, truth: pd.DataFrame | None) -> None:
         if not isinstance(gens, pd.DataFrame):
-            raise ValueError(f"generalizations must be a pandas DataFrame, got {type(gens).__name__}")
+            raise InputError(f"generalizations must be a pandas DataFrame, got {type(gens).__name__}")
         required = [c for c in GENERALIZATION_COLUMNS if c != "note"]
         missing = [c for c in required if c not in gens.columns]
         if missing:
-            raise ValueError(f"generalizations: missing column(s) {missing}; have {list(gens.columns)}")
+            raise InputError(f"generalizations: missing column(s) {missing}; have {list(gens.columns)}")
         df = gens[required].copy()
         df["note"] = gens["note"].fillna("").astype(str) if "note" in gens.columns else ""
         if df["gen_id"].isna().any():
-            raise ValueError(f"generalizations: gen_id is empty at row {int(np.flatnonzero(df['gen_id'].isna())[0])}")
+            raise InputError(f"generalizations: gen_id is empty at row {int(np.flatnonzero(df['gen_id'].isna())[0])}")
         for col in required[1:]:
             text = df[col].astype("string")
             bad = (text.fillna("").str.strip() == "").to_numpy(dtype=bool)
             if bad.any():
                 row = int(np.flatnonzero(bad)[0])
-                raise ValueError(f"generalizations: column {col!r} is empty at row {row} (gen_id {df['gen_id'].iloc[row]!r})")
+                raise InputError(f"generalizations: column {col!r} is empty at row {row} (gen_id {df['gen_id'].iloc[row]!r})")
             df[col] = text.astype(str)
         conflict = df.groupby("gen_id", sort=False)[["subject", "predicate", "object"]].nunique().max(axis=1) > 1
         if conflict.any():
-            raise ValueError(
+            raise InputError(
                 f"generalizations: gen_id {conflict.index[conflict.to_numpy()][0]!r} has several "
                 "(subject, predicate, object) values"
             )
@@ -277,7 +277,7 @@ class OracleProvider:
         try:
             gen_ids = pd.Index(pd.unique(df["gen_id"])).sort_values()
         except TypeError:
-            raise ValueError("generalizations: gen_id values must be of one comparable type") from None
+            raise InputError("generalizations: gen_id values must be of one comparable type") from None
         df["code"] = gen_ids.get_indexer(df["gen_id"])
         first = df.drop_duplicates("code").set_index("code").sort_index()
         self._gen = first[["gen_id", "subject", "predicate", "object", "note"]].reset_index(drop=True)
@@ -305,7 +305,7 @@ class OracleProvider:
         if truth is not None:
             miss = [c for c in ("subject", "predicate", "object") if c not in truth.columns]
             if miss:
-                raise ValueError(f"facts_truth: missing column(s) {miss}; have {list(truth.columns)}")
+                raise InputError(f"facts_truth: missing column(s) {miss}; have {list(truth.columns)}")
             known.append(truth["subject"].astype(str) + _SEP + truth["predicate"].astype(str) + _SEP + truth["object"].astype(str))
         self._known = pd.Index(pd.concat(known, ignore_index=True).unique())
         self._free: dict[str, np.ndarray] = {}  # per subject: vocab indices free to invent
@@ -465,4 +465,4 @@ def _read_table(path: Path) -> pd.DataFrame:
     if path.suffix == ".csv":
         # strings stay strings: an object named "None" or "NA" is not missing
         return pd.read_csv(path, dtype=str, keep_default_na=False)
-    raise ValueError(f"{path}: expected a .parquet or .csv file")
+    raise InputError(f"{path}: expected a .parquet or .csv file")

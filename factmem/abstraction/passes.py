@@ -50,7 +50,7 @@ import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
-from factmem.errors import ProviderError, ResponseRejected
+from factmem.errors import InputError, ProviderError, ResponseRejected
 from factmem.abstraction.oracle import cluster_payload
 from factmem.store.factstore import Evidence, FactStore
 from factmem.core.timeutil import resolve_at
@@ -348,7 +348,7 @@ ORDER BY m.subject
 
 def _check_count(name: str, value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+        raise InputError(f"{name} must be an integer >= 1, got {value!r}")
     return int(value)
 
 
@@ -434,7 +434,7 @@ def _check_prompt_version(provider: Any) -> None:
     from factmem.abstraction.cassette import Cassette
 
     if isinstance(provider, Cassette) and provider.prompt_version != PROMPT_VERSION:
-        raise ValueError(
+        raise InputError(
             f"cassette {provider.path} keys answers with prompt_version={provider.prompt_version!r}, but this "
             f"abstraction prompt is version {PROMPT_VERSION!r}; build it with "
             "prompt_version=factmem.abstraction.PROMPT_VERSION (answers to another prompt version must not replay)")
@@ -462,14 +462,14 @@ def abstract(store: FactStore, provider: Any, model: str | None = None, at: Any 
     temperature = p.temperature if temperature is None else temperature
     if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not np.isfinite(temperature) \
             or temperature < 0:
-        raise ValueError(f"temperature must be a finite number >= 0, got {temperature!r}")
+        raise InputError(f"temperature must be a finite number >= 0, got {temperature!r}")
     if not callable(getattr(provider, "complete", None)):
-        raise ValueError(f"provider must have a complete(messages, *, model, temperature) method, got {provider!r}")
+        raise InputError(f"provider must have a complete(messages, *, model, temperature) method, got {provider!r}")
     _check_prompt_version(provider)
     at = resolve_at(at)
     pass_id = str(at) if pass_id is None else pass_id
     if not isinstance(pass_id, str) or not pass_id:
-        raise ValueError(f"pass_id must be a non-empty string, got {pass_id!r}")
+        raise InputError(f"pass_id must be a non-empty string, got {pass_id!r}")
     with store.transaction():  # fail now, before any call, if the store is closed or read-only
         pass
 

@@ -24,7 +24,7 @@ import httpx
 import pandas as pd
 
 from factmem.abstraction.cassette import Cassette, CassetteError, CassetteMiss, cassette_key
-from factmem.errors import ProviderError
+from factmem.errors import InputError, ProviderError
 from factmem.abstraction.oracle import (
     GENERALIZATION_COLUMNS,
     ORACLE_ERRORS,
@@ -69,13 +69,13 @@ class Provider(Protocol):
 
 def _check_timeout(timeout: float) -> float:
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not (timeout > 0) or math.isinf(timeout):
-        raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
+        raise InputError(f"timeout must be a positive number of seconds, got {timeout!r}")
     return float(timeout)
 
 
 def _normalize_base_url(base_url: str, strip_suffix: str) -> str:
     if not isinstance(base_url, str) or not re.match(r"^https?://[^/\s]+", base_url):
-        raise ValueError(f"base_url must be an http:// or https:// URL, got {base_url!r}")
+        raise InputError(f"base_url must be an http:// or https:// URL, got {base_url!r}")
     url = base_url.rstrip("/")
     if url.endswith(strip_suffix):
         url = url[: -len(strip_suffix)]
@@ -98,11 +98,11 @@ class _HTTPProvider:
         self.base_url = _normalize_base_url(base_url, self._suffix)
         self.url = self.base_url + self.endpoint
         if model is not None and (not isinstance(model, str) or not model):
-            raise ValueError(f"model must be a non-empty string or None, got {model!r}")
+            raise InputError(f"model must be a non-empty string or None, got {model!r}")
         self.model = model
         self.timeout = _check_timeout(timeout)
         if api_key_env is not None and (not isinstance(api_key_env, str) or not api_key_env):
-            raise ValueError(f"api_key_env must name an environment variable, got {api_key_env!r}")
+            raise InputError(f"api_key_env must name an environment variable, got {api_key_env!r}")
         self.api_key_env = api_key_env
         self._client: httpx.Client | None = None
         self._lock = threading.Lock()
@@ -140,7 +140,7 @@ class _HTTPProvider:
     def _resolve_model(self, model: str | None) -> str:
         model = model if model is not None else self.model
         if not model:
-            raise ValueError(f"{type(self).__name__}: no model given (pass model= to complete() or the constructor)")
+            raise InputError(f"{type(self).__name__}: no model given (pass model= to complete() or the constructor)")
         return model
 
     def _headers(self) -> dict[str, str]:
@@ -148,7 +148,7 @@ class _HTTPProvider:
         if self.api_key_env is not None:
             key = os.environ.get(self.api_key_env)
             if not key:
-                raise ValueError(f"environment variable {self.api_key_env} (api_key_env) is not set or empty")
+                raise InputError(f"environment variable {self.api_key_env} (api_key_env) is not set or empty")
             headers["Authorization"] = f"Bearer {key}"
         return headers
 
@@ -308,12 +308,12 @@ def make_provider(
     ``base_url`` is then allowed and ``model`` becomes the cassette's default model.
     """
     if kind not in PROVIDER_KINDS:
-        raise ValueError(f"provider kind must be one of {PROVIDER_KINDS}, got {kind!r}")
+        raise InputError(f"provider kind must be one of {PROVIDER_KINDS}, got {kind!r}")
     replay_only = cassette is not None and cassette_mode == "replay"
     provider: Any
     if kind == "openai":
         if base_url is None and not replay_only:
-            raise ValueError("the openai provider needs base_url (e.g. http://127.0.0.1:8080 for a llama.cpp server)")
+            raise InputError("the openai provider needs base_url (e.g. http://127.0.0.1:8080 for a llama.cpp server)")
         provider = OpenAICompatible(base_url, model, api_key_env=api_key_env, timeout=timeout) if base_url else None
     elif kind == "ollama":
         provider = Ollama(base_url or "http://localhost:11434", model, timeout=timeout)
@@ -326,7 +326,7 @@ def make_provider(
                 oracle_kwargs["facts_truth"] = facts_truth
             provider = OracleProvider.from_dataset(dataset, **oracle_kwargs)
         else:
-            raise ValueError("the oracle provider needs generalizations= (DataFrame) or dataset= (folder)")
+            raise InputError("the oracle provider needs generalizations= (DataFrame) or dataset= (folder)")
     if cassette is None:
         return provider
     return Cassette(provider, cassette, mode=cassette_mode, prompt_version=prompt_version, model=model)

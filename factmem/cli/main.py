@@ -12,7 +12,7 @@ import sys
 import time
 from typing import Callable
 
-from factmem.errors import FactmemError
+from factmem.errors import FactmemError, InputError
 
 
 def _add_generate(sub: argparse._SubParsersAction) -> None:
@@ -46,7 +46,7 @@ def _run_generate(args: argparse.Namespace) -> int:
             print(f"{name:15s} {desc}")
         return 0
     if not args.out:
-        raise ValueError("--out DIR is required")
+        raise InputError("--out DIR is required")
     t0 = time.perf_counter()
     if args.scenario:
         from factmem.data.scenario import Scenario
@@ -153,7 +153,7 @@ def _parse_rates(text: str | None) -> dict[str, float] | None:
         except ValueError:
             sep = ""
         if not sep:
-            raise ValueError(f"--oracle-errors: expected KIND=PROBABILITY, got {part!r}")
+            raise InputError(f"--oracle-errors: expected KIND=PROBABILITY, got {part!r}")
     return rates
 
 
@@ -169,14 +169,14 @@ def _run_abstract(args: argparse.Namespace) -> int:
 
     db = Path(args.db)
     if not db.is_file():
-        raise ValueError(f"{db}: no such store file")
+        raise InputError(f"{db}: no such store file")
     if args.provider in ("openai", "ollama") and not args.model:
-        raise ValueError(f"--model NAME is required with --provider {args.provider}")
+        raise InputError(f"--model NAME is required with --provider {args.provider}")
     if args.provider == "oracle":
         if not args.dataset:
-            raise ValueError("--provider oracle needs --dataset DIR (a folder with generalizations.csv)")
+            raise InputError("--provider oracle needs --dataset DIR (a folder with generalizations.csv)")
         if not Path(args.dataset).exists():
-            raise ValueError(f"--dataset {args.dataset}: no such folder or file")
+            raise InputError(f"--dataset {args.dataset}: no such folder or file")
     at = None
     if args.at is not None:
         at = int(args.at) if re.fullmatch(r"-?[0-9]+", args.at.strip()) else to_seconds(args.at.strip(), name="--at")
@@ -241,7 +241,7 @@ def _run_export(args: argparse.Namespace) -> int:
     if args.no_enum:
         opts = {"with_enum": False, "enum_path": args.enum_path}
     elif args.enum_path != "super::FactKind":
-        raise ValueError("--enum-path applies only with --no-enum")
+        raise InputError("--enum-path applies only with --no-enum")
     out = export_params(args.params, args.out, fmt, **opts)
     if not args.quiet:
         print(f"wrote {out}")
@@ -384,6 +384,6 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return int(args.func(args) or 0)
-    except (FactmemError, ValueError) as exc:
+    except FactmemError as exc:  # anything else is a bug: let its traceback show
         print(f"factmem {args.command}: error: {exc}", file=sys.stderr)
         return 2

@@ -12,6 +12,7 @@ import tomllib
 from pathlib import Path
 
 import pandas as pd
+from factmem.errors import InputError
 
 
 def _schedule_args(p: argparse.ArgumentParser) -> None:
@@ -54,7 +55,7 @@ def _load_log(path):
 
     p = Path(path) if path else bundled_dataset()
     if not p.exists():
-        raise ValueError(f"{p}: no such dataset folder")
+        raise InputError(f"{p}: no such dataset folder")
     return p
 
 
@@ -75,27 +76,27 @@ def _parse_space(args) -> dict:
         try:
             data = tomllib.loads(Path(args.space).read_text(encoding="utf-8"))
         except FileNotFoundError:
-            raise ValueError(f"{args.space}: no such space file") from None
+            raise InputError(f"{args.space}: no such space file") from None
         except tomllib.TOMLDecodeError as exc:
-            raise ValueError(f"{args.space}: invalid TOML: {exc}") from None
+            raise InputError(f"{args.space}: invalid TOML: {exc}") from None
         for name, v in _flatten(data).items():
             if isinstance(v, dict):
                 try:
                     space[name] = Range(float(v["low"]), float(v["high"]), bool(v.get("log", False)))
                 except KeyError as exc:
-                    raise ValueError(f"{args.space}: {name} needs 'low' and 'high', missing {exc}") from None
+                    raise InputError(f"{args.space}: {name} needs 'low' and 'high', missing {exc}") from None
             else:
                 space[name] = v if isinstance(v, list) else [v]
     for spec in args.param or []:
         if "=" not in spec:
-            raise ValueError(f"--param {spec!r}: expected name=v1,v2,... or name=low:high[:log]")
+            raise InputError(f"--param {spec!r}: expected name=v1,v2,... or name=low:high[:log]")
         name, vals = spec.split("=", 1)
         if ":" in vals:
             parts = vals.split(":")
             try:
                 space[name] = Range(float(parts[0]), float(parts[1]), len(parts) > 2 and parts[2] == "log")
             except ValueError:
-                raise ValueError(f"--param {spec!r}: a range is low:high[:log] with numbers") from None
+                raise InputError(f"--param {spec!r}: a range is low:high[:log] with numbers") from None
         else:
             space[name] = [_value(x) for x in vals.split(",")]
     return space
@@ -251,9 +252,9 @@ def _run_sweep(args) -> int:
 
     space = _parse_space(args)
     if not space:
-        raise ValueError("nothing to sweep: give --param NAME=VALUES or --space FILE")
+        raise InputError("nothing to sweep: give --param NAME=VALUES or --space FILE")
     if args.objective not in OBJECTIVES:
-        raise ValueError(f"unknown objective {args.objective!r}; objectives: {', '.join(OBJECTIVES)}")
+        raise InputError(f"unknown objective {args.objective!r}; objectives: {', '.join(OBJECTIVES)}")
     P = prepare(_load_log(args.log))
     res = sweep(P, space, base=base_params(P), schedule=_schedule(args), split=args.split, holdout=args.holdout,
                 search=args.search, n=args.n, seed=args.seed, objective=args.objective, executor=_executor(args),

@@ -21,6 +21,7 @@ from typing import Any, Iterable, Mapping
 import numpy as np
 
 from factmem.core.codes import KIND_CODES, KINDS, REINFORCE_BASES, ReinforceBase
+from factmem.errors import ParamsError
 
 
 SEED_DECAY_RATE = {"explicit": 0.05, "user_preference": 0.02, "episodic": 0.30, "derived": 0.02}
@@ -35,10 +36,10 @@ def _is_number(value: Any) -> bool:
 
 def _as_float(name: str, value: Any) -> float:
     if not _is_number(value):
-        raise ValueError(f"{name} must be a number, got {value!r}")
+        raise ParamsError(f"{name} must be a number, got {value!r}")
     out = float(value)
     if not math.isfinite(out):
-        raise ValueError(f"{name} must be finite, got {value!r}")
+        raise ParamsError(f"{name} must be finite, got {value!r}")
     return out
 
 
@@ -46,7 +47,7 @@ def _as_int(name: str, value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
         if isinstance(value, (float, np.floating)) and float(value).is_integer():
             return int(value)
-        raise ValueError(f"{name} must be an integer, got {value!r}")
+        raise ParamsError(f"{name} must be an integer, got {value!r}")
     return int(value)
 
 
@@ -76,16 +77,16 @@ class PerKind:
         if isinstance(values, PerKind):
             values = values.to_dict()
         if not isinstance(values, Mapping):
-            raise ValueError(f"{name} must be a table of kind -> number, got {values!r}")
+            raise ParamsError(f"{name} must be a table of kind -> number, got {values!r}")
         unknown = [k for k in values if k not in KIND_CODES]
         if unknown:
-            raise ValueError(f"{name}: unknown kind {unknown[0]!r}; kinds are {', '.join(KINDS)}")
+            raise ParamsError(f"{name}: unknown kind {unknown[0]!r}; kinds are {', '.join(KINDS)}")
         merged = base.to_dict() if base is not None else {}
         for k, v in values.items():
             merged[k] = _as_float(f"{name}.{k}", v)
         missing = [k for k in KINDS if k not in merged]
         if missing:
-            raise ValueError(f"{name}: missing kind {missing[0]!r}")
+            raise ParamsError(f"{name}: missing kind {missing[0]!r}")
         return cls(**merged)
 
 
@@ -123,11 +124,11 @@ class MemoryParams:
             set_(self, name, _as_int(name, getattr(self, name)))
         mvp = self.multi_valued_predicates
         if isinstance(mvp, str) or not isinstance(mvp, Iterable):
-            raise ValueError(f"multi_valued_predicates must be a set of predicate names, got {mvp!r}")
+            raise ParamsError(f"multi_valued_predicates must be a set of predicate names, got {mvp!r}")
         mvp = frozenset(mvp)
         for p in mvp:
             if not isinstance(p, str) or not p:
-                raise ValueError(f"multi_valued_predicates: each predicate must be a non-empty string, got {p!r}")
+                raise ParamsError(f"multi_valued_predicates: each predicate must be a non-empty string, got {p!r}")
         set_(self, "multi_valued_predicates", mvp)
         self._validate()
 
@@ -171,11 +172,11 @@ class MemoryParams:
             if "." in name:
                 head, kind = name.split(".", 1)
                 if head not in PER_KIND_FIELDS:
-                    raise ValueError(f"unknown parameter {name!r}; known: {', '.join(self.field_names())}")
+                    raise ParamsError(f"unknown parameter {name!r}; known: {', '.join(self.field_names())}")
                 nested.setdefault(head, {})[kind] = value
             else:
                 if name not in _FIELD_NAMES:
-                    raise ValueError(f"unknown parameter {name!r}; known: {', '.join(self.field_names())}")
+                    raise ParamsError(f"unknown parameter {name!r}; known: {', '.join(self.field_names())}")
                 if name in PER_KIND_FIELDS and isinstance(value, (Mapping, PerKind)):
                     items = value.to_dict() if isinstance(value, PerKind) else dict(value)
                     nested.setdefault(name, {}).update(items)
@@ -204,7 +205,7 @@ class MemoryParams:
             if head in PER_KIND_FIELDS:
                 return getattr(self, head)[kind]
         if flat_name not in _FIELD_NAMES:
-            raise ValueError(f"unknown parameter {flat_name!r}; known: {', '.join(self.field_names())}")
+            raise ParamsError(f"unknown parameter {flat_name!r}; known: {', '.join(self.field_names())}")
         return getattr(self, flat_name)
 
     # -- serialization ----------------------------------------------------------------------
@@ -237,10 +238,10 @@ class MemoryParams:
         Unknown keys raise ``ValueError`` naming the key.
         """
         if not isinstance(data, Mapping):
-            raise ValueError(f"parameters must be a table, got {type(data).__name__}")
+            raise ParamsError(f"parameters must be a table, got {type(data).__name__}")
         unknown = [k for k in data if k not in _FIELD_NAMES]
         if unknown:
-            raise ValueError(f"unknown parameter {unknown[0]!r}; known: {', '.join(sorted(_FIELD_NAMES))}")
+            raise ParamsError(f"unknown parameter {unknown[0]!r}; known: {', '.join(sorted(_FIELD_NAMES))}")
         default = cls()
         kwargs: dict[str, Any] = {}
         for name, value in data.items():
@@ -248,11 +249,11 @@ class MemoryParams:
                 kwargs[name] = PerKind.build(name, value, base=getattr(default, name))
             elif name == "multi_valued_predicates":
                 if isinstance(value, str) or not isinstance(value, (list, tuple, set, frozenset)):
-                    raise ValueError(f"multi_valued_predicates must be a list of strings, got {value!r}")
+                    raise ParamsError(f"multi_valued_predicates must be a list of strings, got {value!r}")
                 kwargs[name] = frozenset(value)
             elif name == "reinforce_base":
                 if not isinstance(value, str):
-                    raise ValueError(f"reinforce_base must be a string, got {value!r}")
+                    raise ParamsError(f"reinforce_base must be a string, got {value!r}")
                 kwargs[name] = value
             else:
                 kwargs[name] = value
@@ -270,7 +271,7 @@ class MemoryParams:
         try:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
-            raise ValueError(f"invalid JSON parameters: {exc}") from None
+            raise ParamsError(f"invalid JSON parameters: {exc}") from None
         return cls.from_dict(data)
 
     def to_toml(self) -> str:
@@ -281,7 +282,7 @@ class MemoryParams:
         try:
             data = tomllib.loads(text)
         except tomllib.TOMLDecodeError as exc:
-            raise ValueError(f"invalid TOML parameters: {exc}") from None
+            raise ParamsError(f"invalid TOML parameters: {exc}") from None
         return cls.from_dict(data)
 
     def save(self, path: str | Path) -> Path:
@@ -298,13 +299,13 @@ class MemoryParams:
         try:
             text = path.read_text(encoding="utf-8")
         except FileNotFoundError:
-            raise ValueError(f"{path}: no such parameters file") from None
+            raise ParamsError(f"{path}: no such parameters file") from None
         try:
             if path.suffix.lower() == ".json":
                 return cls.from_json(text)
             return cls.from_toml(text)
         except ValueError as exc:
-            raise ValueError(f"{path}: {exc}") from None
+            raise ParamsError(f"{path}: {exc}") from None
 
 
 _FIELD_NAMES = frozenset(f.name for f in dataclasses.fields(MemoryParams))
@@ -347,7 +348,7 @@ def toml_value(value: Any) -> str:
     if isinstance(value, (list, tuple)):
         return "[" + ", ".join(toml_value(v) for v in value) + "]"
     if value is None:
-        raise ValueError("TOML has no null; leave the key out instead")
+        raise ParamsError("TOML has no null; leave the key out instead")
     raise TypeError(f"cannot write {type(value).__name__} to TOML")
 
 

@@ -8,6 +8,7 @@ import time
 from typing import Any
 
 import numpy as np
+from factmem.errors import InputError
 
 
 
@@ -19,22 +20,22 @@ def to_seconds(at: Any, *, name: str = "at") -> int:
     1767225600
     """
     if isinstance(at, bool):
-        raise ValueError(f"{name} must be a time, got {at!r}")
+        raise InputError(f"{name} must be a time, got {at!r}")
     if isinstance(at, (int, np.integer)):
         return int(at)
     if isinstance(at, (float, np.floating)):
         if not math.isfinite(at) or not float(at).is_integer():
-            raise ValueError(f"{name} must be whole Unix seconds, got {at!r}")
+            raise InputError(f"{name} must be whole Unix seconds, got {at!r}")
         return int(at)
     if isinstance(at, np.datetime64):
         if np.isnat(at):
-            raise ValueError(f"{name} is NaT")
+            raise InputError(f"{name} is NaT")
         return int(at.astype("datetime64[s]").astype(np.int64))
     if isinstance(at, str):
         try:
             at = _dt.datetime.fromisoformat(at.replace("Z", "+00:00"))
         except ValueError:
-            raise ValueError(f"{name} is not an ISO-8601 time: {at!r}") from None
+            raise InputError(f"{name} is not an ISO-8601 time: {at!r}") from None
     if isinstance(at, _dt.datetime):
         # pandas.Timestamp is a datetime subclass; NaT is not.
         if at.tzinfo is None:
@@ -42,7 +43,7 @@ def to_seconds(at: Any, *, name: str = "at") -> int:
         return int(math.floor(at.timestamp()))
     if isinstance(at, _dt.date):
         return int(_dt.datetime(at.year, at.month, at.day, tzinfo=_dt.timezone.utc).timestamp())
-    raise ValueError(f"{name} must be Unix seconds, a datetime or a Timestamp, got {type(at).__name__} {at!r}")
+    raise InputError(f"{name} must be Unix seconds, a datetime or a Timestamp, got {type(at).__name__} {at!r}")
 
 
 def now_seconds() -> int:

@@ -35,6 +35,7 @@ from factmem.data.logs import Dataset, make_dataset, save
 from factmem.data.presets import PRESETS, preset, resolve
 from factmem.data.scenario import Scenario
 from factmem.core.codes import DAY
+from factmem.errors import InputError
 
 __all__ = ["generate", "write", "PRESETS", "preset", "Scenario"]
 
@@ -67,7 +68,7 @@ def generate(preset_or_scenario: "str | Path | Mapping[str, Any] | Scenario", se
     scenario = resolve(preset_or_scenario)
     if seed is not None:
         if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-            raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
+            raise InputError(f"seed must be a non-negative integer, got {seed!r}")
         scenario = scenario.replace(seed=int(seed))
     return _Generator(scenario).run()
 

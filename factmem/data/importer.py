@@ -135,13 +135,13 @@ def import_triples(
     Returns the dataset and an :class:`ImportReport`.
     """
     if kind not in MENTION_KINDS:
-        raise ValueError(f"kind = {kind!r} is invalid: must be one of {', '.join(MENTION_KINDS)}")
+        raise InputError(f"kind = {kind!r} is invalid: must be one of {', '.join(MENTION_KINDS)}")
     if open_start not in OPEN_START:
-        raise ValueError(f"open_start = {open_start!r} is invalid: must be one of {', '.join(OPEN_START)}")
+        raise InputError(f"open_start = {open_start!r} is invalid: must be one of {', '.join(OPEN_START)}")
     if isinstance(mention_rate, bool) or not isinstance(mention_rate, (int, float)) or not 0 <= mention_rate <= 1e4:
-        raise ValueError(f"mention_rate = {mention_rate!r} is invalid: must be a number in [0, 10000] (per year)")
+        raise InputError(f"mention_rate = {mention_rate!r} is invalid: must be a number in [0, 10000] (per year)")
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
+        raise InputError(f"seed must be a non-negative integer, got {seed!r}")
     path = Path(path)
     try:
         data = path.read_bytes()

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from factmem.data.scenario import Scenario
+from factmem.errors import InputError
 
 CITIES = [
     "Lisbon", "Berlin", "Toronto", "Osaka", "Nairobi", "Austin", "Lyon", "Krakow", "Melbourne", "Seoul",
@@ -283,7 +284,7 @@ def preset(name: str, seed: int | None = None) -> Scenario:
     """The scenario of a named preset (see :data:`PRESETS`), optionally with another seed."""
     presets = _preset_dicts()
     if name not in presets:
-        raise ValueError(f"unknown preset {name!r}; presets: {', '.join(presets)}")
+        raise InputError(f"unknown preset {name!r}; presets: {', '.join(presets)}")
     desc, over = presets[name]
     d = _merge(base_dict(), {"name": name, "description": desc, **over})
     if seed is not None:
@@ -301,4 +302,4 @@ def resolve(spec: "str | Path | Mapping[str, Any] | Scenario") -> Scenario:
         return Scenario.load(spec)
     if isinstance(spec, str):
         return preset(spec)
-    raise ValueError(f"expected a preset name, a scenario file, a dict or a Scenario, got {spec!r}")
+    raise InputError(f"expected a preset name, a scenario file, a dict or a Scenario, got {spec!r}")

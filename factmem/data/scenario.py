@@ -22,6 +22,7 @@ from typing import Any, Mapping
 
 from factmem.core.codes import MENTION_KINDS
 from factmem.core.params import dumps_toml
+from factmem.errors import ScenarioError
 
 
 CARDINALITIES = ("single", "multi")
@@ -31,47 +32,47 @@ FORMAT_VERSION = 1
 
 def _num(path: str, value: Any, lo: float | None = None, hi: float | None = None, *, allow_inf: bool = False) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ValueError(f"{path} must be a number, got {value!r}")
+        raise ScenarioError(f"{path} must be a number, got {value!r}")
     v = float(value)
     if math.isnan(v) or (math.isinf(v) and not allow_inf):
-        raise ValueError(f"{path} must be finite, got {value!r}")
+        raise ScenarioError(f"{path} must be finite, got {value!r}")
     if lo is not None and v < lo:
-        raise ValueError(f"{path} = {value!r} is invalid: must be >= {lo}")
+        raise ScenarioError(f"{path} = {value!r} is invalid: must be >= {lo}")
     if hi is not None and v > hi:
-        raise ValueError(f"{path} = {value!r} is invalid: must be <= {hi}")
+        raise ScenarioError(f"{path} = {value!r} is invalid: must be <= {hi}")
     return v
 
 
 def _int(path: str, value: Any, lo: int | None = None, hi: int | None = None) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
-        raise ValueError(f"{path} must be an integer, got {value!r}")
+        raise ScenarioError(f"{path} must be an integer, got {value!r}")
     if lo is not None and value < lo:
-        raise ValueError(f"{path} = {value!r} is invalid: must be >= {lo}")
+        raise ScenarioError(f"{path} = {value!r} is invalid: must be >= {lo}")
     if hi is not None and value > hi:
-        raise ValueError(f"{path} = {value!r} is invalid: must be <= {hi}")
+        raise ScenarioError(f"{path} = {value!r} is invalid: must be <= {hi}")
     return value
 
 
 def _strs(path: str, value: Any, *, min_len: int = 1) -> tuple[str, ...]:
     if isinstance(value, str) or not isinstance(value, (list, tuple)):
-        raise ValueError(f"{path} must be a list of strings, got {value!r}")
+        raise ScenarioError(f"{path} must be a list of strings, got {value!r}")
     for v in value:
         if not isinstance(v, str) or not v:
-            raise ValueError(f"{path}: every item must be a non-empty string, got {v!r}")
+            raise ScenarioError(f"{path}: every item must be a non-empty string, got {v!r}")
     if len(value) < min_len:
-        raise ValueError(f"{path} needs at least {min_len} item(s), got {len(value)}")
+        raise ScenarioError(f"{path} needs at least {min_len} item(s), got {len(value)}")
     if len(set(value)) != len(value):
         dup = next(v for v in value if list(value).count(v) > 1)
-        raise ValueError(f"{path}: duplicate item {dup!r}")
+        raise ScenarioError(f"{path}: duplicate item {dup!r}")
     return tuple(value)
 
 
 def _check_keys(path: str, data: Mapping[str, Any], allowed: set[str]) -> None:
     if not isinstance(data, Mapping):
-        raise ValueError(f"{path} must be a table, got {data!r}")
+        raise ScenarioError(f"{path} must be a table, got {data!r}")
     for k in data:
         if k not in allowed:
-            raise ValueError(f"{path}: unknown setting {k!r}; known: {', '.join(sorted(allowed))}")
+            raise ScenarioError(f"{path}: unknown setting {k!r}; known: {', '.join(sorted(allowed))}")
 
 
 def _build(cls, path: str, data: Mapping[str, Any], checks: Mapping[str, Any]):
@@ -105,10 +106,10 @@ class Sessions:
     def from_dict(data: Mapping[str, Any], path: str = "sessions") -> "Sessions":
         def weights(p: str, v: Any) -> tuple[float, ...]:
             if isinstance(v, str) or not isinstance(v, (list, tuple)) or len(v) != 24:
-                raise ValueError(f"{p} must be a list of 24 numbers (one per hour), got {v!r}")
+                raise ScenarioError(f"{p} must be a list of 24 numbers (one per hour), got {v!r}")
             out = tuple(_num(f"{p}[{i}]", x, 0.0) for i, x in enumerate(v))
             if sum(out) <= 0:
-                raise ValueError(f"{p} must have a positive weight somewhere")
+                raise ScenarioError(f"{p} must have a positive weight somewhere")
             return out
 
         pos = lambda p, v: _num(p, v, 0.0)  # noqa: E731
@@ -142,12 +143,12 @@ class Messages:
     def from_dict(data: Mapping[str, Any], path: str = "messages") -> "Messages":
         def boolean(p: str, v: Any) -> bool:
             if not isinstance(v, bool):
-                raise ValueError(f"{p} must be true or false, got {v!r}")
+                raise ScenarioError(f"{p} must be true or false, got {v!r}")
             return v
 
         def corr(p: str, v: Any) -> str:
             if not isinstance(v, str) or "{o}" not in v or "{w}" not in v:
-                raise ValueError(f"{p} must be a string containing {{o}} and {{w}}, got {v!r}")
+                raise ScenarioError(f"{p} must be a string containing {{o}} and {{w}}, got {v!r}")
             return v
 
         checks = {
@@ -220,12 +221,12 @@ class Predicate:
         _check_keys(path, data, allowed)
         for req in ("kind", "values", "templates"):
             if req not in data:
-                raise ValueError(f"{path}: missing setting {req!r}")
+                raise ScenarioError(f"{path}: missing setting {req!r}")
 
         def choice(options):
             def check(p: str, v: Any) -> str:
                 if v not in options:
-                    raise ValueError(f"{p} = {v!r} is invalid: must be one of {', '.join(options)}")
+                    raise ScenarioError(f"{p} = {v!r} is invalid: must be one of {', '.join(options)}")
                 return v
             return check
 
@@ -233,12 +234,12 @@ class Predicate:
             out = _strs(p, v)
             for t in out:
                 if t.count("{o}") != 1:
-                    raise ValueError(f"{p}: template {t!r} must contain {{o}} exactly once")
+                    raise ScenarioError(f"{p}: template {t!r} must contain {{o}} exactly once")
             return out
 
         def boolean(p: str, v: Any) -> bool:
             if not isinstance(v, bool):
-                raise ValueError(f"{p} must be true or false, got {v!r}")
+                raise ScenarioError(f"{p} must be true or false, got {v!r}")
             return v
 
         checks = {
@@ -256,14 +257,14 @@ class Predicate:
         kwargs = {k: checks[k](f"{path}.{k}", v) for k, v in data.items()}
         pred = Predicate(name=name, **kwargs)
         if pred.cardinality == "single" and pred.max_values != 1:
-            raise ValueError(f"{path}.max_values = {pred.max_values} needs cardinality = \"multi\"")
+            raise ScenarioError(f"{path}.max_values = {pred.max_values} needs cardinality = \"multi\"")
         if pred.lasting and math.isfinite(pred.lifetime_days) and len(pred.values) < 2 * pred.max_values:
-            raise ValueError(
+            raise ScenarioError(
                 f"{path}.values: a changing predicate needs at least {2 * pred.max_values} values "
                 f"(2 per concurrent value), got {len(pred.values)}"
             )
         if pred.lasting and len(pred.values) < pred.max_values:
-            raise ValueError(f"{path}.values: fewer values than max_values = {pred.max_values}")
+            raise ScenarioError(f"{path}.values: fewer values than max_values = {pred.max_values}")
         return pred
 
 
@@ -290,23 +291,23 @@ class Archetype:
         _check_keys(path, data, {"share", "predicate", "object", "note", "implies"})
         for req in ("share", "object", "implies"):
             if req not in data:
-                raise ValueError(f"{path}: missing setting {req!r}")
+                raise ScenarioError(f"{path}: missing setting {req!r}")
         implies = data["implies"]
         if isinstance(implies, str) or not isinstance(implies, (list, tuple)) or not implies:
-            raise ValueError(f"{path}.implies must be a non-empty list of [predicate, object] pairs")
+            raise ScenarioError(f"{path}.implies must be a non-empty list of [predicate, object] pairs")
         pairs = []
         for i, pair in enumerate(implies):
             if (
                 isinstance(pair, str) or not isinstance(pair, (list, tuple)) or len(pair) != 2
                 or not all(isinstance(x, str) and x for x in pair)
             ):
-                raise ValueError(f"{path}.implies[{i}] must be a [predicate, object] pair of strings, got {pair!r}")
+                raise ScenarioError(f"{path}.implies[{i}] must be a [predicate, object] pair of strings, got {pair!r}")
             pairs.append((pair[0], pair[1]))
         if len(set(pairs)) != len(pairs):
-            raise ValueError(f"{path}.implies: duplicate pair")
+            raise ScenarioError(f"{path}.implies: duplicate pair")
         for k in ("predicate", "object", "note"):
             if k in data and not isinstance(data[k], str):
-                raise ValueError(f"{path}.{k} must be a string, got {data[k]!r}")
+                raise ScenarioError(f"{path}.{k} must be a string, got {data[k]!r}")
         return Archetype(
             name=name, share=_num(f"{path}.share", data["share"], 0.0, 1.0), object=data["object"],
             implies=tuple(pairs), predicate=data.get("predicate", "is_a"), note=data.get("note", ""),
@@ -380,7 +381,7 @@ class Scenario:
         d = dict(data)
         version = d.pop("format_version", FORMAT_VERSION)
         if version != FORMAT_VERSION:
-            raise ValueError(f"scenario.format_version = {version!r} is not supported (expected {FORMAT_VERSION})")
+            raise ScenarioError(f"scenario.format_version = {version!r} is not supported (expected {FORMAT_VERSION})")
         d.pop("generator", None)
         declared_end = d.pop("end", None)
         declared_mvp = d.pop("multi_valued_predicates", None)
@@ -388,7 +389,7 @@ class Scenario:
         for k in ("name", "description"):
             if k in d:
                 if not isinstance(d[k], str):
-                    raise ValueError(f"scenario.{k} must be a string, got {d[k]!r}")
+                    raise ScenarioError(f"scenario.{k} must be a string, got {d[k]!r}")
                 kwargs[k] = d[k]
         if "seed" in d:
             kwargs["seed"] = _int("scenario.seed", d["seed"], 0, 2**63 - 1)
@@ -413,9 +414,9 @@ class Scenario:
         s = Scenario(**kwargs)
         s._validate()
         if declared_end is not None and declared_end != s.end:
-            raise ValueError(f"scenario.end = {declared_end!r} disagrees with start + days = {s.end}")
+            raise ScenarioError(f"scenario.end = {declared_end!r} disagrees with start + days = {s.end}")
         if declared_mvp is not None and list(declared_mvp) != list(s.multi_valued_predicates):
-            raise ValueError(
+            raise ScenarioError(
                 "scenario.multi_valued_predicates disagrees with the predicates' cardinality: "
                 f"{declared_mvp!r} vs {list(s.multi_valued_predicates)!r}"
             )
@@ -423,25 +424,25 @@ class Scenario:
 
     def _validate(self) -> None:
         if not any(p.lasting or p.kind == "episodic" and not p.irrelevant for p in self.predicates):
-            raise ValueError("scenario.predicates: at least one predicate that is not irrelevant noise is needed")
+            raise ScenarioError("scenario.predicates: at least one predicate that is not irrelevant noise is needed")
         if self.noise.irrelevant_per_session > 0 and not any(p.irrelevant for p in self.predicates):
-            raise ValueError("noise.irrelevant_per_session > 0 needs a predicate with irrelevant = true")
+            raise ScenarioError("noise.irrelevant_per_session > 0 needs a predicate with irrelevant = true")
         total_share = sum(a.share for a in self.archetypes)
         if total_share > 1.0 + 1e-9:
-            raise ValueError(f"archetypes: shares sum to {total_share}, more than 1")
+            raise ScenarioError(f"archetypes: shares sum to {total_share}, more than 1")
         names = {p.name: p for p in self.predicates}
         for a in self.archetypes:
             singles: set[str] = set()
             for pred, obj in a.implies:
                 path = f"archetypes.{a.name}.implies"
                 if pred not in names:
-                    raise ValueError(f"{path}: unknown predicate {pred!r}")
+                    raise ScenarioError(f"{path}: unknown predicate {pred!r}")
                 p = names[pred]
                 if not p.lasting:
-                    raise ValueError(f"{path}: predicate {pred!r} is {p.kind}; only lasting facts can be planted")
+                    raise ScenarioError(f"{path}: predicate {pred!r} is {p.kind}; only lasting facts can be planted")
                 if p.cardinality == "single":
                     if pred in singles:
-                        raise ValueError(f"{path}: single-valued predicate {pred!r} implied twice")
+                        raise ScenarioError(f"{path}: single-valued predicate {pred!r} implied twice")
                     singles.add(pred)
         # Planted objects leave the random vocabulary, which must stay large enough.
         for p in self.predicates:
@@ -449,7 +450,7 @@ class Scenario:
             rest = [v for v in p.values if v not in planted]
             need = (2 if math.isfinite(p.lifetime_days) else 1) * p.max_values if p.lasting else 1
             if len(rest) < need:
-                raise ValueError(
+                raise ScenarioError(
                     f"predicates.{p.name}.values: only {len(rest)} values remain besides the archetypes' "
                     f"planted objects; {need} needed"
                 )
@@ -459,7 +460,7 @@ class Scenario:
         try:
             data = tomllib.loads(text)
         except tomllib.TOMLDecodeError as exc:
-            raise ValueError(f"invalid TOML scenario: {exc}") from None
+            raise ScenarioError(f"invalid TOML scenario: {exc}") from None
         return Scenario.from_dict(data)
 
     @staticmethod
@@ -469,16 +470,16 @@ class Scenario:
         try:
             text = path.read_text(encoding="utf-8")
         except FileNotFoundError:
-            raise ValueError(f"{path}: no such scenario file") from None
+            raise ScenarioError(f"{path}: no such scenario file") from None
         try:
             return Scenario.from_toml(text)
         except ValueError as exc:
-            raise ValueError(f"{path}: {exc}") from None
+            raise ScenarioError(f"{path}: {exc}") from None
 
 
 def _start(path: str, value: Any) -> int:
     if isinstance(value, bool):
-        raise ValueError(f"{path} must be Unix seconds or a date, got {value!r}")
+        raise ScenarioError(f"{path} must be Unix seconds or a date, got {value!r}")
     if isinstance(value, int):
         return value
     if isinstance(value, datetime):
@@ -491,4 +492,4 @@ def _start(path: str, value: Any) -> int:
             return _start(path, date.fromisoformat(value))
         except ValueError:
             pass
-    raise ValueError(f"{path} must be Unix seconds or an ISO date (YYYY-MM-DD), got {value!r}")
+    raise ScenarioError(f"{path} must be Unix seconds or an ISO date (YYYY-MM-DD), got {value!r}")

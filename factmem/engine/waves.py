@@ -26,6 +26,7 @@ import numpy as np
 from factmem.core.codes import OPEN, SECONDS_PER_DAY, EndReason
 from factmem.core.decay import effective_confidence, reinforce
 from factmem.core.params import MemoryParams
+from factmem.errors import InputError
 
 
 # why a fact's state ended
@@ -321,5 +322,5 @@ def replay_waves(key: np.ndarray, obj: np.ndarray, ts: np.ndarray, kind: np.ndar
 def grid_between(start: int, end: int, every: int) -> np.ndarray:
     """Times start+every, start+2·every, … ≤ end (consolidations after each full period)."""
     if every <= 0:
-        raise ValueError(f"a period must be a positive number of seconds, got {every!r}")
+        raise InputError(f"a period must be a positive number of seconds, got {every!r}")
     return np.arange(int(start) + int(every), int(end) + 1, int(every), dtype=np.int64)

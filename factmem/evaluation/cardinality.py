@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from factmem.core.codes import DAY, OPEN
+from factmem.errors import InputError
 
 
 
@@ -77,7 +78,7 @@ def measure_cardinality(truth: pd.DataFrame | None = None, events: pd.DataFrame 
         res["overlap_share"] = (res["overlapping"] / res["changes"].where(res["changes"] > 0)).fillna(0.0)
         res["source"] = "mentions"
     else:
-        raise ValueError("measure_cardinality needs a truth table or events")
+        raise InputError("measure_cardinality needs a truth table or events")
     res["multi_valued"] = res["overlap_share"] >= threshold
     return res.reset_index()
 

@@ -44,6 +44,7 @@ import numpy as np
 import pandas as pd
 
 from factmem.core.codes import KINDS, OPEN, SECONDS_PER_DAY, EndReason
+from factmem.errors import InputError
 
 EPS = 1e-4
 AGE_EDGES_DAYS = np.array([0, 1, 3, 7, 14, 30, 60, 120, np.inf])
@@ -101,12 +102,12 @@ class Evaluator:
                  eps: float = EPS, max_samples: int = 2_000_000):
         self.cp = np.asarray(checkpoints, dtype=np.int64)
         if self.cp.ndim != 1 or self.cp.size == 0 or (np.diff(self.cp) <= 0).any():
-            raise ValueError("checkpoints must be a non-empty, strictly increasing sequence of Unix seconds")
+            raise InputError("checkpoints must be a non-empty, strictly increasing sequence of Unix seconds")
         for name, df, cols in (("truth", truth, ("triple", "kind", "valid_from", "valid_to", "relevant_until")),
                                ("mentions", mentions, ("triple", "ts"))):
             missing = [c for c in cols if c not in df.columns]
             if missing:
-                raise ValueError(f"{name} lacks column {missing[0]!r}")
+                raise InputError(f"{name} lacks column {missing[0]!r}")
         self.eps = float(eps)
         self.max_samples = int(max_samples)
         n = len(self.cp)
@@ -229,7 +230,7 @@ class Evaluator:
         out = {}
         for name, (pa_, pb_) in parts.items():
             if not 0 <= pa_ < pb_ <= n:
-                raise ValueError(f"part {name!r}: checkpoint range [{pa_}, {pb_}) is empty or outside 0..{n}")
+                raise InputError(f"part {name!r}: checkpoint range [{pa_}, {pb_}) is empty or outside 0..{n}")
             sl = slice(pa_, pb_)
             pcp = cp[sl]
             # lost facts archived in the part's window: from one checkpoint period before its first

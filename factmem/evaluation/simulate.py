@@ -48,10 +48,10 @@ class Schedule:
         for name in ("consolidate_every_hours", "evaluate_every_hours"):
             v = getattr(self, name)
             if not isinstance(v, (int, float)) or not v > 0 or not np.isfinite(v):
-                raise ValueError(f"{name} must be a positive number of hours, got {v!r}")
+                raise InputError(f"{name} must be a positive number of hours, got {v!r}")
         a = self.abstract_every_days
         if a is not None and (not isinstance(a, (int, float)) or not a > 0 or not np.isfinite(a)):
-            raise ValueError(f"abstract_every_days must be a positive number of days or None, got {a!r}")
+            raise InputError(f"abstract_every_days must be a positive number of days or None, got {a!r}")
 
     def consolidations(self, start: int, end: int) -> np.ndarray:
         return W.grid_between(start, end, int(round(self.consolidate_every_hours * HOUR)))
@@ -216,7 +216,7 @@ def kernel_beliefs(prepared: PreparedLog, params: Sequence[MemoryParams], grid: 
     computed together by the vectorized kernel; equal to what :func:`simulate` reads from a store."""
     mvps = {p.multi_valued_predicates for p in params}
     if len(mvps) != 1:
-        raise ValueError("kernel_beliefs takes parameter sets that share multi_valued_predicates")
+        raise InputError("kernel_beliefs takes parameter sets that share multi_valued_predicates")
     enc = encoded or encode_events(prepared, next(iter(mvps)))
     res = W.replay_waves(enc.key, enc.obj, enc.ts, enc.kind, enc.n_keys, W.ParamArrays.of(params), grid,
                          horizon=int(grid[-1]) if len(grid) else None)
@@ -276,7 +276,7 @@ def simulate(log: Dataset | PreparedLog | str | os.PathLike, params: MemoryParam
     params = params or MemoryParams()
     schedule = schedule or Schedule()
     if schedule.abstract_every_days is not None and provider is None:
-        raise ValueError("schedule.abstract_every_days needs a provider (e.g. factmem.providers.OracleProvider)")
+        raise InputError("schedule.abstract_every_days needs a provider (e.g. factmem.providers.OracleProvider)")
     start, end = prepared.start, prepared.end
     grid = schedule.consolidations(start, end)
     cps = schedule.checkpoints(start, end) if checkpoints is None else np.asarray(checkpoints, np.int64)

@@ -60,7 +60,7 @@ import numpy as np
 import pandas as pd
 
 from factmem import __version__
-from factmem.errors import ParamsFileError
+from factmem.errors import InputError, ParamsFileError
 from factmem.export.atomic import atomic_write, write_text
 from factmem.core.codes import KINDS
 from factmem.core.params import PER_KIND_FIELDS, MemoryParams, PerKind, dumps_toml
@@ -132,7 +132,7 @@ class ParamsDocument:
 
     def __post_init__(self) -> None:
         if not isinstance(self.params, MemoryParams):
-            raise ValueError(f"params must be MemoryParams, got {type(self.params).__name__}")
+            raise InputError(f"params must be MemoryParams, got {type(self.params).__name__}")
         object.__setattr__(self, "provenance", validate_provenance(self.provenance, where="provenance"))
 
     @property
@@ -386,7 +386,7 @@ def doc_text(doc: ParamsDocument, fmt: str) -> str:
         return doc.to_toml()
     if fmt == "json":
         return doc.to_json()
-    raise ValueError(f"format must be toml or json, got {fmt!r}")
+    raise InputError(f"format must be toml or json, got {fmt!r}")
 
 
 def _reject_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -442,4 +442,4 @@ def as_document(x: str | os.PathLike | ParamsDocument | MemoryParams) -> ParamsD
         return ParamsDocument(x, {})
     if isinstance(x, (str, os.PathLike)):
         return read_params_document(x)
-    raise ValueError(f"expected a params file, ParamsDocument or MemoryParams, got {type(x).__name__}")
+    raise InputError(f"expected a params file, ParamsDocument or MemoryParams, got {type(x).__name__}")

@@ -29,7 +29,7 @@ import struct
 from typing import Any
 
 from factmem.core.decay import reinforce
-from factmem.errors import ExportError
+from factmem.errors import ExportError, InputError
 from factmem.export.atomic import write_text
 from factmem.export.document import FIELD_TYPES, PARAMS_SCHEMA, ParamsDocument, as_document, params_fingerprint
 from factmem.core.codes import KINDS, REINFORCE_BASES
@@ -77,7 +77,7 @@ def rust_f64(x: float) -> str:
     """A Rust ``f64`` literal that parses to exactly ``x`` (finite). ``-0.0`` keeps its sign."""
     x = float(x)
     if not math.isfinite(x):
-        raise ValueError(f"Rust has no literal for {x!r}")
+        raise InputError(f"Rust has no literal for {x!r}")
     text = repr(x)  # shortest string that round-trips
     mant, _, exp = text.partition("e")
     if "." not in mant:
@@ -107,7 +107,7 @@ def rust_str(s: str) -> str:
             out.append("\\r")
         elif o < 0x20 or 0x7F <= o <= 0x9F or 0xD800 <= o <= 0xDFFF or ch in "\u2028\u2029":
             if 0xD800 <= o <= 0xDFFF:
-                raise ValueError(f"{s!r} holds a lone surrogate; Rust strings are valid Unicode")
+                raise InputError(f"{s!r} holds a lone surrogate; Rust strings are valid Unicode")
             out.append(f"\\u{{{o:x}}}")
         else:
             out.append(ch)
@@ -159,7 +159,7 @@ def render_rust(source: Any, *, with_enum: bool = True, enum_path: str = "super:
     doc = as_document(source)
     params: MemoryParams = doc.params
     if not with_enum and not _RUST_PATH.fullmatch(enum_path):
-        raise ValueError(f"enum_path {enum_path!r} is not a Rust path like crate::memory::FactKind")
+        raise InputError(f"enum_path {enum_path!r} is not a Rust path like crate::memory::FactKind")
     unmapped = [f for f, t in FIELD_TYPES.items() if t != "per_kind" and f not in RUST_CONSTS]
     if unmapped:  # a parameter added to MemoryParams must not vanish silently from production
         raise ExportError(f"no Rust constant for parameter {unmapped[0]!r}; add it to factmem.export_rust.RUST_CONSTS")

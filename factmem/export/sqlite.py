@@ -60,7 +60,7 @@ import pyarrow as pa
 from tqdm.auto import tqdm
 
 from factmem import __version__
-from factmem.errors import ExportError, ProductionDBError, StoreError
+from factmem.errors import ExportError, InputError, ProductionDBError, StoreError
 from factmem.export.atomic import atomic_write
 from factmem.core.codes import KINDS
 from factmem.core.params import MemoryParams
@@ -487,7 +487,7 @@ def import_db(sqlite_path: str | os.PathLike, out_duckdb: str | os.PathLike, *,
     t0 = time.perf_counter()
     src, out = Path(sqlite_path), Path(out_duckdb)
     if params is not None and not isinstance(params, MemoryParams):
-        raise ValueError(f"params must be MemoryParams, got {type(params).__name__}")
+        raise InputError(f"params must be MemoryParams, got {type(params).__name__}")
     _check_out(out, overwrite)
     sq = _open_sqlite(src)
     bar = None

@@ -22,6 +22,7 @@ from matplotlib.lines import Line2D
 
 # Plots speak DataFrames and plain values; they take only the shared vocabularies from core.
 from factmem.core.codes import KINDS, STATUSES  # noqa: F401 - re-exported for the figures
+from factmem.errors import InputError
 
 #: One colour per fact kind, the same in every figure (Okabe–Ito palette: colour-blind safe).
 KIND_COLORS: dict[str, str] = {
@@ -69,14 +70,14 @@ def require(df: Any, columns: Sequence[str], what: str, *, allow_empty: bool = F
     Raises ``ValueError`` naming the argument and the missing column(s), so a user sees what to
     pass instead of a matplotlib traceback."""
     if not isinstance(df, pd.DataFrame):
-        raise ValueError(f"{what} must be a pandas DataFrame, got {type(df).__name__}")
+        raise InputError(f"{what} must be a pandas DataFrame, got {type(df).__name__}")
     missing = [c for c in columns if c not in df.columns]
     if missing:
         names = ", ".join(repr(c) for c in missing)
         have = ", ".join(repr(str(c)) for c in df.columns) or "none"
-        raise ValueError(f"{what} is missing column{'s' if len(missing) > 1 else ''} {names} (it has: {have})")
+        raise InputError(f"{what} is missing column{'s' if len(missing) > 1 else ''} {names} (it has: {have})")
     if not allow_empty and len(df) == 0:
-        raise ValueError(f"{what} is empty: there is nothing to plot (expected rows with columns "
+        raise InputError(f"{what} is empty: there is nothing to plot (expected rows with columns "
                          f"{', '.join(columns)})")
     return df
 
@@ -93,7 +94,7 @@ def seconds(values: Any, what: str) -> np.ndarray:
     try:
         return pd.to_numeric(s, errors="raise").to_numpy(dtype=np.float64, na_value=np.nan)
     except (ValueError, TypeError) as exc:
-        raise ValueError(f"{what} must hold integer Unix seconds (or datetimes): {exc}") from None
+        raise InputError(f"{what} must hold integer Unix seconds (or datetimes): {exc}") from None
 
 
 def numbers(df: pd.DataFrame, column: str, what: str) -> np.ndarray:
@@ -101,7 +102,7 @@ def numbers(df: pd.DataFrame, column: str, what: str) -> np.ndarray:
     try:
         return pd.to_numeric(df[column], errors="raise").to_numpy(dtype=np.float64, na_value=np.nan)
     except (ValueError, TypeError) as exc:
-        raise ValueError(f"{what} column {column!r} must be numeric: {exc}") from None
+        raise InputError(f"{what} column {column!r} must be numeric: {exc}") from None
 
 
 # -- figures ---------------------------------------------------------------------------------------
@@ -131,7 +132,7 @@ def new_axes(ax: Axes | None, figsize: tuple[float, float]) -> tuple[Figure, Axe
     """The given axes and its figure, or a fresh constrained-layout figure with one axes."""
     if ax is not None:
         if not isinstance(ax, Axes):
-            raise ValueError(f"ax must be a matplotlib Axes, got {type(ax).__name__}")
+            raise InputError(f"ax must be a matplotlib Axes, got {type(ax).__name__}")
         return root_figure(ax), ax
     fig = PlotFigure(figsize=figsize, layout="constrained")
     return fig, fig.add_subplot()
@@ -145,7 +146,7 @@ def new_panels(axes: Sequence[Axes] | None, n: int, figsize: tuple[float, float]
         axes = list(np.ravel(np.asarray(axes, dtype=object)))
         ok = allowed or (n,)
         if len(axes) not in ok or not all(isinstance(a, Axes) for a in axes):
-            raise ValueError(f"{what}: axes must be a sequence of {' or '.join(map(str, ok))} matplotlib Axes, "
+            raise InputError(f"{what}: axes must be a sequence of {' or '.join(map(str, ok))} matplotlib Axes, "
                              f"got {len(axes)} item(s)")
         return root_figure(axes[0]), axes
     fig = PlotFigure(figsize=figsize, layout="constrained")
@@ -179,7 +180,7 @@ def threshold_line(ax: Axes, threshold: float | None, what: str = "archive thres
         return None
     thr = float(threshold)
     if not np.isfinite(thr):
-        raise ValueError(f"threshold must be a finite number, got {threshold!r}")
+        raise InputError(f"threshold must be a finite number, got {threshold!r}")
     return ax.axhline(thr, label=f"{what} ({thr:g})", **THRESHOLD_STYLE)
 
 
@@ -202,7 +203,7 @@ class TimeAxis:
 
     def __init__(self, all_seconds: np.ndarray, mode: str = "auto", origin: Any = None):
         if mode not in ("auto", "date", "days"):
-            raise ValueError(f"time must be 'auto', 'date' or 'days', got {mode!r}")
+            raise InputError(f"time must be 'auto', 'date' or 'days', got {mode!r}")
         finite = np.asarray(all_seconds, dtype=np.float64)
         finite = finite[np.isfinite(finite)]
         tmin = float(finite.min()) if finite.size else 0.0
@@ -247,7 +248,7 @@ def save(fig: Figure, path: str | Path, dpi: int = 120) -> Path:
     """Write ``fig`` to ``path`` (PNG unless the suffix names another matplotlib format; ``.png`` is
     appended when there is no suffix), creating parent folders; close it; return the path."""
     if not isinstance(fig, Figure):
-        raise ValueError(f"fig must be a matplotlib Figure, got {type(fig).__name__}")
+        raise InputError(f"fig must be a matplotlib Figure, got {type(fig).__name__}")
     p = Path(path)
     if not p.suffix:
         p = p.with_suffix(".png")

@@ -21,6 +21,7 @@ from factmem.plots.common import (
     KIND_COLORS, PlotFigure, TimeAxis, kind_order, legend_outside, new_axes, new_panels, numbers, require,
     seconds,
 )
+from factmem.errors import InputError
 
 #: Axis labels with units for metric columns factmem's simulator and sweep produce.
 METRIC_LABELS: dict[str, str] = {
@@ -221,7 +222,7 @@ def sweep_heatmap(results: pd.DataFrame, x: str, y: str, metric: str, *, agg: st
     df[metric] = numbers(results, metric, "results")
     df = df[df[x].notna() & df[y].notna()]
     if df.empty or not np.isfinite(df[metric].to_numpy()).any():
-        raise ValueError(f"results has no row with {x!r}, {y!r} and a finite {metric!r}: nothing to plot")
+        raise InputError(f"results has no row with {x!r}, {y!r} and a finite {metric!r}: nothing to plot")
     lower = _lower_is_better(metric) if lower_is_better is None else bool(lower_is_better)
     grid = df.pivot_table(index=y, columns=x, values=metric, aggfunc=agg, dropna=False, observed=True)
     grid = grid.sort_index(axis=0).sort_index(axis=1)
@@ -301,7 +302,7 @@ def pareto(results: pd.DataFrame, x: str = "believed", y: str = "recall", *, min
     xv, yv = numbers(results, x, "results"), numbers(results, y, "results")
     ok = np.isfinite(xv) & np.isfinite(yv)
     if not ok.any():
-        raise ValueError(f"results has no row with finite {x!r} and {y!r}: nothing to plot")
+        raise InputError(f"results has no row with finite {x!r} and {y!r}: nothing to plot")
     front = pareto_front(results, x, y, minimize_x, maximize_y)
     fig, ax = new_axes(ax, (8.5, 5.2))
     ax.scatter(xv[ok & ~front], yv[ok & ~front], s=22, c="#9E9E9E", alpha=0.7, lw=0, label="parameter sets",
@@ -331,16 +332,16 @@ def _highlight_rows(results: pd.DataFrame, name: str, sel: Any) -> np.ndarray:
     if isinstance(sel, str) and sel in results.columns:
         col = results[sel]
         if not pd.api.types.is_bool_dtype(col):
-            raise ValueError(f"highlight {name!r}: column {sel!r} must be boolean, got dtype {col.dtype}")
+            raise InputError(f"highlight {name!r}: column {sel!r} must be boolean, got dtype {col.dtype}")
         rows = col.fillna(False).to_numpy(bool)
     else:
         keys = list(sel) if isinstance(sel, (list, tuple, np.ndarray, pd.Index)) else [sel]
         missing = [k for k in keys if k not in results.index]
         if missing:
-            raise ValueError(f"highlight {name!r}: {missing[0]!r} is neither a row index of results nor a column")
+            raise InputError(f"highlight {name!r}: {missing[0]!r} is neither a row index of results nor a column")
         rows = results.index.isin(keys)
     if not rows.any():
-        raise ValueError(f"highlight {name!r}: column {sel!r} selects no row")
+        raise InputError(f"highlight {name!r}: column {sel!r} selects no row")
     return rows
 
 
@@ -363,7 +364,7 @@ def reliability(bins: pd.DataFrame, *, ax: Axes | None = None, by: str | None = 
     p, yv, n = numbers(bins, "p_mean", "bins"), numbers(bins, "y_mean", "bins"), numbers(bins, "n", "bins")
     ok = np.isfinite(p) & np.isfinite(yv) & np.isfinite(n) & (n > 0)
     if not ok.any():
-        raise ValueError("bins has no bin with finite p_mean, y_mean and n > 0: nothing to plot")
+        raise InputError("bins has no bin with finite p_mean, y_mean and n > 0: nothing to plot")
     groups = bins[by].astype(object).to_numpy() if by else np.full(len(bins), "all", dtype=object)
     if ax is None:
         fig = PlotFigure(figsize=(8.4, 6.8), layout="constrained")

@@ -20,6 +20,7 @@ from factmem.plots.common import (
     STATUS_COLORS, STATUS_HATCH, TimeAxis, confidence_axis, kind_color, kind_colors, kind_handles, kind_order,
     legend_outside, new_axes, numbers, require, seconds, threshold_line,
 )
+from factmem.errors import InputError
 
 _LN2 = float(np.log(2.0))
 _SRC_GRID, _SRC_EVIDENCE, _SRC_EVENT = 0, 1, 2
@@ -251,13 +252,13 @@ def kind_trajectories(traj: pd.DataFrame, *, threshold: float | None = None, ax:
     require(traj, ["fact_id", "t", "kind", "effective_confidence", "status"], "traj (FactStore.trajectories)")
     lo_q, hi_q = (float(b) for b in band)
     if not 0.0 <= lo_q < hi_q <= 1.0:
-        raise ValueError(f"band must be two quantiles 0 ≤ low < high ≤ 1, got {band!r}")
+        raise InputError(f"band must be two quantiles 0 ≤ low < high ≤ 1, got {band!r}")
     live = traj["status"].eq("active") if active_only else traj["status"].notna()
     df = pd.DataFrame({"kind": traj["kind"].to_numpy(object), "t": seconds(traj["t"], "traj column 't'"),
                        "y": numbers(traj, "effective_confidence", "traj")})[live.fillna(False).to_numpy(bool)]
     df = df[np.isfinite(df["y"].to_numpy())]
     if df.empty:
-        raise ValueError("traj has no point where a fact exists" + (" and is active" if active_only else "")
+        raise InputError("traj has no point where a fact exists" + (" and is active" if active_only else "")
                          + ": there is nothing to average")
     g = df.groupby(["kind", "t"], sort=True)["y"]
     stats = pd.DataFrame({"mean": g.mean(), "lo": g.quantile(lo_q), "hi": g.quantile(hi_q)}).reset_index()
@@ -304,11 +305,11 @@ def decay_curves(table: pd.DataFrame, *, days: float = 90, threshold: float | No
     bad = ~(np.isfinite(rate) & (rate >= 0) & np.isfinite(c0) & (c0 > 0) & (c0 <= 1))
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
-        raise ValueError(f"table row {table.index[i]!r}: decay_rate must be ≥ 0 and initial_confidence in (0, 1], "
+        raise InputError(f"table row {table.index[i]!r}: decay_rate must be ≥ 0 and initial_confidence in (0, 1], "
                          f"got decay_rate={rate[i]!r}, initial_confidence={c0[i]!r}")
     days = float(days)
     if not days > 0:
-        raise ValueError(f"days must be positive, got {days!r}")
+        raise InputError(f"days must be positive, got {days!r}")
     d = np.linspace(0.0, days, 400)
     curves = c0[:, None] * np.exp(-rate[:, None] * d[None, :])  # every curve at once
     labels = pd.unique(table["label"].astype(str))

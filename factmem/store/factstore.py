@@ -151,7 +151,7 @@ class FactStore(BatchWrites, Reads):
     @params.setter
     def params(self, value: MemoryParams) -> None:
         if not isinstance(value, MemoryParams):
-            raise ValueError(f"params must be MemoryParams, got {type(value).__name__}")
+            raise InputError(f"params must be MemoryParams, got {type(value).__name__}")
         self._params = value
         if not self.read_only:
             self._set_meta("params", value.to_json(indent=None))

@@ -13,7 +13,7 @@ import pandas as pd
 
 from factmem.core.decay import age_days, effective_confidence
 
-from factmem.errors import FactNotFoundError, StoreError
+from factmem.errors import FactNotFoundError, InputError, StoreError
 from factmem.store.schema import effective_sql
 from factmem.core.timeutil import resolve_at, to_seconds
 
@@ -64,7 +64,7 @@ class Reads:
             statuses = [status] if isinstance(status, str) else list(status)
             bad = [s for s in statuses if s not in ("active", "archived", "superseded")]
             if bad:
-                raise ValueError(f"unknown status {bad[0]!r}; statuses are active, archived, superseded")
+                raise InputError(f"unknown status {bad[0]!r}; statuses are active, archived, superseded")
             if len(statuses) == 1:
                 where, args["st"] = "WHERE status = $st", statuses[0]
             else:
@@ -154,9 +154,9 @@ class Reads:
         query: reinforcements show as jumps; ``status`` is the fact's status at each time."""
         start, end = to_seconds(start, name="start"), to_seconds(end, name="end")
         if int(step) <= 0:
-            raise ValueError(f"step must be a positive number of seconds, got {step!r}")
+            raise InputError(f"step must be a positive number of seconds, got {step!r}")
         if end < start:
-            raise ValueError(f"end ({end}) is before start ({start})")
+            raise InputError(f"end ({end}) is before start ({start})")
         ids = [int(i) for i in fact_ids]
         # grid points and observations in one stream per fact; each point carries forward the last
         # observation at or before it (a window scan: much faster than an ASOF join on many points)

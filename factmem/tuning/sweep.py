@@ -29,6 +29,7 @@ from tqdm.auto import tqdm
 from factmem.data.logs import Dataset
 from factmem.core.params import MemoryParams
 from factmem.evaluation.simulate import PreparedLog, Schedule, encode_events, kernel_beliefs, prepare
+from factmem.errors import InputError
 
 #: objectives and whether lower is better
 OBJECTIVES: dict[str, bool] = {
@@ -56,24 +57,24 @@ class Range:
 def _check_space(space: Mapping[str, Any], base: MemoryParams) -> None:
     """Every name a parameter, every value valid — before any work starts."""
     if not isinstance(space, Mapping) or not space:
-        raise ValueError("a sweep space maps parameter names to lists of values (or Range)")
+        raise InputError("a sweep space maps parameter names to lists of values (or Range)")
     names = MemoryParams.field_names()
     for name, values in space.items():
         if name not in names:
-            raise ValueError(f"unknown parameter {name!r} in the sweep space; known: {', '.join(names)}")
+            raise InputError(f"unknown parameter {name!r} in the sweep space; known: {', '.join(names)}")
         if isinstance(values, Range):
             if not values.low < values.high:
-                raise ValueError(f"{name}: Range low ({values.low}) must be below high ({values.high})")
+                raise InputError(f"{name}: Range low ({values.low}) must be below high ({values.high})")
             probe = [values.low, values.high]
         else:
             probe = list(values) if not isinstance(values, (str, bytes)) else [values]
             if not probe:
-                raise ValueError(f"{name}: no values to sweep")
+                raise InputError(f"{name}: no values to sweep")
         for v in probe:
             try:
                 base.replace(**{name: v})
             except ValueError as exc:
-                raise ValueError(f"sweep space: {exc}") from None
+                raise InputError(f"sweep space: {exc}") from None
 
 
 def grid_points(space: Mapping[str, Sequence], base: MemoryParams) -> list[MemoryParams]:
@@ -160,7 +161,7 @@ def score_chunk(log: Any, holdout: Any, params: list[dict], schedule: dict, spli
     for prep, cp, ranges in jobs:
         for label, (a, b) in ranges.items():
             if b <= a:
-                raise ValueError(f"the {label} part has no checkpoints; change the split or the schedule")
+                raise InputError(f"the {label} part has no checkpoints; change the split or the schedule")
         beliefs = kernel_beliefs(prep, ps, sched.consolidations(prep.start, prep.end),
                                  encode_events(prep, ps[0].multi_valued_predicates))
         ev = prep.evaluator(cp)
@@ -204,11 +205,11 @@ def sweep(log: Any, space: Mapping[str, Any] | Sequence[MemoryParams], *, base: 
     in this process).
     """
     if objective not in OBJECTIVES:
-        raise ValueError(f"unknown objective {objective!r}; objectives: {', '.join(OBJECTIVES)}")
+        raise InputError(f"unknown objective {objective!r}; objectives: {', '.join(OBJECTIVES)}")
     if search not in ("grid", "random"):
-        raise ValueError(f"search must be 'grid' or 'random', got {search!r}")
+        raise InputError(f"search must be 'grid' or 'random', got {search!r}")
     if chunk_size < 1:
-        raise ValueError(f"chunk_size must be >= 1, got {chunk_size!r}")
+        raise InputError(f"chunk_size must be >= 1, got {chunk_size!r}")
     schedule = schedule or Schedule()
     P = log if isinstance(log, PreparedLog) else prepare(log)
     H = None if holdout is None else (holdout if isinstance(holdout, PreparedLog) else prepare(holdout))
@@ -218,7 +219,7 @@ def sweep(log: Any, space: Mapping[str, Any] | Sequence[MemoryParams], *, base: 
     else:
         points = list(space)
         if not all(isinstance(p, MemoryParams) for p in points):
-            raise ValueError("an explicit sweep space must be a list of MemoryParams")
+            raise InputError("an explicit sweep space must be a list of MemoryParams")
     defaults = MemoryParams()
     if include_defaults:
         points = [defaults] + [p for p in points if p != defaults]
@@ -226,7 +227,7 @@ def sweep(log: Any, space: Mapping[str, Any] | Sequence[MemoryParams], *, base: 
     if H is None and split is not None:
         split_at = int(split) if split > 1 else int(P.start + split * (P.end - P.start))
         if not P.start < split_at < P.end:
-            raise ValueError(f"split at {split_at} is outside the log ({P.start}..{P.end})")
+            raise InputError(f"split at {split_at} is outside the log ({P.start}..{P.end})")
 
     # chunks of parameter sets sharing multi-valued predicates (the kernel's keys depend on them)
     order = sorted(range(len(points)), key=lambda i: (sorted(points[i].multi_valued_predicates), i))
@@ -280,5 +281,5 @@ def dask_executor(address: str) -> Executor:
     try:
         from distributed import Client
     except ImportError:  # pragma: no cover - depends on the extra
-        raise ValueError("--dask needs the 'dask' extra: pip install 'factmem[dask]'") from None
+        raise InputError("--dask needs the 'dask' extra: pip install 'factmem[dask]'") from None
     return Client(address).get_executor()

@@ -25,6 +25,7 @@ from factmem.core.params import MemoryParams
 from factmem.tuning.runs import default_run_dir, manifest, write_run
 from factmem.evaluation.simulate import PreparedLog, Schedule, prepare, simulate
 from factmem.tuning.sweep import OBJECTIVES, SweepResult, sweep
+from factmem.errors import InputError
 
 #: the default grid: the decay rate of each observed kind and the reinforcement gain
 DEFAULT_SPACE: dict[str, list] = {
@@ -92,7 +93,7 @@ def tune(log: Any = None, *, out: str | os.PathLike | None = None, space: Mappin
     ``factmem export``.
     """
     if objective not in OBJECTIVES:
-        raise ValueError(f"unknown objective {objective!r}; objectives: {', '.join(OBJECTIVES)}")
+        raise InputError(f"unknown objective {objective!r}; objectives: {', '.join(OBJECTIVES)}")
     t0 = time.perf_counter()
     P = prepare(log if log is not None else bundled_dataset())
     H = None if holdout is None else prepare(holdout)
