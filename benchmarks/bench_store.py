@@ -30,8 +30,8 @@ sys.path.insert(0, str(HERE.parent))
 from seed_sqlite import replay_prefix  # noqa: E402
 from streams import synthetic_stream  # noqa: E402
 
-from factmem.store.factstore import FactStore  # noqa: E402
 from factmem.engine.waves import grid_between  # noqa: E402
+from factmem.store.factstore import FactStore  # noqa: E402
 
 DAY = 86400
 

@@ -19,16 +19,15 @@ import tempfile
 import time
 from pathlib import Path
 
-
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
 
 from seed_sqlite import replay_prefix  # noqa: E402
 
-from factmem.engine import waves as W  # noqa: E402
-from factmem.data.generate import generate, write  # noqa: E402
 from factmem.core.params import MemoryParams  # noqa: E402
+from factmem.data.generate import generate, write  # noqa: E402
+from factmem.engine import waves as W  # noqa: E402
 from factmem.evaluation.simulate import Schedule, encode_events, prepare  # noqa: E402
 from factmem.tuning.sweep import sweep  # noqa: E402
 

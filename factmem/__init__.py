@@ -5,9 +5,9 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
-from factmem.errors import FactmemError, InputError, StoreError  # noqa: E402
 from factmem.core.codes import KINDS
 from factmem.core.params import MemoryParams
+from factmem.errors import FactmemError, InputError, StoreError
 
 __all__ = ["__version__", "FactmemError", "InputError", "StoreError", "KINDS", "MemoryParams"]
 

@@ -4,6 +4,8 @@ import matplotlib
 import pytest
 from hypothesis import HealthCheck, settings
 
+from tests.llm_server import llm_server  # noqa: F401 - the 127.0.0.1 LLM server fixture, for every module
+
 matplotlib.use("Agg")
 
 settings.register_profile("default", deadline=None, suppress_health_check=[HealthCheck.too_slow])

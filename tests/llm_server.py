@@ -21,9 +21,10 @@ import collections
 import json
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 
@@ -44,22 +45,22 @@ class Reply:
     headers: dict = field(default_factory=dict)
 
     @classmethod
-    def text(cls, content: str, delay: float = 0.0) -> "Reply":
+    def text(cls, content: str, delay: float = 0.0) -> Reply:
         """A 200 answer whose model text is ``content``."""
         return cls(content=content, delay=delay)
 
     @classmethod
-    def http(cls, status: int, body: Any = "") -> "Reply":
+    def http(cls, status: int, body: Any = "") -> Reply:
         """An HTTP error status with a raw body."""
         return cls(status=status, body=body)
 
     @classmethod
-    def raw(cls, body: Any, status: int = 200) -> "Reply":
+    def raw(cls, body: Any, status: int = 200) -> Reply:
         """A raw body (for malformed envelopes)."""
         return cls(status=status, body=body)
 
     @classmethod
-    def hang(cls, seconds: float = 30.0, content: str = "[]") -> "Reply":
+    def hang(cls, seconds: float = 30.0, content: str = "[]") -> Reply:
         """Answer only after ``seconds`` (or never, if the server stops first)."""
         return cls(content=content, delay=seconds)
 
@@ -175,7 +176,7 @@ class LLMServer:
         """Base URL, e.g. ``http://127.0.0.1:41234`` (valid after start, kept after stop)."""
         return f"http://127.0.0.1:{self.port}"
 
-    def start(self) -> "LLMServer":
+    def start(self) -> LLMServer:
         self._stopping.clear()
         self._httpd = _Server(("127.0.0.1", 0), _Handler)
         self._httpd.llm = self  # type: ignore[attr-defined]
@@ -199,13 +200,13 @@ class LLMServer:
     def running(self) -> bool:
         return self._httpd is not None
 
-    def __enter__(self) -> "LLMServer":
+    def __enter__(self) -> LLMServer:
         return self.start()
 
     def __exit__(self, *exc: Any) -> None:
         self.stop()
 
-    def reply(self, *replies: Reply | str) -> "LLMServer":
+    def reply(self, *replies: Reply | str) -> LLMServer:
         """Queue replies, one per coming request, in order."""
         with self._lock:
             self._queue.extend(replies)

@@ -24,14 +24,21 @@ from factmem.abstraction.passes import (
     parse_response,
     prune_children,
 )
+from factmem.abstraction.providers import (
+    Cassette,
+    Ollama,
+    OpenAICompatible,
+    OracleProvider,
+    cluster_payload,
+    parse_cluster_prompt,
+)
 from factmem.cli.main import main
-from factmem.errors import CassetteMiss, ProviderError, ResponseRejected, StoreError
-from factmem.data.generate import generate, write
 from factmem.core.params import MemoryParams
-from factmem.abstraction.providers import Cassette, Ollama, OpenAICompatible, OracleProvider, cluster_payload, parse_cluster_prompt
+from factmem.data.generate import generate, write
+from factmem.errors import CassetteMiss, ProviderError, ResponseRejected, StoreError
 from factmem.store.factstore import FactStore
 
-from .llm_server import OLLAMA_PATH, OPENAI_PATH, LLMServer, Reply, llm_server, provider_handler  # noqa: F401
+from .llm_server import OLLAMA_PATH, OPENAI_PATH, LLMServer, Reply, provider_handler
 from .reference import RefMemory
 
 FAST = 0.3  # client timeout (seconds)
@@ -450,7 +457,7 @@ def test_cassette_replays_a_pass_offline(llm_server, tmp_path):
     rep = Cassette(None, path, mode="replay", model="test-model")
     rb = abstract(b, rep, at=AT)
     assert rb.counters() == ra.counters() and rep.hits == 2 and len(llm_server.requests) == n
-    norm = lambda o: o.to_dict() | {"error": (o.error or "").split(" [replayed")[0]}  # noqa: E731
+    norm = lambda o: o.to_dict() | {"error": (o.error or "").split(" [replayed")[0]}
     assert [norm(o) for o in rb.outcomes] == [norm(o) for o in ra.outcomes]
     assert_same(snapshot(b), snapshot(a))
     # a request the cassette never saw stops the pass: not a skipped cluster

@@ -7,8 +7,17 @@ import math
 import numpy as np
 import pytest
 
-from factmem.core.decay import (age_days, days_to_threshold, effective_confidence, half_life_days, kind_table,
-                           reinforce, reinforce_closed_form, reinforce_sequence, reinforcements_to_cap)
+from factmem.core.decay import (
+    age_days,
+    days_to_threshold,
+    effective_confidence,
+    half_life_days,
+    kind_table,
+    reinforce,
+    reinforce_closed_form,
+    reinforce_sequence,
+    reinforcements_to_cap,
+)
 from factmem.core.params import MemoryParams
 
 

@@ -18,6 +18,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from factmem.cli.main import main
+from factmem.core.codes import KINDS
+from factmem.core.params import MemoryParams
 from factmem.errors import ExportError, FactmemError, ParamsFileError
 from factmem.export import (
     PARAMS_SCHEMA,
@@ -32,8 +34,6 @@ from factmem.export import (
     write_params_file,
 )
 from factmem.export.rust import render_rust, rust_f64, rust_str
-from factmem.core.codes import KINDS
-from factmem.core.params import MemoryParams
 
 # -- strategies ---------------------------------------------------------------------------------------------
 
@@ -118,7 +118,7 @@ def test_stamp_fills_version_and_time_and_keeps_given_ones(tmp_path):
     import datetime as dt
 
     p2 = write_params_file(tmp_path / "p2.json", MemoryParams(),
-                           {"created_at": dt.datetime(2026, 5, 1, 12, tzinfo=dt.timezone.utc)})
+                           {"created_at": dt.datetime(2026, 5, 1, 12, tzinfo=dt.UTC)})
     assert load_params_file(p2)[1]["created_at"] == "2026-05-01T12:00:00Z"
     # same inputs, same bytes
     a = write_params_file(tmp_path / "a.toml", MemoryParams(), {"created_at": "2026-05-01T12:00:00Z"})

@@ -9,8 +9,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from factmem.data import logs
 from factmem.cli.main import main
+from factmem.data import logs
 from factmem.data.generate import CORRECTION_NOTE, generate, write
 from factmem.data.presets import PRESETS, base_dict, preset
 from factmem.data.scenario import Scenario

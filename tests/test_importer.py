@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from factmem.data import logs
 from factmem.cli.main import main
-from factmem.errors import InputError
+from factmem.data import logs
 from factmem.data.importer import import_triples, parse_bounds
+from factmem.errors import InputError
 
 TSV = """subject\tpredicate\tobject\tstart\tend
 Q1\tmemberOf\tFC Porto\t1987\t1990
@@ -33,7 +33,7 @@ Q10\tposition\tclerk\t1990-##-05\t1991
 
 
 def ts(*args) -> int:
-    return int(datetime(*args, tzinfo=timezone.utc).timestamp())
+    return int(datetime(*args, tzinfo=UTC).timestamp())
 
 
 @pytest.fixture

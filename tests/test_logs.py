@@ -11,8 +11,8 @@ import pytest
 
 from factmem.core.codes import MENTION_KINDS
 from factmem.data import logs
-from factmem.errors import FactmemError, InputError
 from factmem.data.generate import generate
+from factmem.errors import FactmemError, InputError
 
 
 @pytest.fixture(scope="module")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
@@ -9,7 +10,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from factmem.core.codes import KINDS
-
 from factmem.core.params import MemoryParams, PerKind
 
 
@@ -24,7 +24,7 @@ def test_seed_defaults():
 
 def test_immutable_and_replace():
     p = MemoryParams()
-    with pytest.raises(Exception):
+    with pytest.raises(dataclasses.FrozenInstanceError):
         p.reinforce_gain = 0.5  # type: ignore[misc]
     q = p.replace(reinforce_gain=0.2, decay_rate={"episodic": 0.1}, **{"initial_confidence.derived": 0.6})
     assert q.reinforce_gain == 0.2 and q.decay_rate.episodic == 0.1 and q.decay_rate.explicit == 0.05

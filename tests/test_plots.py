@@ -182,7 +182,7 @@ def test_kind_trajectories(mem, tmp_path):
     legend = [t.get_text() for t in ax.get_legend().get_texts()]
     assert "user_preference (3 facts)" in legend and "episodic (1 fact)" in legend
     # the mean line of a kind equals the mean over its existing facts at each time
-    line = next(l for l in ax.get_lines() if l.get_label().startswith("user_preference"))
+    line = next(ln for ln in ax.get_lines() if ln.get_label().startswith("user_preference"))
     live = traj[traj["status"].notna() & (traj["kind"] == "user_preference")]
     expect = live.groupby("t")["effective_confidence"].mean().to_numpy()
     np.testing.assert_allclose(line.get_ydata(), expect)
@@ -278,7 +278,7 @@ def test_checkpoint_metrics(tmp_path):
     _labels_ok(fig)
     a, b, c = fig.axes
     np.testing.assert_array_equal(a.get_lines()[0].get_ydata(), m["believed"])
-    assert [l.get_label() for l in a.get_lines()] == ["believed", "needed (true and relevant)"]
+    assert [ln.get_label() for ln in a.get_lines()] == ["believed", "needed (true and relevant)"]
     assert b.get_ylim() == pytest.approx((0, 1.03))
     assert c.get_ylabel() == "facts (count)"
     for ax in fig.axes:
@@ -377,10 +377,10 @@ def test_sweep_heatmap_higher_is_better_and_agg():
     ax = fig.axes[0]
     assert not ax.texts
     assert "higher is better" in fig.axes[1].get_ylabel() and "max of 2" in fig.axes[1].get_ylabel()
-    star = [l for l in ax.get_lines() if l.get_marker() == "*"][0]
+    star = [ln for ln in ax.get_lines() if ln.get_marker() == "*"][0]
     assert (star.get_xdata()[0], star.get_ydata()[0]) == (0, 2)  # decay 0.1, gain 0.3
     fig = plots.sweep_heatmap(r, "decay_rate.episodic", "reinforce_gain", "recall", lower_is_better=True)
-    star = [l for l in fig.axes[0].get_lines() if l.get_marker() == "*"][0]
+    star = [ln for ln in fig.axes[0].get_lines() if ln.get_marker() == "*"][0]
     assert (star.get_xdata()[0], round(star.get_ydata()[0])) == (3, 0)  # the star sits above the number
 
 
@@ -430,7 +430,7 @@ def test_pareto(tmp_path):
     front = plots.pareto_front(r, "believed", "recall")
     assert f"Pareto front ({front.sum()} of {len(r)})" in legend
     assert {"seed defaults", "recommended", "parameter sets"} <= set(legend)
-    step = [l for l in ax.get_lines() if l.get_drawstyle().startswith("steps")][0]
+    step = [ln for ln in ax.get_lines() if ln.get_drawstyle().startswith("steps")][0]
     assert set(step.get_xdata()) == set(r.loc[front, "believed"])
     _png(fig, tmp_path, "pareto.png")
     with pytest.raises(ValueError, match="'nope' is neither a row index"):
@@ -454,8 +454,8 @@ def test_reliability_by_kind(tmp_path):
     _labels_ok(fig)
     legend = [t.get_text() for t in top.get_legend().get_texts()]
     assert legend == ["perfect calibration", "explicit (n=500)", "episodic (n=500)"]
-    curves = [l for l in top.get_lines() if len(l.get_xdata()) == 10]
-    assert [l.get_color().lower() for l in curves] == [plots.KIND_COLORS["explicit"].lower(),
+    curves = [ln for ln in top.get_lines() if len(ln.get_xdata()) == 10]
+    assert [ln.get_color().lower() for ln in curves] == [plots.KIND_COLORS["explicit"].lower(),
                                                        plots.KIND_COLORS["episodic"].lower()]
     # marker area grows with n
     sizes = [c.get_sizes() for c in top.collections if isinstance(c, PathCollection)][0]

@@ -16,7 +16,6 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from factmem.errors import CassetteError, CassetteMiss, FactmemError, ProviderError
 from factmem.abstraction.providers import (
     ORACLE_ERRORS,
     Cassette,
@@ -30,7 +29,8 @@ from factmem.abstraction.providers import (
     messages_hash,
     parse_cluster_prompt,
 )
-from tests.llm_server import OLLAMA_PATH, OPENAI_PATH, LLMServer, Reply, llm_server, provider_handler  # noqa: F401
+from factmem.errors import CassetteError, CassetteMiss, FactmemError, ProviderError
+from tests.llm_server import OLLAMA_PATH, OPENAI_PATH, LLMServer, Reply, provider_handler
 
 FAST = 0.3  # client timeout in tests (seconds)
 MSGS = [{"role": "system", "content": "be terse"}, {"role": "user", "content": "hello"}]

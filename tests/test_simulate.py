@@ -3,14 +3,13 @@ cardinality measures and costs."""
 
 from __future__ import annotations
 
-import numpy as np
 import pandas as pd
 import pytest
 
-from factmem.evaluation.cardinality import measure_cardinality, suggest_multi_valued, supersession_costs
-from factmem.data.generate import generate
 from factmem.abstraction.oracle import OracleProvider
 from factmem.core.params import MemoryParams
+from factmem.data.generate import generate
+from factmem.evaluation.cardinality import measure_cardinality, suggest_multi_valued, supersession_costs
 from factmem.evaluation.simulate import Schedule, kernel_beliefs, prepare, simulate
 
 COLS = ["triple", "kind", "start", "end", "reason", "confidence", "rate"]

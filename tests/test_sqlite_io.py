@@ -7,17 +7,15 @@ import sqlite3
 import tempfile
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from factmem.cli.main import main
-from factmem.errors import ExportError, ProductionDBError
 from factmem.core.codes import KINDS
 from factmem.core.params import MemoryParams
-from factmem.store.schema import SEED_FACT_COLUMNS
+from factmem.errors import ExportError, ProductionDBError
 from factmem.export.sqlite import (
     EVIDENCE_DDL,
     SEED_FACTS_DDL,
@@ -28,6 +26,7 @@ from factmem.export.sqlite import (
     validate_sqlite,
 )
 from factmem.store.factstore import Evidence, FactStore
+from factmem.store.schema import SEED_FACT_COLUMNS
 
 SUBJECTS = ["ada", "bob", "x'); DROP TABLE memory_facts; --"]
 PREDICATES = ["likes", "lives_in", "uses"]

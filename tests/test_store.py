@@ -14,8 +14,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from factmem.errors import FactNotFoundError, InputError, SchemaVersionError, StoreError, StoreLockedError
 from factmem.core.params import MemoryParams
+from factmem.errors import FactNotFoundError, InputError, SchemaVersionError, StoreError, StoreLockedError
 from factmem.store.factstore import Evidence, FactStore
 
 DAY = 86400

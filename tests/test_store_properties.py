@@ -5,12 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from factmem.core.codes import KINDS
-
 from factmem.core.params import MemoryParams
 from factmem.store.factstore import Evidence, FactStore
 
@@ -139,7 +137,7 @@ def assert_matches_reference(s: FactStore, m: RefMemory):
         return
     for col in EXACT_COLS:
         g, w = got[col].tolist(), want[col].tolist()
-        norm = lambda v: None if v is None or (isinstance(v, float) and np.isnan(v)) or v is pd.NA else v  # noqa: E731
+        norm = lambda v: None if v is None or (isinstance(v, float) and np.isnan(v)) or v is pd.NA else v
         assert [norm(v) for v in g] == [norm(v) for v in w], col
     np.testing.assert_allclose(got["confidence"].to_numpy(), want["confidence"].to_numpy(), rtol=1e-12, atol=0)
     ev = s.evidence()

@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import json
 
-import numpy as np
 import pandas as pd
 import pytest
 
-from factmem.export import load_params_file
-from factmem.data.generate import generate, write
 from factmem.core.params import MemoryParams
-from factmem.tuning.runs import load_run
+from factmem.data.generate import generate, write
 from factmem.evaluation.simulate import Schedule, prepare, simulate
+from factmem.export import load_params_file
+from factmem.tuning.runs import load_run
 from factmem.tuning.sweep import Range, random_points, sweep
 from factmem.tuning.tune import decide, tune
 

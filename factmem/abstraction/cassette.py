@@ -33,8 +33,9 @@ import json
 import os
 import threading
 import warnings
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 from factmem.errors import CassetteError, CassetteMiss, InputError, ProviderError
 

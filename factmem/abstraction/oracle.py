@@ -14,9 +14,10 @@ import math
 import os
 import re
 import threading
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -416,7 +417,7 @@ class OracleProvider:
         return f"OracleProvider({len(self._gen)} generalizations, seed={self.seed}, error_rates={active})"
 
     @classmethod
-    def from_dataset(cls, path: str | os.PathLike, **kwargs: Any) -> "OracleProvider":
+    def from_dataset(cls, path: str | os.PathLike, **kwargs: Any) -> OracleProvider:
         """Build from a dataset folder (``generalizations.{parquet,csv}``, optional ``truth.*``) or
         from a generalizations file; other keyword arguments as for the constructor."""
         path = Path(path)

@@ -43,17 +43,18 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
-from factmem.errors import InputError, ProviderError, ResponseRejected
 from factmem.abstraction.oracle import cluster_payload
-from factmem.store.factstore import Evidence, FactStore
 from factmem.core.timeutil import resolve_at
+from factmem.errors import InputError, ProviderError, ResponseRejected
+from factmem.store.factstore import Evidence, FactStore
 
 __all__ = [
     "PROMPT_VERSION",

@@ -18,13 +18,13 @@ import math
 import os
 import re
 import threading
-from typing import Any, Mapping, Protocol, runtime_checkable
+from collections.abc import Mapping
+from typing import Any, Protocol, runtime_checkable
 
 import httpx
 import pandas as pd
 
 from factmem.abstraction.cassette import Cassette, CassetteError, CassetteMiss, cassette_key
-from factmem.errors import InputError, ProviderError
 from factmem.abstraction.oracle import (
     GENERALIZATION_COLUMNS,
     ORACLE_ERRORS,
@@ -35,6 +35,7 @@ from factmem.abstraction.oracle import (
     messages_hash,
     parse_cluster_prompt,
 )
+from factmem.errors import InputError, ProviderError
 
 __all__ = [
     "Provider",

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from factmem.errors import FactmemError, InputError
 
@@ -164,8 +164,8 @@ def _run_abstract(args: argparse.Namespace) -> int:
 
     from factmem.abstraction.passes import PROMPT_VERSION, abstract
     from factmem.abstraction.providers import make_provider
-    from factmem.store.factstore import FactStore
     from factmem.core.timeutil import to_seconds
+    from factmem.store.factstore import FactStore
 
     db = Path(args.db)
     if not db.is_file():
@@ -346,7 +346,6 @@ def _run_import_db(args: argparse.Namespace) -> int:
 
 
 from factmem.cli import tune as _cli_tune  # noqa: E402
-
 
 #: Subcommand registry: add yours here.
 COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [

@@ -12,6 +12,7 @@ import tomllib
 from pathlib import Path
 
 import pandas as pd
+
 from factmem.errors import InputError
 
 
@@ -195,8 +196,8 @@ def _add_simulate(sub) -> None:
 
 
 def _run_simulate(args) -> int:
-    from factmem.tuning.runs import manifest, write_run
     from factmem.evaluation.simulate import prepare, simulate
+    from factmem.tuning.runs import manifest, write_run
     from factmem.tuning.tune import base_params
 
     P = prepare(_load_log(args.log))
@@ -245,8 +246,8 @@ def _add_sweep(sub) -> None:
 
 
 def _run_sweep(args) -> int:
-    from factmem.tuning.runs import manifest, write_run
     from factmem.evaluation.simulate import prepare
+    from factmem.tuning.runs import manifest, write_run
     from factmem.tuning.sweep import OBJECTIVES, sweep
     from factmem.tuning.tune import base_params
 
@@ -288,8 +289,8 @@ def _add_cardinality(sub) -> None:
 
 
 def _run_cardinality(args) -> int:
-    from factmem.evaluation.cardinality import measure_cardinality, suggest_multi_valued
     from factmem.data.logs import load
+    from factmem.evaluation.cardinality import measure_cardinality, suggest_multi_valued
 
     ds = load(_load_log(args.dir))
     table = measure_cardinality(ds.truth if len(ds.truth) else None, ds.events, threshold=args.threshold)

@@ -14,15 +14,15 @@ import dataclasses
 import json
 import math
 import tomllib
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 import numpy as np
 
 from factmem.core.codes import KIND_CODES, KINDS, REINFORCE_BASES, ReinforceBase
 from factmem.errors import ParamsError
-
 
 SEED_DECAY_RATE = {"explicit": 0.05, "user_preference": 0.02, "episodic": 0.30, "derived": 0.02}
 SEED_INITIAL_CONFIDENCE = {"explicit": 0.4, "user_preference": 0.5, "episodic": 0.4, "derived": 0.5}
@@ -73,7 +73,7 @@ class PerKind:
         return np.array([getattr(self, k) for k in KINDS], dtype=np.float64)
 
     @classmethod
-    def build(cls, name: str, values: Mapping[str, Any], base: "PerKind | None" = None) -> "PerKind":
+    def build(cls, name: str, values: Mapping[str, Any], base: PerKind | None = None) -> PerKind:
         if isinstance(values, PerKind):
             values = values.to_dict()
         if not isinstance(values, Mapping):
@@ -165,7 +165,7 @@ class MemoryParams:
 
     # -- derivation -------------------------------------------------------------------------
 
-    def replace(self, **changes: Any) -> "MemoryParams":
+    def replace(self, **changes: Any) -> MemoryParams:
         """A copy with some fields changed; per-kind fields merge (see class docstring)."""
         nested: dict[str, Any] = {}
         for name, value in changes.items():
@@ -232,7 +232,7 @@ class MemoryParams:
         return out
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "MemoryParams":
+    def from_dict(cls, data: Mapping[str, Any]) -> MemoryParams:
         """Build from a (possibly partial) plain dict; missing fields take the seed defaults.
 
         Unknown keys raise ``ValueError`` naming the key.
@@ -260,14 +260,14 @@ class MemoryParams:
         return cls(**kwargs)
 
     @classmethod
-    def from_flat(cls, flat: Mapping[str, Any]) -> "MemoryParams":
+    def from_flat(cls, flat: Mapping[str, Any]) -> MemoryParams:
         return cls().replace(**dict(flat))
 
     def to_json(self, indent: int | None = 2) -> str:
         return json.dumps(self.to_dict(), indent=indent, sort_keys=False)
 
     @classmethod
-    def from_json(cls, text: str) -> "MemoryParams":
+    def from_json(cls, text: str) -> MemoryParams:
         try:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
@@ -278,7 +278,7 @@ class MemoryParams:
         return dumps_toml(self.to_dict())
 
     @classmethod
-    def from_toml(cls, text: str) -> "MemoryParams":
+    def from_toml(cls, text: str) -> MemoryParams:
         try:
             data = tomllib.loads(text)
         except tomllib.TOMLDecodeError as exc:
@@ -293,7 +293,7 @@ class MemoryParams:
         return path
 
     @classmethod
-    def load(cls, path: str | Path) -> "MemoryParams":
+    def load(cls, path: str | Path) -> MemoryParams:
         """Read TOML or JSON by the file's suffix; errors name the file."""
         path = Path(path)
         try:

@@ -8,8 +8,8 @@ import time
 from typing import Any
 
 import numpy as np
-from factmem.errors import InputError
 
+from factmem.errors import InputError
 
 
 def to_seconds(at: Any, *, name: str = "at") -> int:
@@ -39,10 +39,10 @@ def to_seconds(at: Any, *, name: str = "at") -> int:
     if isinstance(at, _dt.datetime):
         # pandas.Timestamp is a datetime subclass; NaT is not.
         if at.tzinfo is None:
-            at = at.replace(tzinfo=_dt.timezone.utc)
+            at = at.replace(tzinfo=_dt.UTC)
         return int(math.floor(at.timestamp()))
     if isinstance(at, _dt.date):
-        return int(_dt.datetime(at.year, at.month, at.day, tzinfo=_dt.timezone.utc).timestamp())
+        return int(_dt.datetime(at.year, at.month, at.day, tzinfo=_dt.UTC).timestamp())
     raise InputError(f"{name} must be Unix seconds, a datetime or a Timestamp, got {type(at).__name__} {at!r}")
 
 
@@ -56,4 +56,4 @@ def resolve_at(at: Any, *, name: str = "at") -> int:
 
 
 def to_datetime(seconds: int) -> _dt.datetime:
-    return _dt.datetime.fromtimestamp(int(seconds), tz=_dt.timezone.utc)
+    return _dt.datetime.fromtimestamp(int(seconds), tz=_dt.UTC)

@@ -15,8 +15,8 @@ import io
 import json
 import re
 import tomllib
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import numpy as np
 import pandas as pd
@@ -25,8 +25,8 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 import pyarrow.json as pajson
 
+from factmem.core.codes import MENTION_KINDS
 from factmem.errors import InputError
-from factmem.core.codes import KINDS, MENTION_KINDS
 
 LOG_FILE = "log.jsonl"
 TRUTH_FILE = "truth.csv"
@@ -400,7 +400,7 @@ def empty_generalizations() -> pd.DataFrame:
     return pd.DataFrame({c: pd.Series([], dtype="str") for c in GENERALIZATION_COLUMNS})
 
 
-def _truth_frame(subject, predicate, object, kind, valid_from, valid_to, relevant_until, noise) -> pd.DataFrame:  # noqa: A002
+def _truth_frame(subject, predicate, object, kind, valid_from, valid_to, relevant_until, noise) -> pd.DataFrame:
     return pd.DataFrame(
         {
             "subject": pd.Series(subject, dtype="str"),

@@ -23,18 +23,19 @@ predicates, archetypes, and batches of geometric draws.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from factmem.core.codes import DAY
 from factmem.data.logs import Dataset, make_dataset, save
 from factmem.data.presets import PRESETS, preset, resolve
 from factmem.data.scenario import Scenario
-from factmem.core.codes import DAY
 from factmem.errors import InputError
 
 __all__ = ["generate", "write", "PRESETS", "preset", "Scenario"]
@@ -59,7 +60,7 @@ LAST_NAMES = [
 CORRECTION_NOTE = "corrects an earlier misstatement"
 
 
-def generate(preset_or_scenario: "str | Path | Mapping[str, Any] | Scenario", seed: int | None = None) -> Dataset:
+def generate(preset_or_scenario: str | Path | Mapping[str, Any] | Scenario, seed: int | None = None) -> Dataset:
     """Generate a dataset in memory from a preset name, a scenario (file, dict or object) and a seed.
 
     ``seed`` (if given) replaces the scenario's; the same scenario and seed give the same bytes

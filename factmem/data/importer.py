@@ -41,10 +41,9 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from factmem.errors import InputError
-from factmem.core.codes import MENTION_KINDS
+from factmem.core.codes import DAY, MENTION_KINDS
 from factmem.data.logs import Dataset, make_dataset
-from factmem.core.codes import DAY
+from factmem.errors import InputError
 
 _UNKNOWN = {"", "none", "null", "nan", "unknown", "####-##-##", "####", "####-##"}
 _BOUND_RE = r"^(-?[0-9]{1,4})(?:-([0-9]{2}|##)(?:-([0-9]{2}|##))?)?$"
@@ -84,7 +83,7 @@ class ImportReport:
         return "\n".join(lines)
 
 
-def parse_bounds(values: "pd.Series | np.ndarray | list[str]") -> pd.DataFrame:
+def parse_bounds(values: pd.Series | np.ndarray | list[str]) -> pd.DataFrame:
     """Parse bound strings (vectorized) into periods.
 
     Returns columns ``status`` ("ok", "unknown" or "invalid"), ``lo`` (Unix seconds at the start

@@ -22,16 +22,18 @@ from __future__ import annotations
 import hashlib
 import os
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from factmem.errors import InputError
+from factmem.core.params import dumps_toml
 from factmem.data.format import (
+    _FACT_FIELDS,
     DATASET_FILES,
     EVENT_COLUMNS,
     GENERALIZATION_COLUMNS,
@@ -42,7 +44,6 @@ from factmem.data.format import (
     SCENARIO_FILE,
     TRUTH_COLUMNS,
     TRUTH_FILE,
-    _FACT_FIELDS,
     _check_span,
     _parse_generalizations,
     _parse_log,
@@ -55,9 +56,7 @@ from factmem.data.format import (
     empty_messages,
     empty_truth,
 )
-from factmem.core.params import dumps_toml
-
-
+from factmem.errors import InputError
 
 # ------------------------------------------------------------------------------------------
 # the dataset
@@ -107,7 +106,7 @@ class Dataset:
         """Predicates the ground truth says may hold several objects at once."""
         return frozenset(self.scenario.get("multi_valued_predicates", ()))
 
-    def equals(self, other: "Dataset") -> bool:
+    def equals(self, other: Dataset) -> bool:
         """Same events, messages, truth, generalizations and scenario (the path is ignored)."""
         if not isinstance(other, Dataset):
             return False

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import copy
 import math
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from factmem.data.scenario import Scenario
 from factmem.errors import InputError
@@ -292,7 +293,7 @@ def preset(name: str, seed: int | None = None) -> Scenario:
     return Scenario.from_dict(d)
 
 
-def resolve(spec: "str | Path | Mapping[str, Any] | Scenario") -> Scenario:
+def resolve(spec: str | Path | Mapping[str, Any] | Scenario) -> Scenario:
     """A Scenario from a preset name, a scenario TOML path, a plain dict or a Scenario."""
     if isinstance(spec, Scenario):
         return spec

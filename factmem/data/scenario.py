@@ -15,15 +15,15 @@ from __future__ import annotations
 import dataclasses
 import math
 import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import date, datetime, timezone
+from datetime import UTC, date, datetime
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from factmem.core.codes import MENTION_KINDS
 from factmem.core.params import dumps_toml
 from factmem.errors import ScenarioError
-
 
 CARDINALITIES = ("single", "multi")
 EPISODES = ("event", "state")
@@ -103,7 +103,7 @@ class Sessions:
     absence_days: float = 10.0  # mean absence length
 
     @staticmethod
-    def from_dict(data: Mapping[str, Any], path: str = "sessions") -> "Sessions":
+    def from_dict(data: Mapping[str, Any], path: str = "sessions") -> Sessions:
         def weights(p: str, v: Any) -> tuple[float, ...]:
             if isinstance(v, str) or not isinstance(v, (list, tuple)) or len(v) != 24:
                 raise ScenarioError(f"{p} must be a list of 24 numbers (one per hour), got {v!r}")
@@ -112,7 +112,7 @@ class Sessions:
                 raise ScenarioError(f"{p} must have a positive weight somewhere")
             return out
 
-        pos = lambda p, v: _num(p, v, 0.0)  # noqa: E731
+        pos = lambda p, v: _num(p, v, 0.0)
         checks = {
             "rate_per_day": pos, "rate_spread": lambda p, v: _num(p, v, 0.0, 3.0),
             "weekend_factor": pos, "hour_weights": weights,
@@ -140,7 +140,7 @@ class Messages:
     correction_template: str = "Sorry, I got that wrong: it's {o}, not {w}."
 
     @staticmethod
-    def from_dict(data: Mapping[str, Any], path: str = "messages") -> "Messages":
+    def from_dict(data: Mapping[str, Any], path: str = "messages") -> Messages:
         def boolean(p: str, v: Any) -> bool:
             if not isinstance(v, bool):
                 raise ScenarioError(f"{p} must be true or false, got {v!r}")
@@ -166,7 +166,7 @@ class Noise:
     irrelevant_per_session: float = 0.15  # mean one-off irrelevant facts per session (predicates marked irrelevant)
 
     @staticmethod
-    def from_dict(data: Mapping[str, Any], path: str = "noise") -> "Noise":
+    def from_dict(data: Mapping[str, Any], path: str = "noise") -> Noise:
         checks = {
             "misstatement_rate": lambda p, v: _num(p, v, 0.0, 1.0),
             "irrelevant_per_session": lambda p, v: _num(p, v, 0.0, 50.0),
@@ -215,7 +215,7 @@ class Predicate:
         return d
 
     @staticmethod
-    def from_dict(name: str, data: Mapping[str, Any]) -> "Predicate":
+    def from_dict(name: str, data: Mapping[str, Any]) -> Predicate:
         path = f"predicates.{name}"
         allowed = {f.name for f in dataclasses.fields(Predicate)} - {"name"}
         _check_keys(path, data, allowed)
@@ -286,7 +286,7 @@ class Archetype:
         }
 
     @staticmethod
-    def from_dict(name: str, data: Mapping[str, Any]) -> "Archetype":
+    def from_dict(name: str, data: Mapping[str, Any]) -> Archetype:
         path = f"archetypes.{name}"
         _check_keys(path, data, {"share", "predicate", "object", "note", "implies"})
         for req in ("share", "object", "implies"):
@@ -344,7 +344,7 @@ class Scenario:
                 return p
         raise KeyError(name)
 
-    def replace(self, **changes: Any) -> "Scenario":
+    def replace(self, **changes: Any) -> Scenario:
         """A validated copy with top-level settings changed (``seed=3``, ``days=30``)."""
         d = self.to_dict()
         d.update(changes)
@@ -374,7 +374,7 @@ class Scenario:
         return dumps_toml(self.to_dict()) + "\n"
 
     @staticmethod
-    def from_dict(data: Mapping[str, Any]) -> "Scenario":
+    def from_dict(data: Mapping[str, Any]) -> Scenario:
         """Build and validate; errors name the setting (``predicates.lives_in.salience``)."""
         allowed = {f.name for f in dataclasses.fields(Scenario)} | {"end", "multi_valued_predicates", "format_version", "generator"}
         _check_keys("scenario", data, allowed)
@@ -433,7 +433,7 @@ class Scenario:
         names = {p.name: p for p in self.predicates}
         for a in self.archetypes:
             singles: set[str] = set()
-            for pred, obj in a.implies:
+            for pred, _obj in a.implies:
                 path = f"archetypes.{a.name}.implies"
                 if pred not in names:
                     raise ScenarioError(f"{path}: unknown predicate {pred!r}")
@@ -456,7 +456,7 @@ class Scenario:
                 )
 
     @staticmethod
-    def from_toml(text: str) -> "Scenario":
+    def from_toml(text: str) -> Scenario:
         try:
             data = tomllib.loads(text)
         except tomllib.TOMLDecodeError as exc:
@@ -464,7 +464,7 @@ class Scenario:
         return Scenario.from_dict(data)
 
     @staticmethod
-    def load(path: str | Path) -> "Scenario":
+    def load(path: str | Path) -> Scenario:
         """Read a scenario TOML file; errors name the file."""
         path = Path(path)
         try:
@@ -483,10 +483,10 @@ def _start(path: str, value: Any) -> int:
     if isinstance(value, int):
         return value
     if isinstance(value, datetime):
-        dt = value if value.tzinfo else value.replace(tzinfo=timezone.utc)
+        dt = value if value.tzinfo else value.replace(tzinfo=UTC)
         return int(dt.timestamp())
     if isinstance(value, date):
-        return int(datetime(value.year, value.month, value.day, tzinfo=timezone.utc).timestamp())
+        return int(datetime(value.year, value.month, value.day, tzinfo=UTC).timestamp())
     if isinstance(value, str):
         try:
             return _start(path, date.fromisoformat(value))

@@ -49,7 +49,7 @@ class KeyState:
     decay_rate: np.ndarray  # float64[K]
 
     @classmethod
-    def empty(cls, n_keys: int) -> "KeyState":
+    def empty(cls, n_keys: int) -> KeyState:
         return cls(
             has=np.zeros(n_keys, bool),
             obj=np.full(n_keys, NO_OBJ, np.int64),

@@ -18,8 +18,8 @@ operations as ``remember``/``ingest`` and the SQL of ``consolidate``, so the res
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 
@@ -27,7 +27,6 @@ from factmem.core.codes import OPEN, SECONDS_PER_DAY, EndReason
 from factmem.core.decay import effective_confidence, reinforce
 from factmem.core.params import MemoryParams
 from factmem.errors import InputError
-
 
 # why a fact's state ended
 
@@ -44,7 +43,7 @@ class ParamArrays:
     initial: np.ndarray  # (m, 4) by kind code
 
     @classmethod
-    def of(cls, params: Sequence[MemoryParams]) -> "ParamArrays":
+    def of(cls, params: Sequence[MemoryParams]) -> ParamArrays:
         return cls(
             gain=np.array([p.reinforce_gain for p in params], dtype=np.float64),
             cap=np.array([p.confidence_cap for p in params], dtype=np.float64),
@@ -69,7 +68,7 @@ class InitialState:
     decay_rate: np.ndarray  # (K,)
 
     @classmethod
-    def empty(cls, n_keys: int) -> "InitialState":
+    def empty(cls, n_keys: int) -> InitialState:
         return cls(np.zeros(n_keys, bool), np.full(n_keys, -1, np.int64), np.zeros(n_keys),
                    np.zeros(n_keys, np.int64), np.zeros(n_keys))
 

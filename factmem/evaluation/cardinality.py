@@ -10,14 +10,13 @@ Ground floor: pandas and numpy only.
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 import numpy as np
 import pandas as pd
 
 from factmem.core.codes import DAY, OPEN
 from factmem.errors import InputError
-
 
 
 def measure_cardinality(truth: pd.DataFrame | None = None, events: pd.DataFrame | None = None, *,

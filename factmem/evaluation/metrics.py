@@ -37,8 +37,8 @@ Against the truth (per triple, intervals where it is **true and relevant**: ``va
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 import numpy as np
 import pandas as pd

@@ -19,21 +19,21 @@ Two engines give the same belief states, and so the same scores:
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from factmem.engine import waves as W
-from factmem.errors import InputError
-from factmem.data.logs import Dataset, load
-from factmem.evaluation.metrics import Evaluation, Evaluator
+from factmem.abstraction.passes import abstract
 from factmem.core.codes import DAY, HOUR, KIND_CODES, KINDS, OPEN, EndReason
 from factmem.core.params import MemoryParams
-from factmem.abstraction.passes import abstract
+from factmem.data.logs import Dataset, load
+from factmem.engine import waves as W
+from factmem.errors import InputError
+from factmem.evaluation.metrics import Evaluation, Evaluator
 from factmem.store.factstore import FactStore
-
 
 
 @dataclass(frozen=True)

@@ -8,8 +8,16 @@
 
 from factmem.export.atomic import atomic_write
 from factmem.export.diff import diff_metrics, diff_params, render_diff
-from factmem.export.document import (PARAMS_SCHEMA, PROVENANCE_KEYS, ParamsDocument, as_document, load_params_file,
-                                     params_fingerprint, read_params_document, write_params_file)
+from factmem.export.document import (
+                                     PARAMS_SCHEMA,
+                                     PROVENANCE_KEYS,
+                                     ParamsDocument,
+                                     as_document,
+                                     load_params_file,
+                                     params_fingerprint,
+                                     read_params_document,
+                                     write_params_file,
+)
 from factmem.export.files import export_params
 
 __all__ = [

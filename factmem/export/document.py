@@ -52,18 +52,18 @@ import math
 import os
 import re
 import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from factmem import __version__
-from factmem.errors import InputError, ParamsFileError
-from factmem.export.atomic import atomic_write, write_text
 from factmem.core.codes import KINDS
-from factmem.core.params import PER_KIND_FIELDS, MemoryParams, PerKind, dumps_toml
+from factmem.core.params import MemoryParams, PerKind, dumps_toml
+from factmem.errors import InputError, ParamsFileError
+from factmem.export.atomic import write_text
 
 #: The schema this factmem writes and reads.
 PARAMS_SCHEMA = "factmem.params/1"
@@ -166,7 +166,7 @@ class ParamsDocument:
         return json.dumps(self.to_dict(json_safe=True), indent=2, ensure_ascii=False, allow_nan=False) + "\n"
 
     @classmethod
-    def from_dict(cls, data: Any, *, where: str = "params") -> "ParamsDocument":
+    def from_dict(cls, data: Any, *, where: str = "params") -> ParamsDocument:
         """Validate a parsed document (see the module docstring); errors name ``where`` and the key."""
         return _parse_document(data, where)
 
@@ -359,7 +359,7 @@ def stamp_provenance(provenance: Mapping[str, Any] | None) -> dict[str, Any]:
     prov = dict(provenance or {})
     prov.setdefault("factmem_version", __version__)
     if "created_at" not in prov:
-        now = _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0)
+        now = _dt.datetime.now(_dt.UTC).replace(microsecond=0)
         prov["created_at"] = now.strftime("%Y-%m-%dT%H:%M:%SZ")
     return prov
 

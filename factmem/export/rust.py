@@ -28,12 +28,12 @@ import re
 import struct
 from typing import Any
 
+from factmem.core.codes import KINDS, REINFORCE_BASES
 from factmem.core.decay import reinforce
+from factmem.core.params import MemoryParams
 from factmem.errors import ExportError, InputError
 from factmem.export.atomic import write_text
 from factmem.export.document import FIELD_TYPES, PARAMS_SCHEMA, ParamsDocument, as_document, params_fingerprint
-from factmem.core.codes import KINDS, REINFORCE_BASES
-from factmem.core.params import MemoryParams
 
 _U32_MAX = 2**32 - 1
 _RUST_PATH = re.compile(r"(::)?[A-Za-z_][A-Za-z0-9_]*(::[A-Za-z_][A-Za-z0-9_]*)*")
@@ -212,7 +212,7 @@ def render_rust(source: Any, *, with_enum: bool = True, enum_path: str = "super:
             "    }",
         ]
     L += ["}", ""]
-    L += [f"/// Schema of the factmem params document these values came from.",
+    L += ["/// Schema of the factmem params document these values came from.",
           f"pub const PARAMS_SCHEMA: &str = {rust_str(PARAMS_SCHEMA)};",
           "/// sha256 of the parameters' canonical JSON (`factmem.export.params_fingerprint`).",
           f"pub const PARAMS_FINGERPRINT: &str = {rust_str(params_fingerprint(params))};", ""]

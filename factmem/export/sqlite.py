@@ -60,12 +60,12 @@ import pyarrow as pa
 from tqdm.auto import tqdm
 
 from factmem import __version__
-from factmem.errors import ExportError, InputError, ProductionDBError, StoreError
-from factmem.export.atomic import atomic_write
 from factmem.core.codes import KINDS
 from factmem.core.params import MemoryParams
-from factmem.store.schema import STATUSES
+from factmem.errors import ExportError, InputError, ProductionDBError, StoreError
+from factmem.export.atomic import atomic_write
 from factmem.store.factstore import FactStore
+from factmem.store.schema import STATUSES
 
 SQLITE_FORMAT = "factmem.sqlite/1"
 

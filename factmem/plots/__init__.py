@@ -23,7 +23,13 @@ from __future__ import annotations
 
 from factmem.plots.common import KIND_COLORS, KINDS, STATUS_COLORS, save
 from factmem.plots.evaluation import (
-    METRIC_LABELS, OUTCOME_COLORS, abstraction_outcomes, checkpoint_metrics, pareto, pareto_front, reliability,
+    METRIC_LABELS,
+    OUTCOME_COLORS,
+    abstraction_outcomes,
+    checkpoint_metrics,
+    pareto,
+    pareto_front,
+    reliability,
     sweep_heatmap,
 )
 from factmem.plots.memory import decay_curves, kind_trajectories, lineage, trajectories

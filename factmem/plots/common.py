@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import datetime as _dt
 import io
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 import matplotlib.dates as mdates
 import numpy as np
@@ -42,7 +43,7 @@ CONFIDENCE_LABEL = "effective confidence (0–1)"
 THRESHOLD_STYLE = {"color": "#444444", "linestyle": (0, (6, 3)), "linewidth": 1.1, "zorder": 1}
 
 _Y2000 = 946_684_800  # 2000-01-01T00:00:00Z: earlier timestamps are taken for synthetic clocks
-_UTC = _dt.timezone.utc
+_UTC = _dt.UTC
 
 
 def kind_color(kind: Any) -> str:

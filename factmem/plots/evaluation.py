@@ -6,7 +6,8 @@ Part of :mod:`factmem.plots` (import from there). Inputs are plain DataFrames of
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -17,11 +18,19 @@ from matplotlib.patches import Rectangle
 from matplotlib.ticker import MaxNLocator
 from matplotlib.transforms import ScaledTranslation
 
+from factmem.errors import InputError
 from factmem.plots.common import (
-    KIND_COLORS, PlotFigure, TimeAxis, kind_order, legend_outside, new_axes, new_panels, numbers, require,
+    KIND_COLORS,
+    PlotFigure,
+    TimeAxis,
+    kind_order,
+    legend_outside,
+    new_axes,
+    new_panels,
+    numbers,
+    require,
     seconds,
 )
-from factmem.errors import InputError
 
 #: Axis labels with units for metric columns factmem's simulator and sweep produce.
 METRIC_LABELS: dict[str, str] = {

@@ -16,11 +16,23 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
-from factmem.plots.common import (
-    STATUS_COLORS, STATUS_HATCH, TimeAxis, confidence_axis, kind_color, kind_colors, kind_handles, kind_order,
-    legend_outside, new_axes, numbers, require, seconds, threshold_line,
-)
 from factmem.errors import InputError
+from factmem.plots.common import (
+    STATUS_COLORS,
+    STATUS_HATCH,
+    TimeAxis,
+    confidence_axis,
+    kind_color,
+    kind_colors,
+    kind_handles,
+    kind_order,
+    legend_outside,
+    new_axes,
+    numbers,
+    require,
+    seconds,
+    threshold_line,
+)
 
 _LN2 = float(np.log(2.0))
 _SRC_GRID, _SRC_EVIDENCE, _SRC_EVENT = 0, 1, 2

@@ -17,8 +17,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from factmem.core.codes import KIND_CODES, KINDS
 from factmem.errors import InputError
-from factmem.core.codes import KINDS, KIND_CODES
 
 REQUIRED = ("ts", "subject", "predicate", "object", "kind")
 OPTIONAL = ("session_id", "message_id", "note")
@@ -109,9 +109,9 @@ def _read_file(path: Path) -> tuple[pa.Table, _Locator]:
             table = pq.read_table(path)
             where = _Locator(str(path))
         elif suffix in (".csv", ".tsv"):
-            import pyarrow.csv as pacsv
-
             import csv
+
+            import pyarrow.csv as pacsv
 
             with path.open(newline="", encoding="utf-8") as fh:
                 head = next(csv.reader(fh, delimiter="\t" if suffix == ".tsv" else ","), [])

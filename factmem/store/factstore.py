@@ -16,23 +16,23 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, NamedTuple, Sequence
+from typing import Any, NamedTuple
 
 import duckdb
 import pyarrow as pa
 
 from factmem import __version__
+from factmem.core.codes import KIND_CODES, KINDS
 from factmem.core.decay import age_days, effective_confidence, reinforce
-from factmem.errors import InputError, SchemaVersionError, StoreError, StoreLockedError
-from factmem.core.codes import KINDS, KIND_CODES
 from factmem.core.params import MemoryParams
+from factmem.core.timeutil import resolve_at
+from factmem.errors import InputError, SchemaVersionError, StoreError, StoreLockedError
+from factmem.store.reads import Fact, Reads  # noqa: F401 - part of the API
 from factmem.store.schema import DDL, SCHEMA_VERSION, effective_sql
 from factmem.store.writes import BatchWrites, IngestResult, ReplayResult  # noqa: F401 - part of the API
-from factmem.store.reads import Fact, Reads  # noqa: F401 - part of the API
-from factmem.core.timeutil import resolve_at
-
 
 # Paths open for writing in this process: DuckDB would hand a second connect() the same database,
 # and two stores numbering ids independently would corrupt it.
@@ -170,7 +170,7 @@ class FactStore(BatchWrites, Reads):
                 _OPEN_PATHS.pop(self._lock_key, None)
             self._lock_key = None
 
-    def __enter__(self) -> "FactStore":
+    def __enter__(self) -> FactStore:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -6,16 +6,16 @@ A mixin of :class:`factmem.store.FactStore`. Effective confidence is computed in
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 import pandas as pd
 
 from factmem.core.decay import age_days, effective_confidence
-
+from factmem.core.timeutil import resolve_at, to_seconds
 from factmem.errors import FactNotFoundError, InputError, StoreError
 from factmem.store.schema import effective_sql
-from factmem.core.timeutil import resolve_at, to_seconds
 
 
 @dataclass(frozen=True)

@@ -16,9 +16,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from factmem.core.codes import OPEN, EndReason, Status
+from factmem.core.timeutil import to_seconds
 from factmem.engine import kernel as K
 from factmem.store.batch import Batch, load_batch
-from factmem.core.timeutil import to_seconds
 
 # SQL spelling of the kernel's status codes (K.STATUS_*)
 _STATUS_SQL = "CASE status WHEN 0 THEN 'active' WHEN 1 THEN 'superseded' ELSE 'archived' END"
@@ -68,7 +68,7 @@ class BatchWrites:
         with self._transaction():
             return self._ingest(batch)
 
-    def _prepare(self, batch: Batch) -> "_Prepared":
+    def _prepare(self, batch: Batch) -> _Prepared:
         """Encode a batch (keys, objects, global order) and fetch the active facts of its keys."""
         n = len(batch)
         p = self._params
@@ -95,7 +95,7 @@ class BatchWrites:
         kind = batch.kind_codes()
 
         # active facts of the touched (subject, predicate) pairs
-        _fm_pairs = pa.table({  # noqa: F841 - read by DuckDB (replacement scan)
+        _fm_pairs = pa.table({
             "sp": pa.array(np.arange(len(sp_uniq), dtype=np.int64)),
             "subject": s_dict.take(pa.array(sp_uniq // len(p_dict))),
             "predicate": p_dict.take(pa.array(sp_uniq % len(p_dict))),
@@ -258,7 +258,7 @@ class BatchWrites:
         self._next_evidence_id += len(ev_id)
         return ev_id
 
-    def replay(self, events: Any, consolidate_at: Any, prune: bool = True) -> "ReplayResult":
+    def replay(self, events: Any, consolidate_at: Any, prune: bool = True) -> ReplayResult:
         """Ingest a log with consolidations at the given times, set-based across the whole span.
 
         Identical to ``for T in sorted(consolidate_at): ingest(events with ts < T not yet
@@ -277,7 +277,7 @@ class BatchWrites:
                 return self._replay_loop(batch, grid, prune)
             return self._replay_waves(batch, P, grid)
 
-    def _replay_loop(self, batch: Batch, grid: np.ndarray, prune: bool) -> "ReplayResult":
+    def _replay_loop(self, batch: Batch, grid: np.ndarray, prune: bool) -> ReplayResult:
         ts = batch.column("ts").to_numpy()
         totals = np.zeros(4, np.int64)
         archived = 0
@@ -294,7 +294,7 @@ class BatchWrites:
                 prev = T
         return ReplayResult(int(totals[0]), int(totals[1]), int(totals[2]), int(totals[3]), int(archived), len(grid))
 
-    def _replay_waves(self, batch: Batch, P: "_Prepared", grid: np.ndarray) -> "ReplayResult":
+    def _replay_waves(self, batch: Batch, P: _Prepared, grid: np.ndarray) -> ReplayResult:
         from factmem.engine import waves as W
 
         p = self._params

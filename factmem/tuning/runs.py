@@ -17,10 +17,11 @@ import json
 import os
 import platform
 import subprocess
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import pandas as pd
 
@@ -55,7 +56,7 @@ def manifest(kind: str, **info: Any) -> dict:
     """A manifest: ``kind`` (tune, sweep, simulate), the caller's facts, and the environment."""
     return {
         "kind": kind,
-        "created_at": _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z"),
+        "created_at": _dt.datetime.now(_dt.UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z"),
         "factmem_version": __version__,
         "git_commit": git_commit(),
         "packages": package_versions(),
@@ -65,7 +66,7 @@ def manifest(kind: str, **info: Any) -> dict:
 
 def default_run_dir(root: str | os.PathLike = "runs") -> Path:
     """``runs/<UTC timestamp>/``, made unique."""
-    stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    stamp = _dt.datetime.now(_dt.UTC).strftime("%Y%m%dT%H%M%SZ")
     path = Path(root) / stamp
     i = 1
     while path.exists():

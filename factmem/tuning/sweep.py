@@ -18,18 +18,19 @@ import hashlib
 import json
 import math
 import os
+from collections.abc import Mapping, Sequence
 from concurrent.futures import Executor, ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
-from factmem.data.logs import Dataset
 from factmem.core.params import MemoryParams
-from factmem.evaluation.simulate import PreparedLog, Schedule, encode_events, kernel_beliefs, prepare
+from factmem.data.logs import Dataset
 from factmem.errors import InputError
+from factmem.evaluation.simulate import PreparedLog, Schedule, encode_events, kernel_beliefs, prepare
 
 #: objectives and whether lower is better
 OBJECTIVES: dict[str, bool] = {

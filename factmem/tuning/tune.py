@@ -12,20 +12,21 @@ import datetime as _dt
 import math
 import os
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from factmem.evaluation.cardinality import measure_cardinality, suggest_multi_valued
 from factmem.core.params import MemoryParams
-from factmem.tuning.runs import default_run_dir, manifest, write_run
-from factmem.evaluation.simulate import PreparedLog, Schedule, prepare, simulate
-from factmem.tuning.sweep import OBJECTIVES, SweepResult, sweep
 from factmem.errors import InputError
+from factmem.evaluation.cardinality import measure_cardinality, suggest_multi_valued
+from factmem.evaluation.simulate import PreparedLog, Schedule, prepare, simulate
+from factmem.tuning.runs import default_run_dir, manifest, write_run
+from factmem.tuning.sweep import OBJECTIVES, SweepResult, sweep
 
 #: the default grid: the decay rate of each observed kind and the reinforcement gain
 DEFAULT_SPACE: dict[str, list] = {
@@ -132,8 +133,8 @@ def decide(objective: str, recommended: float, defaults: float, current: float |
     parameters to keep (``recommended``, ``current`` or ``defaults``) and a sentence saying why."""
     lower = OBJECTIVES[objective]
     name = _metric_name(objective)
-    beats = lambda a, b: a < b if lower else a > b  # noqa: E731
-    no_worse = lambda a, b: a <= b if lower else a >= b  # noqa: E731
+    beats = lambda a, b: a < b if lower else a > b
+    no_worse = lambda a, b: a <= b if lower else a >= b
     cur = "" if current is None else f" and {current:.4g} for the current ones"
     if best_is_default:
         return "defaults", "Not promoted: the seed defaults are the best parameter set on the tuning part; they stay."
@@ -293,7 +294,7 @@ def _two_most_influential(tab: pd.DataFrame, swept: list[str], col: str) -> tupl
 
 
 def _date(ts: int) -> str:
-    return _dt.datetime.fromtimestamp(int(ts), tz=_dt.timezone.utc).strftime("%Y-%m-%d")
+    return _dt.datetime.fromtimestamp(int(ts), tz=_dt.UTC).strftime("%Y-%m-%d")
 
 
 def _fmt(v: Any) -> str:
