@@ -73,7 +73,7 @@ class PerKind:
         return np.array([getattr(self, k) for k in KINDS], dtype=np.float64)
 
     @classmethod
-    def build(cls, name: str, values: Mapping[str, Any], base: PerKind | None = None) -> PerKind:
+    def build(cls, name: str, values: Mapping[str, Any] | PerKind, base: PerKind | None = None) -> PerKind:
         if isinstance(values, PerKind):
             values = values.to_dict()
         if not isinstance(values, Mapping):

@@ -208,9 +208,9 @@ class _Generator:
         tmpl_pre, tmpl_suf, n_t = [], [], []
         for p in preds:
             for t in p.templates:
-                a, b = _split_template(t)
-                tmpl_pre.append(a)
-                tmpl_suf.append(b)
+                before, after = _split_template(t)
+                tmpl_pre.append(before)
+                tmpl_suf.append(after)
             n_t.append(len(p.templates))
         self.tmpl_pre = np.array(tmpl_pre, dtype=object)
         self.tmpl_suf = np.array(tmpl_suf, dtype=object)
@@ -286,16 +286,18 @@ class _Generator:
         J = np.flatnonzero([p.lasting for p in self.preds])
         n_arch = len(self.sc.archetypes)
         planted_single = np.full((n_arch + 1, len(self.preds)), -1, dtype=np.int64)
-        pa_a, pa_j, pa_o = [], [], []
+        pa_a_list: list[int] = []
+        pa_j_list: list[int] = []
+        pa_o_list: list[int] = []
         for ai, a in enumerate(self.sc.archetypes):
             for q, o in a.implies:
                 j = next(i for i, p in enumerate(self.preds) if p.name == q)
-                pa_a.append(ai)
-                pa_j.append(j)
-                pa_o.append(self.local_of[j][o])
+                pa_a_list.append(ai)
+                pa_j_list.append(j)
+                pa_o_list.append(self.local_of[j][o])
                 if not self.multi[j]:
                     planted_single[ai, j] = self.local_of[j][o]
-        pa_a, pa_j, pa_o = (np.array(x, dtype=np.int64) for x in (pa_a, pa_j, pa_o))
+        pa_a, pa_j, pa_o = (np.array(x, dtype=np.int64) for x in (pa_a_list, pa_j_list, pa_o_list))
 
         # random slots: one per (persona, single-valued predicate), 1..max_values per multi-valued one
         pp = np.repeat(np.arange(P), len(J))
@@ -484,7 +486,7 @@ class _Generator:
         e_msg = item_msg[ev_order]
         e = {k: v[ev_order] for k, v in it.items()}
         e_ts = m_ts[e_msg]
-        note = np.where(e["type"] == 3, CORRECTION_NOTE, None).astype(object)
+        note = np.where(e["type"] == 3, np.array(CORRECTION_NOTE, dtype=object), np.array(None, dtype=object))
         events = pd.DataFrame(
             {
                 "ts": e_ts, "subject": self.names[e["p"]], "predicate": self.pname[e["j"]],
@@ -514,7 +516,7 @@ class _Generator:
             tmpl = sc.messages.correction_template
             a, rest = tmpl.split("{o}", 1) if tmpl.index("{o}") < tmpl.index("{w}") else (None, None)
             right, wrong = _col(self.vocab[it["obj"][corr]]), _col(self.vocab[it["wrong"][corr]])
-            if a is not None:
+            if a is not None and rest is not None:
                 b, c = rest.split("{w}", 1)
                 fixed = _join(pa.scalar(a), right, pa.scalar(b), wrong, pa.scalar(c))
             else:

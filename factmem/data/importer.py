@@ -245,7 +245,7 @@ def import_triples(
     msg_ids = _ids("m", n_msg, width)
     day = np.datetime_as_string(np.floor_divide(ts[first], DAY).astype("datetime64[D]"))
     sess_ids = _concat(np.asarray(subj_names, dtype=object)[sc[first]], "@", day.astype(object))
-    sentence = _concat(subj[fact], " ", pred[fact], " ", obj[fact], ".")
+    sentence = _concat(np.asarray(subj)[fact], " ", pred[fact], " ", obj[fact], ".")
     text = _join_groups(sentence, msg_of, n_msg)
     messages = pd.DataFrame({"session_id": sess_ids, "message_id": msg_ids, "ts": ts[first],
                              "speaker": "import", "text": text})

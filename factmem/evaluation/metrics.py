@@ -39,6 +39,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -354,7 +355,7 @@ class Evaluator:
             per_checkpoint[cal_idx] = per_ck_loss / per_ck_n
         N = per_ck_n.sum()
         W_true, W_false = off_true.sum(), off_false.sum()
-        summary = {
+        summary: dict[str, Any] = {
             "log_loss": float(per_ck_loss.sum() / N) if N else float("nan"),
             "brier": float((((pc - y) ** 2).sum() + W_true * (1 - self.eps) ** 2 + W_false * self.eps ** 2) / N)
             if N else float("nan"),
@@ -366,7 +367,7 @@ class Evaluator:
             "calibration_stride": stride,
         }
         # by kind: held samples by the fact's kind, unheld by the triple's kind
-        rows = []
+        rows: list[dict[str, Any]] = []
         for k, name in enumerate(KINDS):
             sel = sk == k
             # unheld split by kind needs per-kind population counts

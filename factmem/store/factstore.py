@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -104,10 +104,10 @@ class FactStore(BatchWrites, Reads):
     def _init_schema(self, params: MemoryParams | None) -> None:
         tables: set[str] = set()
         if self.path is not None:
-            tables = {r[0] for r in self.con.execute(
+            tables = {r[0] for r in self.db.execute(
                 "SELECT table_name FROM information_schema.tables WHERE table_schema = 'main'").fetchall()}
         if "factmem_meta" in tables:
-            meta = dict(self.con.execute("SELECT key, value FROM factmem_meta").fetchall())
+            meta = dict(self.db.execute("SELECT key, value FROM factmem_meta").fetchall())
             version = int(meta.get("schema_version", "0"))
             if version > SCHEMA_VERSION:
                 raise SchemaVersionError(
@@ -128,21 +128,16 @@ class FactStore(BatchWrites, Reads):
             if self.read_only:
                 raise StoreError(f"{self.path}: not a factmem store (empty database)")
             self._params = params if params is not None else MemoryParams()
-            self.con.begin()
-            self.con.execute(DDL)
-            self.con.execute("INSERT INTO factmem_meta VALUES (?, ?), (?, ?), (?, ?)", [
+            self.db.begin()
+            self.db.execute(DDL)
+            self.db.execute("INSERT INTO factmem_meta VALUES (?, ?), (?, ?), (?, ?)", [
                 "schema_version", str(SCHEMA_VERSION), "factmem_version", __version__,
                 "params", self._params.to_json(indent=None)])
-            self.con.commit()
+            self.db.commit()
             self._next_fact_id, self._next_evidence_id, self._has_links = 1, 1, False
 
     def _set_meta(self, key: str, value: str) -> None:
-        self.con.execute("INSERT OR REPLACE INTO factmem_meta VALUES (?, ?)", [key, value])
-
-    def _refresh_counters(self) -> None:
-        self._next_fact_id = self.con.execute("SELECT coalesce(max(id), 0) + 1 FROM memory_facts").fetchone()[0]
-        self._next_evidence_id = self.con.execute("SELECT coalesce(max(id), 0) + 1 FROM memory_evidence").fetchone()[0]
-        self._has_links = bool(self.con.execute("SELECT count(*) FROM memory_fact_links").fetchone()[0])
+        self.db.execute("INSERT OR REPLACE INTO factmem_meta VALUES (?, ?)", [key, value])
 
     @property
     def params(self) -> MemoryParams:
@@ -188,15 +183,6 @@ class FactStore(BatchWrites, Reads):
 
     # -- writes ------------------------------------------------------------------------------------
 
-    def _writable(self) -> None:
-        if self.con is None:
-            raise StoreError("the store is closed")
-        if self.read_only:
-            raise StoreError(f"{self.path} is open read-only")
-
-    def _transaction(self):
-        return _Transaction(self)
-
     def remember(self, subject: str, predicate: str, object: str, kind: str = "explicit", at: Any = None,
                  evidence: Evidence | None = None, note: str | None = None) -> int:
         """Remember one fact, row by row, as the seed does; returns the fact's id.
@@ -218,7 +204,7 @@ class FactStore(BatchWrites, Reads):
         with self._transaction():
             # every active fact of (subject, predicate): the identical one and the conflicting one
             # are both picked from these, latest by (last_reinforced, id)
-            rows = self.con.execute(
+            rows = self.db.execute(
                 "SELECT id, object, confidence, last_reinforced, decay_rate FROM memory_facts "
                 "WHERE status = 'active' AND subject = ? AND predicate = ?", [subject, predicate]).fetchall()
             same = max((r for r in rows if r[1] == object), key=lambda r: (r[3], r[0]), default=None)
@@ -226,7 +212,7 @@ class FactStore(BatchWrites, Reads):
                 fid, _, conf, last, rate = same
                 base = conf if p.reinforce_base == "stored" else effective_confidence(conf, rate, age_days(at, last))
                 new_conf = float(reinforce(base, p.reinforce_gain, p.confidence_cap))
-                self.con.execute(
+                self.db.execute(
                     "UPDATE memory_facts SET confidence = ?, reinforcement_count = reinforcement_count + 1, "
                     "last_reinforced = ? WHERE id = ?", [new_conf, at, fid])
                 action = "reinforce"
@@ -237,37 +223,21 @@ class FactStore(BatchWrites, Reads):
                     conflict = hit[0] if hit else None
                 fid = self._next_fact_id
                 new_conf = p.initial_confidence[kind]
-                self.con.execute(
+                self.db.execute(
                     "INSERT INTO memory_facts VALUES (?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?, 'active', ?, NULL, NULL, false)",
                     [fid, subject, predicate, object, note, kind, new_conf, at, at, p.decay_rate[kind], conflict])
                 self._next_fact_id += 1
                 if conflict is not None:
-                    self.con.execute(
+                    self.db.execute(
                         "UPDATE memory_facts SET status = 'superseded', status_changed_at = ?, "
                         "status_reason = 'contradiction' WHERE id = ?", [at, conflict])
                     self._mark_stale_parents_of([conflict])
                 action = "insert"
-            self.con.execute(
+            self.db.execute(
                 "INSERT INTO memory_evidence VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                 [self._next_evidence_id, fid, ev.session_id, ev.message_id, at, action, new_conf, ev.source])
             self._next_evidence_id += 1
         return int(fid)
-
-    def _mark_stale_parents_of(self, child_ids: Sequence[int] | str) -> None:
-        """Mark active derived parents of these children stale (ids, or a SQL subquery of ids)."""
-        if not self._has_links:
-            return
-        if isinstance(child_ids, str):
-            sub = child_ids
-            args: list = []
-        else:
-            if not len(child_ids):
-                return
-            sub = "SELECT unnest(?::BIGINT[])"
-            args = [list(map(int, child_ids))]
-        self.con.execute(
-            "UPDATE memory_facts SET stale = true WHERE status = 'active' AND kind = 'derived' AND id IN "
-            f"(SELECT parent_id FROM memory_fact_links WHERE child_id IN ({sub}))", args)
 
     def consolidate(self, at: Any = None, prune: bool = True) -> ConsolidateResult:
         """Archive active facts whose effective confidence at ``at`` is below the archive threshold;
@@ -277,7 +247,7 @@ class FactStore(BatchWrites, Reads):
         at = resolve_at(at)
         p = self._params
         with self._transaction():
-            archived = self.con.execute(
+            archived = self.db.execute(
                 "UPDATE memory_facts SET status = 'archived', status_changed_at = $at, status_reason = 'decay' "
                 f"WHERE status = 'active' AND {effective_sql('$at')} < $thr RETURNING id",
                 {"at": at, "thr": p.archive_threshold}).fetchnumpy()["id"]
@@ -297,7 +267,7 @@ class FactStore(BatchWrites, Reads):
         at = resolve_at(at)
         kids = pa.table({"child_id": pa.array(sorted({int(c) for c in child_ids}), pa.int64())})  # noqa: F841 (SQL)
         with self._transaction():
-            n = self.con.execute(
+            n = self.db.execute(
                 "INSERT OR IGNORE INTO memory_fact_links SELECT $p, child_id, $at FROM kids RETURNING child_id",
                 {"p": int(parent_id), "at": at}).fetchall()
             self._has_links = self._has_links or bool(n)
@@ -307,7 +277,7 @@ class FactStore(BatchWrites, Reads):
         """Set or clear the ``stale`` flag of derived facts (the abstraction pass clears it on re-examination)."""
         self._writable()
         with self._transaction():
-            self.con.execute("UPDATE memory_facts SET stale = $v WHERE id IN (SELECT unnest($ids::BIGINT[]))",
+            self.db.execute("UPDATE memory_facts SET stale = $v WHERE id IN (SELECT unnest($ids::BIGINT[]))",
                              {"v": bool(stale), "ids": [int(i) for i in fact_ids]})
 
     def transaction(self):
@@ -322,7 +292,7 @@ class FactStore(BatchWrites, Reads):
         return self._transaction()
 
     def _prune(self, at: int) -> int:
-        return len(self.con.execute(
+        return len(self.db.execute(
             "UPDATE memory_facts SET status = 'archived', status_changed_at = $at, "
             "status_reason = 'pruned' WHERE status = 'active' AND id IN ("
             "  SELECT l.child_id FROM memory_fact_links l JOIN memory_facts d ON d.id = l.parent_id"
@@ -344,7 +314,7 @@ class FactStore(BatchWrites, Reads):
         """Note that the abstraction model found nothing to generalize in this exact cluster."""
         self._writable()
         with self._transaction():
-            self.con.execute("INSERT INTO memory_abstraction_empty VALUES (?, ?, ?, ?)",
+            self.db.execute("INSERT INTO memory_abstraction_empty VALUES (?, ?, ?, ?)",
                              [subject, sorted(int(i) for i in member_ids), resolve_at(at), pass_id])
 
 def _quiet(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
@@ -354,32 +324,3 @@ def _quiet(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
     except duckdb.InvalidInputException:
         pass  # inside some Jupyter kernels DuckDB refuses the setting; its bar is harmless there
     return con
-
-
-class _Transaction:
-    """BEGIN … COMMIT around a write; on any error ROLLBACK and re-read the id counters."""
-
-    def __init__(self, store: FactStore):
-        self.store = store
-
-    def __enter__(self):
-        # Re-entrant: an outer transaction (e.g. one abstraction cluster) contains inner writes.
-        if self.store._tx_depth == 0:
-            self.store.con.begin()
-        self.store._tx_depth += 1
-        return self
-
-    def __exit__(self, exc_type, exc, tb):
-        store = self.store
-        store._tx_depth -= 1
-        if store._tx_depth > 0:
-            return False
-        con = store.con
-        if exc_type is None:
-            con.commit()
-            return False
-        try:
-            con.rollback()
-        finally:
-            self.store._refresh_counters()
-        return False

@@ -14,7 +14,8 @@ import pandas as pd
 
 from factmem.core.decay import age_days, effective_confidence
 from factmem.core.timeutil import resolve_at, to_seconds
-from factmem.errors import FactNotFoundError, InputError, StoreError
+from factmem.errors import FactNotFoundError, InputError
+from factmem.store.base import StoreBase
 from factmem.store.schema import effective_sql
 
 
@@ -46,15 +47,10 @@ class Fact:
         return asdict(self)
 
 
-class Reads:
+class Reads(StoreBase):
     """The read API (mixed into FactStore)."""
 
     # -- reads ---------------------------------------------------------------------------------------
-
-    def _read(self, sql: str, params: Any = None) -> pd.DataFrame:
-        if self.con is None:
-            raise StoreError("the store is closed")
-        return self.con.execute(sql, params or []).df()
 
     def facts(self, at: Any = None, status: str | Iterable[str] | None = None) -> pd.DataFrame:
         """Every fact (or those with ``status``), with ``effective_confidence`` at ``at``, by id."""
@@ -197,4 +193,4 @@ class Reads:
         return self._read(sql, params)
 
     def __len__(self) -> int:
-        return int(self.con.execute("SELECT count(*) FROM memory_facts").fetchone()[0])
+        return int(self._scalar("SELECT count(*) FROM memory_facts"))

@@ -18,6 +18,7 @@ import pyarrow.compute as pc
 from factmem.core.codes import OPEN, EndReason, Status
 from factmem.core.timeutil import to_seconds
 from factmem.engine import kernel as K
+from factmem.store.base import StoreBase
 from factmem.store.batch import Batch, load_batch
 
 # SQL spelling of the kernel's status codes (K.STATUS_*)
@@ -52,7 +53,7 @@ class ReplayResult:
     consolidations: int
 
 
-class BatchWrites:
+class BatchWrites(StoreBase):
     """``ingest`` and ``replay`` (mixed into FactStore)."""
 
     def ingest(self, events: Any) -> IngestResult:
@@ -100,7 +101,7 @@ class BatchWrites:
             "subject": s_dict.take(pa.array(sp_uniq // len(p_dict))),
             "predicate": p_dict.take(pa.array(sp_uniq % len(p_dict))),
         })
-        ex = self.con.sql(
+        ex = self.db.sql(
             "SELECT q.sp, f.id, f.object, f.confidence, f.reinforcement_count, f.last_reinforced, f.decay_rate "
             "FROM memory_facts f JOIN _fm_pairs q ON f.subject = q.subject AND f.predicate = q.predicate "
             "WHERE f.status = 'active'").to_arrow_table()
@@ -211,7 +212,7 @@ class BatchWrites:
                 "supersedes_id": pa.array(sup, mask=sup == K.NO_REF),
                 "status_changed_at": pa.array(changed, mask=changed < 0),
             })
-            self.con.execute(
+            self.db.execute(
                 f"INSERT INTO memory_facts SELECT id, subject, predicate, object, note, kind, confidence, "
                 f"reinforcement_count, first_seen, last_reinforced, decay_rate, {_STATUS_SQL}, supersedes_id, "
                 f"status_changed_at, {_REASON_SQL}, false FROM new_tbl")
@@ -227,7 +228,7 @@ class BatchWrites:
                 "status": pa.array(codes.astype(np.int8)),
                 "status_changed_at": pa.array(changed, mask=changed < 0),
             })
-            self.con.execute(
+            self.db.execute(
                 "UPDATE memory_facts SET confidence = u.confidence, reinforcement_count = u.reinforcement_count, "
                 f"last_reinforced = u.last_reinforced, status = {_STATUS_SQL.replace('status', 'u.status')}, "
                 "status_changed_at = coalesce(u.status_changed_at, memory_facts.status_changed_at), "
@@ -251,7 +252,7 @@ class BatchWrites:
             "inserted": pa.array(ev_ins[by_g]),
             "confidence": pa.array(ev_conf[by_g]),
         })
-        self.con.execute(
+        self.db.execute(
             "INSERT INTO memory_evidence SELECT id, fact_id, session_id, message_id, observed_at, "
             "CASE WHEN inserted THEN 'insert' ELSE 'reinforce' END, confidence, 'observation' FROM ev_tbl")
         self._next_fact_id += len(ids)
@@ -353,7 +354,7 @@ class BatchWrites:
         ir = res.init_reason[0]
         gone_k = np.flatnonzero(init.has & ((ir == EndReason.SUPERSEDED) | (ir == EndReason.ARCHIVED)))
         # active facts no event touches: archived by a consolidation or left alone
-        others = self.con.execute(
+        others = self.db.execute(
             "SELECT id, confidence, reinforcement_count, last_reinforced, decay_rate FROM memory_facts "
             "WHERE status = 'active'").fetchnumpy()
         keep = ~np.isin(others["id"], P.ex_id)

@@ -1,0 +1,116 @@
+"""The state a FactStore's parts share, declared once: the connection, the parameters, the id
+counters, and the transaction every write runs in.
+
+:class:`~factmem.store.factstore.FactStore` is assembled from parts that each keep to one concern —
+:class:`~factmem.store.writes.BatchWrites` (set-based ``ingest`` and ``replay``) and
+:class:`~factmem.store.reads.Reads` (queries) — and every part derives from :class:`StoreBase`, so
+what each uses is declared here, visible to readers and to type checkers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+import duckdb
+import pandas as pd
+
+from factmem.core.params import MemoryParams
+from factmem.errors import StoreError
+
+if TYPE_CHECKING:
+    from factmem.store.factstore import ConsolidateResult
+
+__all__ = ["StoreBase"]
+
+
+class StoreBase:
+    """Declarations and shared helpers of a fact store (see the module docstring)."""
+
+    path: Path | None
+    read_only: bool
+    con: duckdb.DuckDBPyConnection | None
+    _params: MemoryParams
+    _next_fact_id: int
+    _next_evidence_id: int
+    _has_links: bool
+    _tx_depth: int
+
+    @property
+    def db(self) -> duckdb.DuckDBPyConnection:
+        """The open connection (a closed store raises :class:`StoreError`)."""
+        if self.con is None:
+            raise StoreError("the store is closed")
+        return self.con
+
+    def _read(self, sql: str, params: Any = None) -> pd.DataFrame:
+        return self.db.execute(sql, params or []).df()
+
+    def _scalar(self, sql: str, params: Any = None) -> Any:
+        """The single value a one-row, one-column query returns."""
+        row = self.db.execute(sql, params or []).fetchone()
+        assert row is not None, sql  # aggregate queries always return a row
+        return row[0]
+
+    def _refresh_counters(self) -> None:
+        self._next_fact_id = int(self._scalar("SELECT coalesce(max(id), 0) + 1 FROM memory_facts"))
+        self._next_evidence_id = int(self._scalar("SELECT coalesce(max(id), 0) + 1 FROM memory_evidence"))
+        self._has_links = bool(self._scalar("SELECT count(*) FROM memory_fact_links"))
+
+    def _writable(self) -> None:
+        if self.con is None:
+            raise StoreError("the store is closed")
+        if self.read_only:
+            raise StoreError(f"{self.path} is open read-only")
+
+    def _transaction(self) -> _Transaction:
+        return _Transaction(self)
+
+    def _mark_stale_parents_of(self, child_ids: Sequence[int] | str) -> None:
+        """Mark active derived parents of these children stale (ids, or a SQL subquery of ids)."""
+        if not self._has_links:
+            return
+        if isinstance(child_ids, str):
+            sub = child_ids
+            args: list = []
+        else:
+            if not len(child_ids):
+                return
+            sub = "SELECT unnest(?::BIGINT[])"
+            args = [list(map(int, child_ids))]
+        self.db.execute(
+            "UPDATE memory_facts SET stale = true WHERE status = 'active' AND kind = 'derived' AND id IN "
+            f"(SELECT parent_id FROM memory_fact_links WHERE child_id IN ({sub}))", args)
+
+    def consolidate(self, at: Any = None, prune: bool = True) -> ConsolidateResult:
+        raise NotImplementedError  # defined by FactStore; declared here for the parts that call it
+
+
+class _Transaction:
+    """BEGIN … COMMIT around a write; on any error ROLLBACK and re-read the id counters."""
+
+    def __init__(self, store: StoreBase):
+        self.store = store
+
+    def __enter__(self) -> _Transaction:
+        # Re-entrant: an outer transaction (e.g. one abstraction cluster) contains inner writes.
+        if self.store._tx_depth == 0:
+            self.store.db.begin()
+        self.store._tx_depth += 1
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> Literal[False]:
+        store = self.store
+        store._tx_depth -= 1
+        if store._tx_depth > 0:
+            return False
+        con = store.db
+        if exc_type is None:
+            con.commit()
+            return False
+        try:
+            con.rollback()
+        finally:
+            self.store._refresh_counters()
+        return False
