@@ -32,6 +32,7 @@ import pyarrow as pa
 
 from .errors import InputError
 from .logformat import (
+    BOUND_PERIODS,
     DATASET_FILES,
     EVENT_COLUMNS,
     GENERALIZATION_COLUMNS,
@@ -44,7 +45,6 @@ from .logformat import (
     TRUTH_COLUMNS,
     TRUTH_FILE,
     TRUTH_PERIOD_COLUMNS,
-    BOUND_PERIODS,
     _FACT_FIELDS,
     _check_span,
     _parse_generalizations,
