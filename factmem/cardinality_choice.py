@@ -38,12 +38,14 @@ sided: a still-valid value that is never mentioned again looks like a change.
 seed's choice). The share of still-valid changes gets a Wilson interval, and a decision whose
 interval contains the break-even share ``w_missed / (w_false + w_missed)`` is flagged ``uncertain``.
 
-**A richer policy** (:class:`ConcurrentObjects`): on a single-valued predicate, some objects are
-held beside the others (a national team beside a club): an object that *stays* is not superseded
-by a new value, one that *joins* does not supersede the current one. Each (predicate, object, role)
-is decided by the same cost rule on its changes, shrunk toward the predicate's share by a beta
-prior of ``prior_strength`` pseudo-changes. The store does not apply it (its registry is per
-predicate); :func:`compare_policies` measures what it would gain.
+**A richer policy** (:class:`ConcurrentObjects`, :func:`learn_concurrent_policy`): on a
+single-valued predicate some objects are held beside the others (a national team beside a club):
+an object that *stays* is not superseded by a new value, one that *joins* does not supersede the
+current one. Each (predicate, object, role) is decided by the same cost rule on its changes, shrunk
+toward the predicate's share by a beta prior of ``prior_strength`` pseudo-changes. Per predicate the
+policy then takes multi-valued, single-valued, or single-valued with exemptions (at the prior
+strength), whichever costs least in an inner k-fold over subjects. The store does not apply it (its
+registry is per predicate); :func:`compare_policies` measures what it would gain.
 
 **The comparison** (:func:`compare_policies`): every policy is scored on the truth's value changes
 (with no truth, on the mention changes, re-mentions standing in for truth). Choices that learn
@@ -72,12 +74,14 @@ __all__ = [
     "RULES",
     "SOURCES",
     "ConcurrentObjects",
+    "ConcurrentPolicy",
     "PolicyComparison",
     "Weights",
     "compare_policies",
     "decide_cardinality",
     "default_window_days",
     "learn_concurrent_objects",
+    "learn_concurrent_policy",
     "mention_changes",
     "multi_valued_of",
     "subject_folds",
@@ -414,33 +418,150 @@ class ConcurrentObjects:
             pd.MultiIndex.from_arrays([[], []], names=["predicate", "object"])
 
 
+@dataclass
+class _Encoded:
+    """Changes as integer codes: predicate, and (predicate, object) keys of the old and new values."""
+
+    predicates: np.ndarray  # names, by code
+    keys: pd.MultiIndex  # (predicate, object), by key code
+    pred: np.ndarray  # per change
+    old_key: np.ndarray
+    new_key: np.ndarray
+    key_pred: np.ndarray  # predicate code of each key
+    still: np.ndarray  # per change: the old value was still valid
+
+
+def _encode(changes: pd.DataFrame, label: str) -> _Encoded:
+    if label not in changes.columns:
+        raise InputError(f"changes have no column {label!r}")
+    pred_code, predicates = pd.factorize(changes["predicate"].to_numpy(object), sort=True)
+    both = pd.MultiIndex.from_arrays([np.concatenate([changes["predicate"].to_numpy(object)] * 2),
+                                      np.concatenate([changes["old_object"].to_numpy(object),
+                                                      changes["new_object"].to_numpy(object)])])
+    key_code, keys = both.factorize()
+    n = len(changes)
+    key_pred = np.zeros(len(keys), np.int64)
+    key_pred[key_code] = np.concatenate([pred_code, pred_code])
+    return _Encoded(np.asarray(predicates, dtype=object), keys, pred_code, key_code[:n], key_code[n:], key_pred,
+                    changes[label].to_numpy(bool))
+
+
+def _exemptions(enc: _Encoded, rows: np.ndarray, weights: Weights, strength: float) -> tuple[np.ndarray, np.ndarray]:
+    """Per key, whether it stays (as an old value) and joins (as a new one), learned on ``rows``.
+
+    Every predicate is treated as single-valued; keys unseen in ``rows`` are not exempt.
+    """
+    n_keys, n_preds = len(enc.keys), len(enc.predicates)
+    still = enc.still[rows].astype(float)
+    pred_n = np.bincount(enc.pred[rows], minlength=n_preds)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        share_of_pred = np.bincount(enc.pred[rows], weights=still, minlength=n_preds) / pred_n
+    prior = np.nan_to_num(share_of_pred)[enc.key_pred]
+    out = []
+    for key in (enc.old_key[rows], enc.new_key[rows]):  # a loop over the two roles
+        n = np.bincount(key, minlength=n_keys)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            share = (np.bincount(key, weights=still, minlength=n_keys) + strength * prior) / (n + strength)
+        out.append((n > 0) & (weights.w_false * share > weights.w_missed * (1 - share)))
+    return out[0], out[1]
+
+
+def _objects_from(enc: _Encoded, stay: np.ndarray, join: np.ndarray) -> ConcurrentObjects:
+    tables = []
+    for exempt in (stay, join):
+        table: dict[str, set[str]] = {}
+        for p, o in enc.keys[exempt]:  # only the (few) exempt objects
+            table.setdefault(str(p), set()).add(str(o))
+        tables.append({p: frozenset(v) for p, v in sorted(table.items())})
+    return ConcurrentObjects(stay=tables[0], join=tables[1])
+
+
+def _check_strength(prior_strength) -> float:
+    if isinstance(prior_strength, bool) or not isinstance(prior_strength, (int, float)) or not prior_strength >= 0:
+        raise InputError(f"prior_strength = {prior_strength!r} is invalid: must be a number >= 0")
+    return float(prior_strength)
+
+
 def learn_concurrent_objects(changes: pd.DataFrame, label: str, multi_valued: Iterable[str],
                              weights: Weights = Weights(), *, prior_strength: float = 2.0) -> ConcurrentObjects:
     """Learn which objects of single-valued predicates stay or join (see the module docstring).
 
     Per (predicate, object) in a role (old object → stay, new object → join), the still-valid share
     is ``(still + prior_strength × q) / (changes + prior_strength)`` with ``q`` the predicate's
-    share; the object is exempt when ``w_false × share > w_missed × (1 − share)``.
+    share; the object is exempt when ``w_false × share > w_missed × (1 − share)``. Predicates in
+    ``multi_valued`` get no exemptions (nothing to exempt from).
     """
-    if isinstance(prior_strength, bool) or not isinstance(prior_strength, (int, float)) or not prior_strength >= 0:
-        raise InputError(f"prior_strength = {prior_strength!r} is invalid: must be a number >= 0")
-    multi = frozenset(multi_valued)
-    single = changes[~changes["predicate"].isin(multi)]
-    sv = single[label].astype(bool)
-    q = sv.groupby(single["predicate"]).mean()
-    rules: dict[str, dict[str, frozenset[str]]] = {}
-    for role, column in (("stay", "old_object"), ("join", "new_object")):  # a loop over the two roles
-        g = sv.groupby([single["predicate"], single[column]])
-        counts = pd.DataFrame({"still": g.sum(), "n": g.size()})
-        prior = q.reindex(counts.index.get_level_values(0)).to_numpy()
-        share = (counts["still"].to_numpy() + prior_strength * prior) / (counts["n"].to_numpy() + prior_strength)
-        exempt = weights.w_false * share > weights.w_missed * (1 - share)
-        chosen = counts.index[exempt]
-        table: dict[str, set[str]] = {}
-        for p, o in chosen:
-            table.setdefault(str(p), set()).add(str(o))
-        rules[role] = {p: frozenset(v) for p, v in sorted(table.items())}
-    return ConcurrentObjects(stay=rules["stay"], join=rules["join"])
+    strength = _check_strength(prior_strength)
+    enc = _encode(changes, label)
+    stay, join = _exemptions(enc, np.ones(len(changes), bool), weights, strength)
+    multi = np.isin(enc.predicates, list(frozenset(multi_valued)))[enc.key_pred]
+    return _objects_from(enc, stay & ~multi, join & ~multi)
+
+
+@dataclass
+class ConcurrentPolicy:
+    """Per predicate: multi-valued, or single-valued with its concurrent objects exempt.
+
+    ``per_predicate``: the option each predicate took (``multi``, ``single``, or ``single+objects``
+    with its ``prior_strength``) and the inner cross-validated cost of each option.
+    """
+
+    multi_valued: frozenset[str]
+    objects: ConcurrentObjects
+    per_predicate: pd.DataFrame
+
+    def superseded(self, changes: pd.DataFrame) -> np.ndarray:
+        return superseded(changes, self.multi_valued, self.objects)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"multi_valued_predicates": sorted(self.multi_valued), "concurrent_objects": self.objects.to_dict(),
+                "per_predicate": self.per_predicate.to_dict(orient="records")}
+
+
+def learn_concurrent_policy(changes: pd.DataFrame, label: str, weights: Weights = Weights(), *,
+                            prior_strength: float | None = None, folds: int = 3, seed: int = 0) -> ConcurrentPolicy:
+    """Choose per predicate between multi-valued, single-valued, and single-valued with concurrent
+    objects (at each prior strength of :data:`PRIOR_GRID`, or ``prior_strength`` alone), by the
+    cost of each option in a k-fold over the subjects of ``changes`` (the options without learning,
+    multi and single, cost their plain counts). Ties go to the simpler option.
+    """
+    grid = PRIOR_GRID if prior_strength is None else (_check_strength(prior_strength),)
+    enc = _encode(changes, label)
+    n_preds = len(enc.predicates)
+    still = enc.still.astype(float)
+    cost_multi = weights.w_missed * np.bincount(enc.pred, weights=1 - still, minlength=n_preds)
+    cost_single = weights.w_false * np.bincount(enc.pred, weights=still, minlength=n_preds)
+    cost_objects = np.zeros((len(grid), n_preds))
+    subjects = changes["subject"].unique()
+    if len(subjects) >= folds:
+        inner = subject_folds(subjects, folds, seed).reindex(changes["subject"]).to_numpy()
+        for k in range(folds):  # loops over folds and prior strengths
+            train, test = inner != k, inner == k
+            for j, strength in enumerate(grid):
+                stay, join = _exemptions(enc, train, weights, strength)
+                sup = ~(stay[enc.old_key[test]] | join[enc.new_key[test]])
+                err = weights.w_false * (sup & enc.still[test]) + weights.w_missed * (~sup & ~enc.still[test])
+                cost_objects[j] += np.bincount(enc.pred[test], weights=err, minlength=n_preds)
+    else:  # too few subjects to cross-validate: no exemptions
+        cost_objects[:] = np.inf
+    best_j = np.argmin(cost_objects, axis=0)
+    best_objects = cost_objects[best_j, np.arange(n_preds)]
+    # options in order of simplicity; argmin takes the first of equal costs
+    option = np.argmin(np.stack([cost_single, cost_multi, best_objects]), axis=0)
+    names = np.array(["single", "multi", "single+objects"], dtype=object)[option]
+    strength_of = np.where(option == 2, np.asarray(grid, float)[best_j], np.nan)
+    stay = np.zeros(len(enc.keys), bool)
+    join = np.zeros(len(enc.keys), bool)
+    for strength in np.unique(strength_of[option == 2]):  # a loop over the strengths in use
+        s_k, j_k = _exemptions(enc, np.ones(len(changes), bool), weights, float(strength))
+        mine = (option == 2)[enc.key_pred] & (strength_of[enc.key_pred] == strength)
+        stay |= s_k & mine
+        join |= j_k & mine
+    per_predicate = pd.DataFrame({"predicate": enc.predicates, "option": names, "prior_strength": strength_of,
+                                  "cost_single": cost_single, "cost_multi": cost_multi,
+                                  "cost_single_objects": best_objects})
+    return ConcurrentPolicy(multi_valued=frozenset(enc.predicates[option == 1]), objects=_objects_from(enc, stay, join),
+                            per_predicate=per_predicate)
 
 
 def superseded(changes: pd.DataFrame, multi_valued: Iterable[str], objects: ConcurrentObjects | None = None) -> np.ndarray:
@@ -528,24 +649,6 @@ def _scored_changes(dataset, rule: str, window: float) -> tuple[pd.DataFrame, st
     return changes, label, what
 
 
-def _choose_prior(changes: pd.DataFrame, label: str, multi: frozenset[str], weights: Weights, folds: int,
-                  seed: int) -> float:
-    """The prior strength of :data:`PRIOR_GRID` with the lowest cost in an inner k-fold over subjects."""
-    subjects = changes["subject"].unique()
-    if len(subjects) < folds:
-        return PRIOR_GRID[0]
-    inner = subject_folds(subjects, folds, seed).reindex(changes["subject"]).to_numpy()
-    still = changes[label].to_numpy(bool)
-    cost = np.zeros(len(PRIOR_GRID))
-    for k in range(folds):  # loops over folds and grid values
-        train, test = inner != k, inner == k
-        for j, strength in enumerate(PRIOR_GRID):
-            rule = learn_concurrent_objects(changes[train], label, multi, weights, prior_strength=strength)
-            sup = superseded(changes[test], multi, rule)
-            cost[j] += weights.w_false * (sup & still[test]).sum() + weights.w_missed * (~sup & ~still[test]).sum()
-    return float(PRIOR_GRID[int(np.argmin(cost))])
-
-
 def _marked_at(mentioned: pd.DataFrame) -> pd.Series:
     """Per (subject, predicate), when a superseded value was first mentioned again (restore policy)."""
     hits = mentioned[mentioned["mentioned_again"]]
@@ -572,8 +675,8 @@ def compare_policies(dataset, *, rule: str = "handover", weights: Weights = Weig
     per-predicate choice *with hindsight* (chosen on all subjects: the baseline); the cost decision
     from truth and from mentions; the previous suggestion (overlap share >= ``threshold``,
     :func:`factmem.cardinality.measure_cardinality`) from truth and from mentions; the cost decision
-    plus concurrent objects (``prior_strength``; None: chosen by an inner k-fold on the training
-    subjects from :data:`PRIOR_GRID`), from truth and from mentions; and the restore policy (the cost
+    plus concurrent objects (:func:`learn_concurrent_policy`: per predicate multi, single or single
+    with exempt objects, by an inner k-fold on the training subjects), from truth and from mentions; and the restore policy (the cost
     decision from mentions, plus: once a superseded value of a subject is mentioned again, that
     subject's predicate is multi-valued from then on). All but the first two are chosen on the other
     folds (k-fold over subjects, seeded). Rows needing truth are left out when the dataset has none.
@@ -601,7 +704,7 @@ def compare_policies(dataset, *, rule: str = "handover", weights: Weights = Weig
     mentioned = changes if not has_truth else mention_changes(events, window_days=window)
     mentioned_fold = fold_of.reindex(mentioned["subject"]).to_numpy()
     still = changes[label].to_numpy(bool)
-    learned_priors: dict[str, list[float]] = {"truth": [], "mentions": []}
+    exempt_objects: dict[str, list[int]] = {"truth": [], "mentions": []}
 
     # per (policy, source): whether it supersedes each change; held-out rows are filled fold by fold
     held_out = [("cost decision", "truth"), ("cost decision", "mentions"),
@@ -625,11 +728,10 @@ def compare_policies(dataset, *, rule: str = "handover", weights: Weights = Weig
         for src, (train, lab) in training.items():  # a loop over the two sources
             multi = multi_valued_of(decide_cardinality(train, lab, weights, source=src))
             sup[("cost decision", src)][test] = superseded(scored, multi)
-            strength = prior_strength if prior_strength is not None else \
-                _choose_prior(train, lab, multi, weights, folds, seed)
-            learned_priors[src].append(strength)
-            objects = learn_concurrent_objects(train, lab, multi, weights, prior_strength=strength)
-            sup[("cost decision + concurrent objects", src)][test] = superseded(scored, multi, objects)
+            policy = learn_concurrent_policy(train, lab, weights, prior_strength=prior_strength, folds=folds,
+                                             seed=seed)
+            exempt_objects[src].append(policy.objects.size())
+            sup[("cost decision + concurrent objects", src)][test] = policy.superseded(scored)
             if src == "mentions":
                 sup[held_out[-1]][test] = superseded(scored, multi) & ~restored[test]
         ev_train = events[event_fold != k]
@@ -661,7 +763,7 @@ def compare_policies(dataset, *, rule: str = "handover", weights: Weights = Weig
                   f"({n_boot} resamples, seed {seed}), the hindsight choice held fixed. Cost = {weights.w_false:g} x "
                   f"false + {weights.w_missed:g} x missed. Mention window {window:g} days.")
     settings = {"rule": rule, **weights.to_dict(), "folds": folds, "seed": seed, "window_days": window,
-                "prior_strength": prior_strength, "prior_strength_chosen": learned_priors, "threshold": threshold,
+                "prior_strength": prior_strength, "exempt_objects_per_fold": exempt_objects, "threshold": threshold,
                 "n_boot": n_boot, "confidence": confidence, "scored_on": "truth" if has_truth else "mentions"}
     return PolicyComparison(table=table, per_predicate=hindsight, population=population, settings=settings,
                             notes=_verdicts(table))
