@@ -1,8 +1,8 @@
 """CLI commands of the tuning workflow: ``tune``, ``simulate``, ``sweep``, ``cardinality``.
 
-Each is a thin wrapper over one library call (:func:`factmem.tune.tune`,
-:func:`factmem.simulate.simulate`, :func:`factmem.sweep.sweep`,
-:func:`factmem.cardinality.measure_cardinality`).
+Each is a thin wrapper over one library call (:func:`factmem.tuning.tune.tune`,
+:func:`factmem.evaluation.simulate.simulate`, :func:`factmem.tuning.sweep.sweep`,
+:func:`factmem.evaluation.cardinality_choice.suggest_cardinality` and ``compare_policies``).
 """
 
 from __future__ import annotations
@@ -277,35 +277,47 @@ def _run_sweep(args) -> int:
 
 
 def _add_cardinality(sub) -> None:
-    p = sub.add_parser("cardinality", help="measure which predicates hold several objects at once",
-                       description="Per predicate, how often two objects are true at once for the same subject "
-                                   "(from truth intervals, or from mention patterns when the log has no truth), "
-                                   "and a suggested multi_valued_predicates; --compare replays the log both ways "
-                                   "and shows false and missed supersessions per predicate.")
+    p = sub.add_parser("cardinality", help="choose single- or multi-valued per predicate by cost; --compare the policies",
+                       description="Per predicate, the value changes whose old value was still valid (false "
+                                   "supersessions if single-valued) and those whose old value had ended (missed if "
+                                   "multi-valued), from truth intervals or, without truth, from re-mentions of the old value, "
+                                   "and the cheaper choice. --compare scores the seed rule, the best static choice "
+                                   "with hindsight and the suggestions (chosen on held-out folds of subjects).")
     p.add_argument("dir", metavar="DIR", help="dataset folder")
-    p.add_argument("--threshold", type=float, default=0.2, help="overlap share that suggests multi-valued (default 0.2)")
-    p.add_argument("--compare", action="store_true", help="replay with none / the suggested predicates multi-valued")
+    p.add_argument("--rule", choices=("handover", "inclusive"), default="handover",
+                   help="an old value ending in the new one's start period was handed over (default) or overlapped")
+    p.add_argument("--w-false", type=float, default=1.0, help="cost of a false supersession (default 1)")
+    p.add_argument("--w-missed", type=float, default=1.0, help="cost of a missed supersession (default 1)")
+    p.add_argument("--window-days", type=float, metavar="DAYS",
+                   help="a re-mention this long after the new value's first counts as evidence it was still valid "
+                        "(default: one bound period of an imported log, else 30)")
+    p.add_argument("--compare", action="store_true", help="score the policies on held-out subjects")
+    p.add_argument("--folds", type=int, default=3, help="folds of subjects for --compare (default 3)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the folds and the bootstrap (default 0)")
+    p.add_argument("--threshold", type=float, default=0.2,
+                   help="overlap share of the previous suggestion, shown for reference by --compare (default 0.2)")
     p.set_defaults(func=_run_cardinality)
 
 
 def _run_cardinality(args) -> int:
     from factmem.data.logs import load
-    from factmem.evaluation.cardinality import measure_cardinality, suggest_multi_valued
+    from factmem.evaluation.cardinality_choice import Weights, compare_policies, multi_valued_of, suggest_cardinality
 
     ds = load(_load_log(args.dir))
-    table = measure_cardinality(ds.truth if len(ds.truth) else None, ds.events, threshold=args.threshold)
-    print(table.to_string(index=False))
-    mvp = suggest_multi_valued(table)
-    print(f"\nsuggested multi_valued_predicates = {sorted(mvp)}")
+    weights = Weights(args.w_false, args.w_missed)
+    table = suggest_cardinality(ds, rule=args.rule, weights=weights, window_days=args.window_days)
+    shown = table[["predicate", "source", "changes", "single_false", "multi_missed", "cost_single", "cost_multi",
+                   "choice", "uncertain"]].rename(columns={"single_false": "false if single",
+                                                          "multi_missed": "missed if multi"})
+    shown.insert(5, "still valid % [95%]", [f"{100 * v:.1f} [{100 * lo:.1f}, {100 * hi:.1f}]" for v, lo, hi in
+                                            zip(table["still_valid_share"], table["still_valid_low"],
+                                                table["still_valid_high"])])
+    if "informative" in table.columns:
+        shown.insert(5, "informative", table["informative"])
+    print(shown.to_string(index=False))
+    print(f"\nsuggested multi_valued_predicates = {sorted(multi_valued_of(table))}")
     if args.compare:
-        from factmem.core.params import MemoryParams
-        from factmem.evaluation.simulate import prepare, simulate
-
-        P = prepare(ds)
-        a = simulate(P, MemoryParams()).cardinality
-        b = simulate(P, MemoryParams(multi_valued_predicates=mvp)).cardinality
-        cmp = a[["predicate", "supersessions", "false_supersessions"]].merge(
-            b[["predicate", "multi_valued", "supersessions", "false_supersessions", "missed_supersessions"]],
-            on="predicate", suffixes=(" (all single)", " (suggested)"))
-        print("\ncost of each choice per predicate:\n" + cmp.to_string(index=False))
+        cmp = compare_policies(ds, rule=args.rule, weights=weights, folds=args.folds, seed=args.seed,
+                               window_days=args.window_days, threshold=args.threshold)
+        print(f"\n{cmp}")
     return 0

@@ -15,8 +15,9 @@ import io
 import json
 import re
 import tomllib
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -41,6 +42,11 @@ NOISE_LABELS: tuple[str, ...] = ("misstatement", "irrelevant")
 EVENT_COLUMNS = ("ts", "subject", "predicate", "object", "kind", "session_id", "message_id", "note")
 MESSAGE_COLUMNS = ("session_id", "message_id", "ts", "speaker", "text")
 TRUTH_COLUMNS = ("subject", "predicate", "object", "kind", "valid_from", "valid_to", "relevant_until", "noise")
+#: Optional truth columns (imported facts): the period a bound is known to — the value began
+#: somewhere in [valid_from, valid_from + start_period) and last held in [valid_to - end_period,
+#: valid_to). Empty or absent: the bound is exact to the second.
+TRUTH_PERIOD_COLUMNS = ("start_period", "end_period")
+BOUND_PERIODS: tuple[str, ...] = ("year", "month", "day")
 GENERALIZATION_COLUMNS = ("gen_id", "subject", "predicate", "object", "note", "support_predicate", "support_object")
 
 _FACT_FIELDS = ("subject", "predicate", "object", "kind")
@@ -314,7 +320,8 @@ def _parse_truth(data: bytes, path: Path) -> pd.DataFrame:
             f"{path}:{i + 2}: field 'noise' = {noise[i].as_py()!r}; expected empty or one of {', '.join(NOISE_LABELS)}"
         )
     strs = pa.table({n: cols[n] for n in ("subject", "predicate", "object", "kind")}).to_pandas()
-    return _truth_frame(
+    periods = _parse_periods(table, path, valid_to)
+    return _with_periods(_truth_frame(
         subject=strs["subject"],
         predicate=strs["predicate"],
         object=strs["object"],
@@ -323,7 +330,36 @@ def _parse_truth(data: bytes, path: Path) -> pd.DataFrame:
         valid_to=valid_to,
         relevant_until=relevant,
         noise=pc.if_else(pc.equal(noise, ""), pa.scalar(None, pa.string()), noise).to_pandas(),
-    )
+    ), periods)
+
+
+def _parse_periods(table: pa.Table, path: Path, valid_to: pd.arrays.IntegerArray) -> dict[str, Any]:
+    """The optional period columns present in the file: values checked, empty → missing."""
+    out = {}
+    for name in TRUTH_PERIOD_COLUMNS:
+        if name not in table.column_names:
+            continue
+        col = _str_col(table, name)
+        ok = pc.or_(pc.equal(col, ""), pc.is_in(col, value_set=pa.array(BOUND_PERIODS)))
+        if (i := _first(pc.invert(ok))) is not None:
+            raise InputError(f"{path}:{i + 2}: field {name!r} = {col[i].as_py()!r}; expected empty or one of "
+                             f"{', '.join(BOUND_PERIODS)}")
+        if name == "end_period":
+            dangling = pc.and_(pc.not_equal(col, ""), pa.array(valid_to.isna()))
+            if (i := _first(dangling)) is not None:
+                raise InputError(f"{path}:{i + 2}: field 'end_period' = {col[i].as_py()!r} but valid_to is empty "
+                                 "(an open end has no period)")
+        out[name] = col.to_pandas()
+    return out
+
+
+def _with_periods(truth: pd.DataFrame, periods: Mapping[str, Any]) -> pd.DataFrame:
+    """``truth`` with the optional period columns that are given (never added when absent)."""
+    for name in TRUTH_PERIOD_COLUMNS:
+        if name in periods:
+            col = pd.Series(np.asarray(periods[name], dtype=object))
+            truth[name] = col.where(col.notna() & (col != ""), None)
+    return truth
 
 
 def _parse_generalizations(data: bytes, path: Path) -> pd.DataFrame:

@@ -15,7 +15,11 @@ bound               meaning                                     period
 ==================  ==========================================  ===============================
 
 A fact is true from the start of its start period (``valid_from``) to the end of its end period
-(``valid_to``, exclusive; empty when the end is open). Rows are skipped — and reported with their
+(``valid_to``, exclusive; empty when the end is open). The truth keeps the periods themselves in
+its optional columns ``start_period`` and ``end_period`` ("year", "month" or "day"), so that value
+changes can be judged in periods (an old value whose end year is the new value's start year was
+handed over in that year: :mod:`factmem.evaluation.cardinality_choice`); its rows are in start order, ties
+in the file's order. Rows are skipped — and reported with their
 count and first examples, never silently — when a bound is unparseable, when the start period
 begins after the end period ends, when the start is unknown (unless ``open_start="log_start"``),
 when a field is missing or empty, or when the row repeats an earlier one.
@@ -87,7 +91,8 @@ def parse_bounds(values: pd.Series | np.ndarray | list[str]) -> pd.DataFrame:
     """Parse bound strings (vectorized) into periods.
 
     Returns columns ``status`` ("ok", "unknown" or "invalid"), ``lo`` (Unix seconds at the start
-    of the period) and ``hi`` (Unix seconds at its end, exclusive); lo/hi are 0 unless ok.
+    of the period), ``hi`` (Unix seconds at its end, exclusive) and ``period`` ("year", "month" or
+    "day"); lo/hi are 0 and period is empty unless ok.
     """
     s = pd.Series(values, dtype="str").fillna("").str.strip()
     unknown = s.str.lower().isin(_UNKNOWN).to_numpy()
@@ -114,7 +119,9 @@ def parse_bounds(values: pd.Series | np.ndarray | list[str]) -> pd.DataFrame:
                   np.where(precise_month, (month + 1).astype("datetime64[s]").astype(np.int64),
                            (year + 1).astype("datetime64[s]").astype(np.int64)))
     status = np.where(unknown, "unknown", np.where(valid, "ok", "invalid"))
-    return pd.DataFrame({"status": status, "lo": np.where(valid, lo, 0), "hi": np.where(valid, hi, 0)})
+    period = np.where(~valid, "", np.where(precise_day, "day", np.where(precise_month, "month", "year")))
+    return pd.DataFrame({"status": status, "lo": np.where(valid, lo, 0), "hi": np.where(valid, hi, 0),
+                         "period": period})
 
 
 def import_triples(
@@ -212,6 +219,9 @@ def import_triples(
     vf = np.where(s_ok[idx], s_lo[idx], 0)
     vt_known = e_ok[idx]
     vt = np.where(vt_known, e_hi[idx], 0)
+    # the period each bound is known to (empty: a log-start stand-in for an unknown start, or open)
+    start_period = np.where(s_ok[idx], start["period"].to_numpy(object)[idx], None)
+    end_period = np.where(vt_known, end["period"].to_numpy(object)[idx], None)
     if len(idx) == 0:
         raise InputError(f"{path}: no fact could be imported\n{report}")
     known_starts = vf[s_ok[idx]]
@@ -257,11 +267,14 @@ def import_triples(
         "subject": subj, "predicate": pred, "object": obj, "kind": kind, "valid_from": vf,
         "valid_to": pd.arrays.IntegerArray(vt.astype(np.int64), ~vt_known),
         "relevant_until": pd.array([pd.NA] * len(idx), dtype="Int64"), "noise": None,
+        "start_period": start_period, "end_period": end_period,
     })
-    truth = truth.iloc[np.lexsort((obj, pred, subj, vf))].reset_index(drop=True)
+    # by start, then source order: values of one (subject, predicate) with the same start period
+    # keep the file's order, which value-change accounting uses to break the tie
+    truth = truth.iloc[np.argsort(vf, kind="stable")].reset_index(drop=True)
     preds = _cardinality(subj, pred, obj, vf, np.where(vt_known, vt, np.iinfo(np.int64).max))
     scenario = {
-        "generator": "factmem.importer",
+        "generator": "factmem.data.importer",
         "name": path.stem,
         "source": path.name,
         "source_sha256": hashlib.sha256(data).hexdigest(),
@@ -274,11 +287,18 @@ def import_triples(
         "multi_valued_predicates": sorted(p for p, d in preds.items() if d["cardinality"] == "multi"),
         "predicates": preds,
         "import": {"rows": report.rows, "imported": report.imported, "mentions": report.mentions,
-                   "skipped": dict(report.skipped)},
+                   "skipped": dict(report.skipped),
+                   "start_periods": _counts(start_period), "end_periods": _counts(end_period)},
     }
     gens = pd.DataFrame({c: pd.Series([], dtype="str") for c in
                          ("gen_id", "subject", "predicate", "object", "note", "support_predicate", "support_object")})
     return make_dataset(messages, events, truth, gens, scenario), report
+
+
+def _counts(periods: np.ndarray) -> dict[str, int]:
+    """How many bounds are known to each period (year, month, day), for the scenario."""
+    known = pd.Series(periods[pd.notna(periods)], dtype=object)
+    return {str(k): int(v) for k, v in known.value_counts().sort_index().items()}
 
 
 def _ids(prefix: str, n: int, width: int) -> np.ndarray:

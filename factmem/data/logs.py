@@ -34,6 +34,7 @@ import pyarrow as pa
 from factmem.core.params import dumps_toml
 from factmem.data.format import (
     _FACT_FIELDS,
+    BOUND_PERIODS,
     DATASET_FILES,
     EVENT_COLUMNS,
     GENERALIZATION_COLUMNS,
@@ -44,12 +45,14 @@ from factmem.data.format import (
     SCENARIO_FILE,
     TRUTH_COLUMNS,
     TRUTH_FILE,
+    TRUTH_PERIOD_COLUMNS,
     _check_span,
     _parse_generalizations,
     _parse_log,
     _parse_scenario,
     _parse_truth,
     _truth_frame,
+    _with_periods,
     default_scenario,
     empty_events,
     empty_generalizations,
@@ -70,7 +73,8 @@ class Dataset:
     ``events``: one row per fact mention (columns :data:`EVENT_COLUMNS`, sorted by ts, line order
     and position in the message) — what ``FactStore.ingest`` takes. ``messages``: one row per log
     line (:data:`MESSAGE_COLUMNS`), in line order. ``truth``: validity intervals
-    (:data:`TRUTH_COLUMNS`; ``valid_to``/``relevant_until`` nullable). ``generalizations``: long
+    (:data:`TRUTH_COLUMNS`; ``valid_to``/``relevant_until`` nullable; imported facts add the optional
+    :data:`TRUTH_PERIOD_COLUMNS`, the periods their bounds are known to). ``generalizations``: long
     format, one row per (generalization, supporting fact). ``scenario``: the parsed scenario.toml,
     with ``start`` and ``end`` in Unix seconds. ``path``: the folder it was loaded from or saved to.
     """
@@ -252,6 +256,7 @@ def make_dataset(
     ev = ev.iloc[np.argsort(ev["ts"].to_numpy(), kind="stable")].reset_index(drop=True)
     t = truth.reset_index(drop=True)
     truth = _truth_frame(*(t[c] if c in t.columns else [None] * len(t) for c in TRUTH_COLUMNS))
+    truth = _with_periods(truth, {c: t[c] for c in TRUTH_PERIOD_COLUMNS if c in t.columns})
     gens = generalizations.loc[:, list(GENERALIZATION_COLUMNS)].reset_index(drop=True).astype("str")
     return Dataset(path=path, events=ev, truth=truth, generalizations=gens, scenario=dict(scenario), messages=messages)
 
@@ -297,7 +302,7 @@ def _serialize(dataset: Dataset) -> dict[str, bytes]:
 
 
 def _truth_for_csv(truth: pd.DataFrame) -> pd.DataFrame:
-    out = truth.loc[:, [c for c in TRUTH_COLUMNS if c in truth.columns]].copy()
+    out = truth.loc[:, [c for c in TRUTH_COLUMNS + TRUTH_PERIOD_COLUMNS if c in truth.columns]].copy()
     if "noise" not in out.columns:
         out["noise"] = None
     return out
@@ -389,6 +394,8 @@ __all__ = [
     "EVENT_COLUMNS",
     "MESSAGE_COLUMNS",
     "TRUTH_COLUMNS",
+    "TRUTH_PERIOD_COLUMNS",
+    "BOUND_PERIODS",
     "GENERALIZATION_COLUMNS",
     "NOISE_LABELS",
 ]
