@@ -319,7 +319,8 @@ def make_provider(
     elif kind == "ollama":
         provider = Ollama(base_url or "http://localhost:11434", model, timeout=timeout)
     else:
-        oracle_kwargs = dict(seed=seed, error_rates=error_rates, min_support=min_support, model=model or "oracle")
+        oracle_kwargs: dict[str, Any] = dict(seed=seed, error_rates=error_rates, min_support=min_support,
+                                             model=model or "oracle")
         if generalizations is not None:
             provider = OracleProvider(generalizations, facts_truth=facts_truth, **oracle_kwargs)
         elif dataset is not None:

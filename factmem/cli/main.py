@@ -51,7 +51,7 @@ def _run_generate(args: argparse.Namespace) -> int:
     if args.scenario:
         from factmem.data.scenario import Scenario
 
-        spec = Scenario.load(args.scenario)
+        spec: Scenario | str = Scenario.load(args.scenario)
     else:
         spec = args.preset or "small"
     ds = generate(spec, seed=args.seed)

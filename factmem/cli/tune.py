@@ -206,8 +206,9 @@ def _run_simulate(args) -> int:
     if args.abstract_every:
         from factmem.abstraction.providers import make_provider
 
-        kw = {"dataset": str(P.dataset.path)} if args.provider == "oracle" else {}
-        provider = make_provider(args.provider, base_url=args.base_url, model=args.model, cassette=args.cassette, **kw)
+        dataset = str(P.dataset.path) if args.provider == "oracle" else None
+        provider = make_provider(args.provider, base_url=args.base_url, model=args.model, cassette=args.cassette,
+                                 dataset=dataset)
     out = Path(args.out) if args.out else None
     if out:
         out.mkdir(parents=True, exist_ok=True)

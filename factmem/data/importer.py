@@ -167,8 +167,8 @@ def import_triples(
     fields = pc.split_pattern(pa.array(lines, pa.string()), "\t")
     nfields = pc.list_value_length(fields).to_numpy()
     if len(lines) and nfields[0] == 5:
-        first = [str(x).strip().lower() for x in fields[0].as_py()]
-        if tuple(first) == _HEADER:
+        header = tuple(str(x).strip().lower() for x in fields[0].as_py())
+        if header == _HEADER:
             lines, lineno, nfields = lines[1:], lineno[1:], nfields[1:]
             fields = fields[1:]
     report.rows = len(lines)
@@ -220,8 +220,9 @@ def import_triples(
     vt_known = e_ok[idx]
     vt = np.where(vt_known, e_hi[idx], 0)
     # the period each bound is known to (empty: a log-start stand-in for an unknown start, or open)
-    start_period = np.where(s_ok[idx], start["period"].to_numpy(object)[idx], None)
-    end_period = np.where(vt_known, end["period"].to_numpy(object)[idx], None)
+    no_period = np.array(None, dtype=object)
+    start_period = np.where(s_ok[idx], start["period"].to_numpy(object)[idx], no_period)
+    end_period = np.where(vt_known, end["period"].to_numpy(object)[idx], no_period)
     if len(idx) == 0:
         raise InputError(f"{path}: no fact could be imported\n{report}")
     known_starts = vf[s_ok[idx]]
@@ -256,9 +257,9 @@ def import_triples(
     day = np.datetime_as_string(np.floor_divide(ts[first], DAY).astype("datetime64[D]"))
     sess_ids = _concat(np.asarray(subj_names, dtype=object)[sc[first]], "@", day.astype(object))
     sentence = _concat(np.asarray(subj)[fact], " ", pred[fact], " ", obj[fact], ".")
-    text = _join_groups(sentence, msg_of, n_msg)
+    message_text = _join_groups(sentence, msg_of, n_msg)
     messages = pd.DataFrame({"session_id": sess_ids, "message_id": msg_ids, "ts": ts[first],
-                             "speaker": "import", "text": text})
+                             "speaker": "import", "text": message_text})
     events = pd.DataFrame({
         "ts": ts, "subject": subj[fact], "predicate": pred[fact], "object": obj[fact], "kind": kind,
         "session_id": sess_ids[msg_of], "message_id": msg_ids[msg_of], "note": None,

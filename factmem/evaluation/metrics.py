@@ -99,7 +99,7 @@ class Evaluator:
     uses every k-th checkpoint (deterministic; reported as ``calibration_stride``).
     """
 
-    def __init__(self, truth: pd.DataFrame, mentions: pd.DataFrame, checkpoints: Sequence[int], *,
+    def __init__(self, truth: pd.DataFrame, mentions: pd.DataFrame, checkpoints: Sequence[int] | np.ndarray, *,
                  eps: float = EPS, max_samples: int = 2_000_000):
         self.cp = np.asarray(checkpoints, dtype=np.int64)
         if self.cp.ndim != 1 or self.cp.size == 0 or (np.diff(self.cp) <= 0).any():

@@ -322,7 +322,7 @@ def _believed(store: FactStore, at: int) -> int:
 def _trajectories(store: FactStore, track, start: int, end: int, cps: np.ndarray) -> pd.DataFrame:
     facts = store.facts(at=end)
     if isinstance(track, int):
-        ids = []
+        ids: list[int] = []
         ranked = facts.sort_values(["reinforcement_count", "id"], ascending=[False, True])
         per_kind = [ranked[ranked["kind"] == k]["id"].tolist() for k in KINDS]
         i = 0

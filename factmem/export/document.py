@@ -226,9 +226,10 @@ def _parse_params(data: Mapping[str, Any], where: str, *, complete: bool) -> Mem
                     raise _err(where, name, v, f"unknown kind; kinds are {', '.join(KINDS)}")
                 table[kind] = _check_float(where, name, v)
             if complete:
-                missing = [k for k in KINDS if k not in table]
-                if missing:
-                    raise ParamsFileError(f"{where}: missing key {key}.{missing[0]} (a versioned document lists every parameter)")
+                missing_kinds = [k for k in KINDS if k not in table]
+                if missing_kinds:
+                    raise ParamsFileError(f"{where}: missing key {key}.{missing_kinds[0]} "
+                                          "(a versioned document lists every parameter)")
             clean[key] = table
         elif ftype == "float":
             clean[key] = _check_float(where, key, value)

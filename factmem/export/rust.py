@@ -26,6 +26,7 @@ import json
 import math
 import re
 import struct
+from collections.abc import Sequence
 from typing import Any
 
 from factmem.core.codes import KINDS, REINFORCE_BASES
@@ -255,7 +256,7 @@ def render_rust(source: Any, *, with_enum: bool = True, enum_path: str = "super:
     return "\n".join(L) + "\n"
 
 
-def _rust_tests(params: MemoryParams, variants: list[tuple[str, str]]) -> list[str]:
+def _rust_tests(params: MemoryParams, variants: Sequence[tuple[str, str]]) -> list[str]:
     T = ["#[cfg(test)]", "mod tests {", "    use super::*;", "", "    #[test]", "    fn values_are_bit_exact() {"]
     for name in ("decay_rate", "initial_confidence"):
         table = getattr(params, name)

@@ -217,17 +217,15 @@ def export_db(store_or_path: FactStore | str | os.PathLike, out_sqlite: str | os
     out = Path(out_sqlite)
     _check_out(out, overwrite)
     own = not isinstance(store_or_path, FactStore)
-    if own:
+    if isinstance(store_or_path, FactStore):
+        store = store_or_path
+    else:
         src = Path(store_or_path)
         if not src.exists():
             raise StoreError(f"{src}: no such store file")
         store = FactStore(src, read_only=True)
-    else:
-        store = store_or_path
-        if store.con is None:
-            raise StoreError("the store is closed")
     try:
-        con = store.con
+        con = store.db  # raises StoreError when the store is closed
         bad = con.execute(
             "SELECT count(*), min(id) FROM memory_facts WHERE isnan(confidence) OR isnan(decay_rate)").fetchall()[0]
         if bad[0]:
@@ -340,7 +338,7 @@ def _columns(sq: sqlite3.Connection, table: str) -> dict[str, str]:
     return {r[1]: r[2] for r in sq.execute(f'PRAGMA table_info("{table}")').fetchall()}
 
 
-def _check_table(path: Path, sq, table: str, spec: list[tuple[str, str, bool]], optional: set[str] = frozenset()
+def _check_table(path: Path, sq, table: str, spec: list[tuple[str, str, bool]], optional: frozenset[str] | set[str] = frozenset()
                  ) -> dict[str, str]:
     """Columns of ``table`` match ``spec`` (names, affinities); returns the present ones' affinities."""
     have = _columns(sq, table)
@@ -384,6 +382,7 @@ def _scan(path: Path, sq, table: str, spec: list[tuple[str, str, bool]], present
         rowid, value, kind = sq.execute(
             f'SELECT rowid, "{col}", typeof("{col}") FROM "{table}" WHERE {cond} ORDER BY rowid LIMIT 1').fetchone()
         if what == "domain":
+            assert domains is not None  # a domain check exists only for a column with a domain
             allowed_values = ", ".join(map(str, domains[col]))
             problem = f"unknown value {value!r}; allowed: {allowed_values}"
         elif what not in ("INTEGER", "TEXT", "REAL"):
@@ -423,7 +422,8 @@ def _validate(path: Path, sq: sqlite3.Connection) -> dict[str, Any]:
     present = {}
     for table, (spec, optional) in specs.items():
         present[table] = _check_table(path, sq, table, spec, optional)
-    domains = {"memory_facts": {"kind": KINDS, "status": STATUSES}, "factmem_fact_state": {"stale": (0, 1)}}
+    domains: dict[str, dict[str, tuple]] = {"memory_facts": {"kind": KINDS, "status": STATUSES},
+                                            "factmem_fact_state": {"stale": (0, 1)}}
     rules = {"factmem_abstraction_empty": [(
         "member_ids", "NOT json_valid(member_ids) OR json_type(member_ids) <> 'array' OR EXISTS "
         "(SELECT 1 FROM json_each(member_ids) WHERE type <> 'integer')", "a JSON array of integer fact ids")]}
@@ -534,7 +534,7 @@ def import_db(sqlite_path: str | os.PathLike, out_duckdb: str | os.PathLike, *,
     def write(tmp: Path) -> None:
         store = FactStore(tmp, params=use)
         try:
-            con = store.con
+            con = store.db
             with store.transaction():
                 con.register("_fm_facts", facts)
                 # ORDER BY: the store reads facts in storage order and relies on it being id order

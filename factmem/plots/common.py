@@ -40,7 +40,7 @@ STATUS_COLORS: dict[str, str] = {"active": "#56B4E9", "superseded": "#E69F00", "
 STATUS_HATCH: dict[str, str] = {"active": "", "superseded": "///", "archived": "xxx"}
 
 CONFIDENCE_LABEL = "effective confidence (0–1)"
-THRESHOLD_STYLE = {"color": "#444444", "linestyle": (0, (6, 3)), "linewidth": 1.1, "zorder": 1}
+THRESHOLD_STYLE: dict[str, Any] = {"color": "#444444", "linestyle": (0, (6, 3)), "linewidth": 1.1, "zorder": 1}
 
 _Y2000 = 946_684_800  # 2000-01-01T00:00:00Z: earlier timestamps are taken for synthetic clocks
 _UTC = _dt.UTC
@@ -124,9 +124,11 @@ class PlotFigure(Figure):
 
 def root_figure(ax: Axes) -> Figure:
     try:
-        return ax.get_figure(root=True)
+        fig: Any = ax.get_figure(root=True)
     except TypeError:  # matplotlib < 3.10 has no root=; its .figure is the root already
-        return ax.figure
+        fig = ax.figure
+    assert isinstance(fig, Figure), "an Axes drawn on belongs to a Figure"
+    return fig
 
 
 def new_axes(ax: Axes | None, figsize: tuple[float, float]) -> tuple[Figure, Axes]:

@@ -54,7 +54,7 @@ OUTCOME_COLORS: dict[str, str] = {
     "created": "#1B9E77", "reinforced": "#7570B3", "pruned": "#E7298A",
 }
 _OUTCOME_LABELS = {"derived": "answered with facts"}
-_GRID = {"color": "#e6e6e6", "lw": 0.8}
+_GRID: dict[str, Any] = {"color": "#e6e6e6", "lw": 0.8}
 
 
 def _metric_label(name: str) -> str:
@@ -88,7 +88,7 @@ def checkpoint_metrics(metrics: pd.DataFrame, *, axes: Sequence[Axes] | None = N
     x = taxis.x(t)
     fig, axs = new_panels(axes, 3, (9.5, 7.4), what="checkpoint_metrics", height_ratios=(1.0, 1.0, 0.8),
                           allowed=(3, 2))
-    style = {"marker": "o", "ms": 3.5 if len(m) <= 60 else 0, "lw": 1.8}
+    style: dict[str, Any] = {"marker": "o", "ms": 3.5 if len(m) <= 60 else 0, "lw": 1.8}
 
     a = axs[0]
     a.plot(x, numbers(m, "believed", "metrics"), color="#332288", label="believed", **style)
@@ -376,7 +376,7 @@ def reliability(bins: pd.DataFrame, *, ax: Axes | None = None, by: str | None = 
         raise InputError("bins has no bin with finite p_mean, y_mean and n > 0: nothing to plot")
     groups = bins[by].astype(object).to_numpy() if by else np.full(len(bins), "all", dtype=object)
     if ax is None:
-        fig = PlotFigure(figsize=(8.4, 6.8), layout="constrained")
+        fig: Figure = PlotFigure(figsize=(8.4, 6.8), layout="constrained")
         top, bottom = fig.subplots(2, 1, sharex=True, gridspec_kw={"height_ratios": (3.2, 1.0)})
     else:
         fig, top = new_axes(ax, (0, 0))

@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from matplotlib.artist import Artist
 from matplotlib.axes import Axes
 from matplotlib.collections import LineCollection
 from matplotlib.figure import Figure
@@ -342,9 +343,9 @@ def decay_curves(table: pd.DataFrame, *, days: float = 90, threshold: float | No
         ax.add_collection(LineCollection(segs_all[sel], colors=list(colors[sel]), linestyles=style_of[L],
                                          linewidths=2.0))
     dash = 5.0
-    for i in np.flatnonzero(size > 1):  # a few coincident curves
-        ax.add_collection(LineCollection(segs_all[i:i + 1], colors=[colors[i]], linewidths=2.0,
-                                         linestyles=[(rank[i] * dash, (dash, dash * (size[i] - 1)))]))
+    for j in np.flatnonzero(size > 1):  # a few coincident curves
+        ax.add_collection(LineCollection(list(segs_all[j:j + 1]), colors=[colors[j]], linewidths=2.0,
+                                         linestyles=[(rank[j] * dash, (dash, dash * (size[j] - 1)))]))
     multi_label = len(labels) > 1
     same_notes = []
     kinds_col = table["kind"].astype(str).to_numpy()
@@ -372,9 +373,10 @@ def decay_curves(table: pd.DataFrame, *, days: float = 90, threshold: float | No
     ls.append("half-life (c0 / 2)")
     if thr is not None:
         with np.errstate(divide="ignore", invalid="ignore"):
-            cross = np.where(c0 > threshold, np.log(c0 / float(threshold)) / rate, 0.0)
+            level = float(threshold)  # type: ignore[arg-type]  # a threshold line exists only for a number
+            cross = np.where(c0 > level, np.log(c0 / level) / rate, 0.0)
         ok = np.isfinite(cross) & (cross <= days)
-        ax.scatter(cross[ok], np.full(ok.sum(), float(threshold)), marker="|", s=160, c=list(colors[ok]),
+        ax.scatter(cross[ok], np.full(ok.sum(), level), marker="|", s=160, c=list(colors[ok]),
                    linewidths=2.2, zorder=5)
         hs += [thr, Line2D([], [], ls="", marker="|", color="#333333", ms=11, mew=2.2)]
         ls += [thr.get_label(), "falls below threshold (archived)"]
@@ -452,7 +454,7 @@ def lineage(history: pd.DataFrame, *, ax: Axes | None = None, end: Any = None, t
     ax.grid(True, axis="x", color="#e6e6e6", lw=0.8)
     ax.set_axisbelow(True)
     present = [s for s in ("active", "superseded", "archived") if s in set(status)]
-    hs = [Patch(facecolor=STATUS_COLORS[s], hatch=STATUS_HATCH[s], edgecolor="#555555") for s in present]
+    hs: list[Artist] = [Patch(facecolor=STATUS_COLORS[s], hatch=STATUS_HATCH[s], edgecolor="#555555") for s in present]
     ls = list(present)
     if still.any():
         hs.append(Line2D([], [], ls="", marker=">", mfc=STATUS_COLORS["active"], mec="black", ms=6))

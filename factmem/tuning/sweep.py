@@ -66,7 +66,7 @@ def _check_space(space: Mapping[str, Any], base: MemoryParams) -> None:
         if isinstance(values, Range):
             if not values.low < values.high:
                 raise InputError(f"{name}: Range low ({values.low}) must be below high ({values.high})")
-            probe = [values.low, values.high]
+            probe: list[Any] = [values.low, values.high]
         else:
             probe = list(values) if not isinstance(values, (str, bytes)) else [values]
             if not probe:
@@ -91,14 +91,14 @@ def random_points(space: Mapping[str, Any], base: MemoryParams, n: int, seed: in
     """``n`` draws: a Range is sampled, a list is chosen from; seeded."""
     _check_space(space, base)
     rng = np.random.default_rng(seed)
-    cols = {}
+    cols: dict[str, list[Any]] = {}
     for name, values in space.items():
         if isinstance(values, Range):
-            cols[name] = values.draw(rng, n)
+            cols[name] = list(values.draw(rng, n))
         else:
             vals = list(values)
             cols[name] = [vals[i] for i in rng.integers(0, len(vals), n)]
-    return [base.replace(**{k: (float(v[i]) if isinstance(v, np.ndarray) else v[i]) for k, v in cols.items()})
+    return [base.replace(**{k: (float(v[i]) if isinstance(v[i], (float, np.floating)) else v[i]) for k, v in cols.items()})
             for i in range(n)]
 
 

@@ -102,7 +102,7 @@ def tune(log: Any = None, *, out: str | os.PathLike | None = None, space: Mappin
     base = base_params(P)
     res = sweep(P, space or DEFAULT_SPACE, base=base, schedule=schedule, split=split, holdout=H, search=search,
                 n=n, seed=seed, objective=objective, executor=executor, workers=workers, progress=progress)
-    extra = []
+    extra = pd.DataFrame()
     if current is not None:
         extra = sweep(P, [current], schedule=schedule, split=split, holdout=H, objective=objective,
                       include_defaults=False, workers=0, progress=False).table
@@ -115,6 +115,7 @@ def tune(log: Any = None, *, out: str | os.PathLike | None = None, space: Mappin
                             best_is_default=best == 0)
     promoted = keep == "recommended"
     chosen = {"recommended": rec, "current": current, "defaults": MemoryParams()}[keep]
+    assert chosen is not None  # decide() keeps "current" only when current parameters were given
     base_row = next((i for i, p in enumerate(res.params) if p == base and i != 0), None)
     heldout = _heldout_table(tab, best, extra if current is not None else None, base_row)
     result = TuneResult(res, rec, best, promoted, decision, chosen, None, time.perf_counter() - t0, heldout,
@@ -163,7 +164,7 @@ def _rel(a: float, b: float) -> str:
 
 def _edge_notes(space: Mapping[str, Any], rec: MemoryParams, search: str) -> list[str]:
     """Warn when the recommendation sits at the edge of a searched list: the optimum may lie beyond."""
-    notes = []
+    notes: list[str] = []
     if search != "grid" or not isinstance(space, Mapping):
         return notes
     for name, values in space.items():
@@ -316,6 +317,7 @@ def _report(result: TuneResult, P: PreparedLog, H, schedule: Schedule, objective
     if H is not None:
         lines += [f"- **Held out**: another log, `{H.dataset.path}` (sha256 `{H.sha256[:16]}…`), {len(H.events):,} mentions."]
     else:
+        assert res.split_at is not None  # a single log is scored on a time split
         lines += [f"- **Split**: tuned on checkpoints before {_date(res.split_at)}, held out after "
                   f"({(P.end - res.split_at) / 86400:.0f} days). The memory replays the whole log; only the scoring is split."]
     lines += [f"- **Schedule**: consolidate every {schedule.consolidate_every_hours:g} h, evaluate every "
