@@ -72,16 +72,22 @@ import pandas as pd
 
 from .errors import InputError
 from .fit_data import lifetimes
-from .fit_estimates import (TWO_STATE_QUANTITIES, FitContext, curve_table, empirical_silent_rows, lifetime_rows,
+from .fit_estimates import (FitContext, curve_table, empirical_silent_rows, lifetime_rows,
                             seed_rows, survival_curves, two_state_rows)
 from .fit_models import LEVEL
 from .logs import Dataset, load
 from .params import KINDS, MemoryParams
 
-__all__ = ["fit", "FitResult", "ESTIMATE_COLUMNS", "SOURCES", "QUANTITIES"]
+__all__ = ["fit", "FitResult", "ESTIMATE_COLUMNS", "SOURCES", "QUANTITIES", "LOG_PARAM_KINDS"]
 
 ESTIMATE_COLUMNS = ("scope", "name", "quantity", "estimate", "low", "high", "n", "source")
 SOURCES = ("auto", "truth", "log")
+#: Kinds whose log-only seed-model fit goes into ``params`` when there is no truth. Checked against
+#: truth on generated logs, the two-state model reproduces P(true | silent d days) of lasting facts
+#: (explicit, user_preference) within a few hundredths; for episodic facts it does not — one-off
+#: chatter, never said again, looks like a true fact that is rarely mentioned, and an episode that
+#: recurs months later looks like a long silence of a true one — so episodic kinds keep ``base``.
+LOG_PARAM_KINDS: tuple[str, ...] = ("explicit", "user_preference")
 QUANTITIES: dict[str, str] = {
     "change_rate": "changes per day of a held value (truth: censored exponential MLE; log: the two-state h)",
     "relevance_horizon_days": "mean days an episode stays relevant (censored exponential MLE)",
@@ -119,6 +125,14 @@ class FitResult:
     predicate_kinds: dict[str, str]
     seconds: float = 0.0
     sources: tuple[str, ...] = field(default_factory=tuple)
+    _dataset: Dataset | None = field(default=None, repr=False)
+
+    @property
+    def dataset_sha256(self) -> str | None:
+        """The fitted dataset's content hash (computed on first use for a dataset built in memory)."""
+        if "sha256" not in self.dataset and self._dataset is not None:
+            self.dataset["sha256"] = self._dataset.sha256
+        return self.dataset.get("sha256")
 
     def value(self, quantity: str, name: str, *, source: str | None = None) -> float:
         """The estimate of ``quantity`` for a kind or predicate ``name`` (NaN when not estimated)."""
@@ -216,23 +230,37 @@ def fit(log: Dataset | str | os.PathLike[str], *, source: str = "auto", min_obse
     if not len(estimates):
         raise InputError(f"{where}: too few observations to estimate anything ({ctx.describe_counts()}): every kind "
                          f"and predicate has fewer than min_observations={min_observations}")
-    fitted = {k: (_get(estimates, "seed_lambda", k, sources[0]), _get(estimates, "initial_confidence", k, sources[0]))
-              for k in KINDS}
-    usable = {k: v for k, v in fitted.items() if np.isfinite(v[0]) and np.isfinite(v[1])}
-    params = base.replace(decay_rate={k: lam for k, (lam, _) in usable.items()},
-                          initial_confidence={k: min(c0, base.confidence_cap) for k, (_, c0) in usable.items()})
-    for k in KINDS:
-        if k not in usable and not any(f["name"] == k and f["quantity"] == "seed_lambda" and f["source"] == sources[0]
-                                       for f in ctx.fallbacks):
-            ctx.fallbacks.append({"scope": "kind", "name": k, "quantity": "seed_lambda", "source": sources[0], "n": 0,
-                                  "falls_back_to": f"base decay_rate.{k} = {base.decay_rate[k]:g}, initial_confidence."
-                                                   f"{k} = {base.initial_confidence[k]:g} (no fact of this kind in the log)"})
+    params = _params(estimates, base, sources[0], ctx)
     fallbacks = pd.DataFrame(ctx.fallbacks, columns=["scope", "name", "quantity", "source", "n", "falls_back_to"])
+    info = {k: v for k, v in ds.to_dict().items() if k != "sha256"} if ds.path is None else ds.to_dict()
     return FitResult(
         estimates=estimates, params=params, base=base, fallbacks=_order(fallbacks), silent_curves=curves,
-        survival=survival, populations=ctx.populations, settings=settings, dataset=ds.to_dict(),
-        predicate_kinds=dict(ctx.predicate_kind), seconds=time.perf_counter() - began, sources=sources,
+        survival=survival, populations=ctx.populations, settings=settings, dataset=info,
+        predicate_kinds=dict(ctx.predicate_kind), seconds=time.perf_counter() - began, sources=sources, _dataset=ds,
     )
+
+
+def _params(estimates: pd.DataFrame, base: MemoryParams, source: str, ctx: FitContext) -> MemoryParams:
+    """``base`` with each kind's fitted seed λ and c0 from ``source``; kinds without keep ``base``'s
+    values (recorded as fallbacks). From the log alone only :data:`LOG_PARAM_KINDS` are exported."""
+    changes: dict[str, dict[str, float]] = {"decay_rate": {}, "initial_confidence": {}}
+    for k in KINDS:
+        lam = _get(estimates, "seed_lambda", k, source)
+        c0 = _get(estimates, "initial_confidence", k, source)
+        keep = f"base decay_rate.{k} = {base.decay_rate[k]:g}, initial_confidence.{k} = {base.initial_confidence[k]:g}"
+        why = None
+        if not (np.isfinite(lam) and np.isfinite(c0)):
+            if not any(f["name"] == k and f["quantity"] == "seed_lambda" and f["source"] == source for f in ctx.fallbacks):
+                why = f"{keep} (no fact of this kind in the log)"
+        elif source == "log" and k not in LOG_PARAM_KINDS:
+            why = f"{keep} (the log-only model is not validated for {k} facts; see the report)"
+        else:
+            changes["decay_rate"][k] = lam
+            changes["initial_confidence"][k] = min(c0, base.confidence_cap)
+        if why is not None:
+            ctx.fallbacks.append({"scope": "kind", "name": k, "quantity": "seed_lambda", "source": source, "n": 0,
+                                  "falls_back_to": why})
+    return base.replace(**changes)
 
 
 def _check_settings(source, min_observations, silent_days, bootstrap, seed, checkpoint_hours, max_observations) -> dict:

@@ -91,8 +91,13 @@ class FitContext:
 
     def groups(self, kind: np.ndarray, predicate: np.ndarray) -> list[tuple[str, str, np.ndarray]]:
         """(scope, name, mask) of every kind present (factmem's order), then every predicate (sorted)."""
-        out = [("kind", k, kind == k) for k in KINDS if (kind == k).any()]
-        out += [("predicate", str(p), predicate == p) for p in sorted(pd.unique(predicate))]
+        out = []
+        for values, scope, order in ((kind, "kind", KINDS), (predicate, "predicate", None)):
+            codes, names = pd.factorize(values)  # compare small integers, not strings
+            rank = {n: i for i, n in enumerate(names)}
+            for name in (order if order is not None else sorted(names)):
+                if name in rank:
+                    out.append((scope, str(name), codes == rank[name]))
         return out
 
     def enough(self, scope: str, name: str, quantity: str, source: str, n: int) -> bool:
@@ -243,6 +248,13 @@ def seed_rows(ctx: FitContext, outcome: np.ndarray, source: str) -> list[dict]:
             continue
         bins = bin_ages(subj[sel], ctx.obs_age[sel], outcome[sel].astype(np.float64), n_subjects=len(ctx.subject_index))
         c0, lam = fit_seed_model(bins, cap=ctx.cap)[0]
+        if not np.isfinite(lam):  # never true and relevant after a mention: λ is not identified
+            for quantity in ("seed_lambda", "initial_confidence"):
+                ctx.fallbacks.append({"scope": scope, "name": name, "quantity": quantity, "source": source, "n": n,
+                                      "falls_back_to": ("kind " + ctx.predicate_kind.get(name, "?") if scope == "predicate"
+                                                        else "base") + " (never true and relevant after a mention: "
+                                                                       "not identified)"})
+            continue
         boot = fit_seed_model(bins, cap=ctx.cap, subject_weights=ctx.weights, start=(c0, lam)) if len(ctx.weights) \
             else np.zeros((0, 2))
         rows.append(_row(scope, name, "seed_lambda", lam, *percentile_interval(boot[:, 1]), n, source))
@@ -326,6 +338,17 @@ def _group_matrix(ctx: FitContext, idx: np.ndarray, names: list[tuple[str, str]]
     return out
 
 
+def _group_sums(ctx: FitContext, idx: np.ndarray, names: list[tuple[str, str]], values: np.ndarray) -> np.ndarray:
+    """Σ ``values`` over the spells ``idx`` of each group in ``names`` (a spell counts for its kind's
+    group and its predicate's group)."""
+    kind_col, pred_col = (c[idx] for c in ctx.columns(names))
+    out = np.zeros(len(names))
+    for col in (kind_col, pred_col):
+        ok = col >= 0
+        out += np.bincount(col[ok], weights=values[ok], minlength=len(names))
+    return out
+
+
 def _model_silent_sums(ctx: FitContext, days: float, names: list[tuple[str, str]], resamples: bool
                        ) -> tuple[np.ndarray, np.ndarray]:
     """Σ S_T and Σ S per group over the spells that can be silent for ``days`` inside the log, for
@@ -333,10 +356,11 @@ def _model_silent_sums(ctx: FitContext, days: float, names: list[tuple[str, str]
     keys, spell_key = ctx.fit_keys()
     idx = np.flatnonzero((ctx.start + days * DAY <= ctx.spells.end) & (spell_key >= 0))
     sessions = ctx.spells.sessions_between(ctx.subject_code[idx], ctx.start[idx], ctx.start[idx] + int(round(days * DAY)))
-    groups = _group_matrix(ctx, idx, names)
     if not resamples:
         s_true, s_all = ctx.model_curves(idx, np.float64(days), sessions, ctx.param_table(keys, None), spell_key)
-        return np.nan_to_num(s_true) @ groups, np.nan_to_num(s_all) @ groups
+        return _group_sums(ctx, idx, names, np.nan_to_num(s_true[0]))[None, :], \
+            _group_sums(ctx, idx, names, np.nan_to_num(s_all[0]))[None, :]
+    groups = _group_matrix(ctx, idx, names)
     n_boot = len(ctx.weights)
     num, den = np.zeros((n_boot, len(names))), np.zeros((n_boot, len(names)))
     for lo in range(0, n_boot, _CHUNK):
@@ -374,9 +398,10 @@ def _model_silent_rows(ctx: FitContext) -> list[dict]:
 
 
 def curve_days(log_days: float, max_days: int = 180) -> np.ndarray:
-    """Days at which the curves are drawn: daily for two months, then every three days."""
+    """Days at which the curves are drawn: daily for two weeks, every 3 days to 60, then every 6."""
     top = int(min(max_days, log_days))
-    return np.unique(np.r_[np.arange(0, min(top, 60) + 1), np.arange(60, top + 1, 3)]).astype(np.float64)
+    days = np.r_[np.arange(0, 15), np.arange(15, 61, 3), np.arange(66, max_days + 1, 6)]
+    return days[days <= top].astype(np.float64)
 
 
 def curve_table(ctx: FitContext, rows: list[dict], sources: tuple[str, ...]) -> pd.DataFrame:
@@ -394,12 +419,11 @@ def curve_table(ctx: FitContext, rows: list[dict], sources: tuple[str, ...]) -> 
     out = []
     for d in days:
         idx, t = _silent_population(ctx, d)
-        groups = _group_matrix(ctx, idx, names)
-        count = groups.sum(axis=0)
+        count = _group_sums(ctx, idx, names, np.ones(len(idx)))
         if lookup is not None:
             y = lookup(spell_triple[idx], t).astype(np.float64)
             with np.errstate(invalid="ignore", divide="ignore"):
-                empirical = (y @ groups) / count
+                empirical = _group_sums(ctx, idx, names, y) / count
         else:
             empirical = np.full(len(names), np.nan)
         model = np.full(len(names), np.nan)

@@ -279,20 +279,31 @@ def fit_seed_model(bins: AgeBins, *, cap: float = 0.99, subject_weights: np.ndar
     out = np.full((rows, 2), np.nan)
     if not live.any():
         return out
+    # never true after a mention: the likelihood grows as c0 → 0 whatever λ is — not identified
+    live &= yes > 1e-9 * np.maximum(total, 1.0)
+    if not live.any():
+        return out
     yes, age_yes, no, mean_age, total = yes[live], age_yes[live], no[live], mean_age[live], total[live]
     scale = np.maximum((age_yes + (no * mean_age).sum(axis=1)) / total, 1e-3)
-    if start is None:
-        x0 = np.c_[np.clip(yes / total, 1e-3, cap), np.full(len(yes), 0.1)]
-    else:
-        x0 = np.c_[np.full(len(yes), min(max(start[0], 1e-6), cap)), np.clip(start[1] * scale, 0.0, max_rate * scale)]
     n = len(yes)
     objective = _stacked(lambda x: _seed_batch(x, yes, age_yes, no, mean_age, scale), n, 2)
     bounds = [b for r in range(n) for b in ((1e-6, cap), (0.0, max_rate * scale[r]))]
-    res = optimize.minimize(objective, x0.ravel(), jac=True, method="TNC", bounds=bounds,
-                            options={"maxfun": 200 + 50 * n})
-    x = res.x.reshape(n, 2)
-    if res.fun < 1e299 and np.all(np.isfinite(x)):
-        out[live] = np.c_[x[:, 0], x[:, 1] / scale]
+    if start is None:  # a few starting points (the surface has long flat ridges); keep the best per row
+        starts = [np.c_[np.clip(yes / total, 1e-3, cap), np.full(n, 0.1)], np.c_[np.full(n, cap), np.full(n, 0.01)],
+                  np.c_[np.full(n, cap), np.full(n, 1.0)], np.c_[np.full(n, cap / 2), np.full(n, 0.3)]]
+    else:
+        starts = [np.c_[np.full(n, min(max(start[0], 1e-6), cap)), np.clip(start[1] * scale, 0.0, max_rate * scale)]]
+    best, best_f = np.full((n, 2), np.nan), np.full(n, np.inf)
+    for x0 in starts:
+        res = optimize.minimize(objective, x0.ravel(), jac=True, method="TNC", bounds=bounds,
+                                options={"maxfun": 200 + 50 * n})
+        x = res.x.reshape(n, 2)
+        if not (res.fun < 1e299 and np.all(np.isfinite(x))):
+            continue
+        f = _seed_batch(x, yes, age_yes, no, mean_age, scale)[0]
+        better = f < best_f
+        best[better], best_f[better] = x[better], f[better]
+    out[live] = np.c_[best[:, 0], best[:, 1] / scale]
     return out
 
 
@@ -505,22 +516,27 @@ def fit_two_state(data: SpellData, subject_weights: np.ndarray | None = None,
             continue
         sums = (n_re, float(row_re @ data.re_k), float(row_re @ data.re_g), float(row @ data.superseded))
         if start is None or not np.isfinite(start.q):
+            # a few starting points (change rates of a year to a week; mostly announced or silent
+            # changes): the likelihood can be flat along h·u; keep the best optimum
             sessions = float(row_re @ (data.re_k + data.re_count)) + float(row @ data.k)
-            q0 = min(max(n_re / max(sessions, 1.0), 1e-4), 0.9)
-            x0 = np.array([special.logit(q0), np.log(1e-3), 0.0])
-            options = {"maxfun": 400}
+            q0 = special.logit(min(max(n_re / max(sessions, 1.0), 1e-4), 0.9))
+            starts = [np.array([q0, np.log(h0), special.logit(u0)]) for h0 in (1e-3, 3e-2) for u0 in (0.2, 0.8)]
+            options = {"maxfun": 600}
         else:
             u0 = start.u if data.single and np.isfinite(start.u) else 0.5
-            x0 = np.array([special.logit(start.q), np.log(max(start.h, 1e-7)),
-                           special.logit(min(max(u0, 1e-5), 1 - 1e-5))])
+            starts = [np.array([special.logit(start.q), np.log(max(start.h, 1e-7)),
+                                special.logit(min(max(u0, 1e-5), 1 - 1e-5))])]
             options = {"maxfun": 400, "xtol": 1e-6}
-        x0 = np.clip(x0[:len(bounds)], lo, hi)
-        res = optimize.minimize(_two_state_row, x0, jac=True, method="TNC", bounds=bounds, options=options,
-                                args=(sums, data.g[live], data.k[live], data.multi[live], row[live], data.single))
-        if not (res.fun < 1e299 and np.all(np.isfinite(res.x))):
+        args = (sums, data.g[live], data.k[live], data.multi[live], row[live], data.single)
+        x, fun = None, np.inf
+        for x0 in starts:
+            res = optimize.minimize(_two_state_row, np.clip(x0[:len(bounds)], lo, hi), jac=True, method="TNC",
+                                    bounds=bounds, options=options, args=args)
+            if res.fun < min(fun, 1e299) and np.all(np.isfinite(res.x)):
+                x, fun = res.x, res.fun
+        if x is None:
             out.append(nan)
             continue
-        x = res.x
         out.append(TwoStateParams(float(special.expit(x[0])), float(np.exp(x[1])),
                                   float(special.expit(x[2])) if data.single else float("nan")))
     return out
