@@ -170,11 +170,14 @@ class FitResult:
 
         return render_report(self)
 
-    def write(self, out_dir: str | os.PathLike[str], *, created_at: str | None = None) -> Path:
-        """Write ``estimates.csv``, ``params.toml``, ``report.md`` and figures into ``out_dir``."""
+    def write(self, out_dir: str | os.PathLike[str], *, created_at: str | None = None, figures: bool = True) -> Path:
+        """Write ``estimates.csv``, ``fallbacks.csv``, ``silent_curves.csv``, ``params.toml``,
+        ``report.md`` and (with ``figures``) the PNG figures into ``out_dir`` (see
+        :mod:`factmem.fit_report`). ``created_at`` (ISO UTC) fixes the params file's stamp, for
+        byte-identical reruns."""
         from .fit_report import write_result
 
-        return write_result(self, Path(out_dir), created_at=created_at)
+        return write_result(self, Path(out_dir), created_at=created_at, figures=figures)
 
 
 # -- the fit -------------------------------------------------------------------------------------------

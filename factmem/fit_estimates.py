@@ -156,6 +156,8 @@ class FitContext:
 
     def param_table(self, keys: list[tuple[str, str]], resamples: slice | None) -> np.ndarray:
         """(rows, fits, 3) array of (q, h, u): the point fits (one row) or a slice of the resamples."""
+        if not keys:
+            return np.zeros((1 if resamples is None else len(range(len(self.weights))[resamples]), 0, 3))
         if resamples is None:
             return np.array([[[p.q, p.h, p.u] for p in (self.two_state[k] for k in keys)]])
         cols = [[(p.q, p.h, p.u) for p in self.two_state_boot[k][resamples]] for k in keys]
@@ -377,7 +379,9 @@ def _model_silent_rows(ctx: FitContext) -> list[dict]:
     d days inside the log: Σ S_T / Σ S, each spell with its subject's sessions in those days (a kind
     mixes its predicates' fits). ``n``: the spells actually silent that long (the empirical population)."""
     names = [key for key in ctx.two_state]
-    rows = []
+    rows: list[dict] = []
+    if not names:
+        return rows
     for d in ctx.settings["silent_days"]:
         num, den = _model_silent_sums(ctx, d, names, resamples=False)
         boot_num, boot_den = _model_silent_sums(ctx, d, names, resamples=True)

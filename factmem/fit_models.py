@@ -369,8 +369,9 @@ def _curves(g, k, q, h, u, grad: bool):
 
 
 def p_true_silent(g: np.ndarray, k: np.ndarray, params: TwoStateParams, multi: np.ndarray | bool = False) -> np.ndarray:
-    """P(true | silent and held for ``g`` days over ``k`` sessions) under the two-state model."""
-    u = np.where(np.asarray(multi, bool), 1.0, params.u)
+    """P(true | silent and held for ``g`` days over ``k`` sessions) under the two-state model
+    (``multi``: a multi-valued predicate, every change silent; so is a fit without ``u``)."""
+    u = np.where(np.asarray(multi, bool) | (not np.isfinite(params.u)), 1.0, params.u)
     log_true, log_all = two_state_curves(g, k, params.q, params.h, u)
     return np.exp(log_true - log_all)
 

@@ -38,8 +38,9 @@ OUTPUT_FILES = ("estimates.csv", "fallbacks.csv", "silent_curves.csv", "params.t
                 "silent_kinds.png", "silent_predicates.png")
 
 
-def write_result(result: "FitResult", out_dir: Path, *, created_at: str | None = None) -> Path:
-    """Write every output file of a fit into ``out_dir`` (created if needed); returns the folder."""
+def write_result(result: "FitResult", out_dir: Path, *, created_at: str | None = None, figures: bool = True) -> Path:
+    """Write every output file of a fit into ``out_dir`` (created if needed; the figures only with
+    ``figures``); returns the folder."""
     out_dir.mkdir(parents=True, exist_ok=True)
     result.estimates.to_csv(out_dir / "estimates.csv", index=False, lineterminator="\n", float_format="%.10g")
     result.fallbacks.to_csv(out_dir / "fallbacks.csv", index=False, lineterminator="\n")
@@ -51,6 +52,8 @@ def write_result(result: "FitResult", out_dir: Path, *, created_at: str | None =
         provenance["created_at"] = created_at
     write_params_file(out_dir / "params.toml", result.params, provenance)
     (out_dir / "report.md").write_text(render_report(result), encoding="utf-8")
+    if not figures:
+        return out_dir
     kinds = result.predicate_kinds
     if len(result.survival):
         save(survival_fit(result.survival, result.estimates, predicate_kinds=kinds), out_dir / "survival.png")

@@ -66,6 +66,7 @@ def survival_fit(survival: pd.DataFrame, estimates: pd.DataFrame, *, predicates:
         est = truth[(truth["scope"] == scope) & (truth["name"] == name)]
         colour = _colour(scope, name, kinds)
         top = float(max_days) if max_days is not None else float(km["days"].max()) if len(km) else 1.0
+        top = top if top > 0 else 1.0
         ax.step(km["days"], km["survival"], where="post", color=colour, lw=1.4, label="Kaplan–Meier")
         if len(est):
             row = est.iloc[0]
