@@ -63,22 +63,30 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from .errors import InputError
 from .fit_data import lifetimes
-from .fit_estimates import (FitContext, curve_table, empirical_silent_rows, lifetime_rows,
-                            seed_rows, survival_curves, two_state_rows)
+from .fit_estimates import (
+    FitContext,
+    curve_table,
+    empirical_silent_rows,
+    lifetime_rows,
+    seed_rows,
+    survival_curves,
+    two_state_rows,
+)
 from .fit_models import LEVEL
 from .logs import Dataset, load
 from .params import KINDS, MemoryParams
 
-__all__ = ["fit", "FitResult", "ESTIMATE_COLUMNS", "SOURCES", "QUANTITIES", "LOG_PARAM_KINDS"]
+__all__ = ["ESTIMATE_COLUMNS", "LOG_PARAM_KINDS", "QUANTITIES", "SOURCES", "FitResult", "fit"]
 
 ESTIMATE_COLUMNS = ("scope", "name", "quantity", "estimate", "low", "high", "n", "source")
 SOURCES = ("auto", "truth", "log")
@@ -227,7 +235,7 @@ def fit(log: Dataset | str | os.PathLike[str], *, source: str = "auto", min_obse
         rows += two_state_rows(ctx)
         rows += seed_rows(ctx, ctx.model_probabilities(), "log")
     curves = curve_table(ctx, rows, sources)
-    ctx.populations["lifetimes"] = int(len(life.frame)) if "truth" in sources else 0
+    ctx.populations["lifetimes"] = len(life.frame) if "truth" in sources else 0
 
     estimates = _order(pd.DataFrame(rows, columns=list(ESTIMATE_COLUMNS)))
     if not len(estimates):

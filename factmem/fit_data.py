@@ -39,8 +39,16 @@ import pandas as pd
 
 from .logs import Dataset
 
-__all__ = ["DAY", "Lifetimes", "lifetimes", "Spells", "silent_spells", "TruthLookup", "checkpoint_observations",
-           "encode_triples"]
+__all__ = [
+    "DAY",
+    "Lifetimes",
+    "Spells",
+    "TruthLookup",
+    "checkpoint_observations",
+    "encode_triples",
+    "lifetimes",
+    "silent_spells",
+]
 
 DAY = 86400.0
 OPEN = np.iinfo(np.int64).max

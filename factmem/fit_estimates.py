@@ -15,14 +15,39 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .fit_data import DAY, Lifetimes, Spells, TruthLookup, checkpoint_observations, encode_triples, silent_spells
-from .fit_models import (SpellData, TwoStateParams, bin_ages, bootstrap_weights, exponential_rate, fit_seed_model,
-                         fit_two_state, kaplan_meier, percentile_interval, two_state_curves)
+from .fit_data import (
+    DAY,
+    Lifetimes,
+    Spells,
+    TruthLookup,
+    checkpoint_observations,
+    encode_triples,
+    silent_spells,
+)
+from .fit_models import (
+    SpellData,
+    TwoStateParams,
+    bin_ages,
+    bootstrap_weights,
+    exponential_rate,
+    fit_seed_model,
+    fit_two_state,
+    kaplan_meier,
+    percentile_interval,
+    two_state_curves,
+)
 from .logs import Dataset
 from .params import KINDS, MemoryParams
 
-__all__ = ["FitContext", "lifetime_rows", "survival_curves", "seed_rows", "empirical_silent_rows", "two_state_rows",
-           "curve_table"]
+__all__ = [
+    "FitContext",
+    "curve_table",
+    "empirical_silent_rows",
+    "lifetime_rows",
+    "seed_rows",
+    "survival_curves",
+    "two_state_rows",
+]
 
 _CHUNK = 16  # bootstrap rows evaluated at once over every spell (bounds the memory of the model curves)
 TWO_STATE_QUANTITIES = "change_rate, remention_probability, remention_rate, silent_change_share"
@@ -75,16 +100,16 @@ class FitContext:
         self.two_state_boot: dict[tuple[str, str], list[TwoStateParams]] = {}
         self._triples: tuple[np.ndarray, np.ndarray] | None = None
         self.populations: dict[str, Any] = {
-            "subjects": int(len(subjects)),
-            "spells": int(len(sp)),
+            "subjects": len(subjects),
+            "spells": len(sp),
             "spell_outcomes": {name: int((sp["outcome"] == code).sum())
                                for code, name in enumerate(("re-mention", "superseded", "censored"))},
-            "checkpoint_observations": int(len(self.obs_row)),
+            "checkpoint_observations": len(self.obs_row),
             "checkpoint_stride": int(stride),
-            "checkpoints": int(len(checkpoints)),
-            "sessions": int(len(self.spells.session_ts)),
+            "checkpoints": len(checkpoints),
+            "sessions": len(self.spells.session_ts),
             "sessions_per_subject_day": float(self.sessions_per_day),
-            "bootstrap_resamples": int(len(self.weights)),
+            "bootstrap_resamples": len(self.weights),
         }
 
     # -- groups and the fallback rule -------------------------------------------------------------
@@ -163,7 +188,7 @@ class FitContext:
         cols = [[(p.q, p.h, p.u) for p in self.two_state_boot[k][resamples]] for k in keys]
         return np.transpose(np.asarray(cols, np.float64).reshape(len(keys), -1, 3), (1, 0, 2))
 
-    def model_curves(self, idx: np.ndarray, age_days: np.ndarray, sessions: np.ndarray, params: np.ndarray,
+    def model_curves(self, idx: np.ndarray, age_days: np.ndarray | float, sessions: np.ndarray, params: np.ndarray,
                      spell_key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(S_T, S) of spells ``idx`` at ``age_days`` with ``sessions`` silent sessions, under each
         row of ``params`` (rows, fits, 3); NaN where a spell has no fit."""
@@ -209,7 +234,7 @@ def lifetime_rows(ctx: FitContext, life: Lifetimes) -> list[dict]:
                 continue
             est = exponential_rate(part["event"].to_numpy(), part["exposure"].to_numpy())
             if episodic:  # the mean horizon is 1 / rate; its interval inverts the rate's
-                inv = lambda x: 1.0 / x if x > 0 else float("inf")  # noqa: E731
+                inv = lambda x: 1.0 / x if x > 0 else float("inf")
                 rows.append(_row(scope, name, quantity, inv(est.rate), inv(est.high), inv(est.low), len(part), "truth"))
             else:
                 rows.append(_row(scope, name, quantity, est.rate, est.low, est.high, len(part), "truth"))
@@ -244,7 +269,7 @@ def seed_rows(ctx: FitContext, outcome: np.ndarray, source: str) -> list[dict]:
     rows = []
     for scope, name, sel in ctx.groups(kind, pred):
         sel = sel & usable
-        n = int(len(np.unique(ctx.obs_row[sel])))
+        n = len(np.unique(ctx.obs_row[sel]))
         if not ctx.enough(scope, name, "seed_lambda", source, n):
             ctx.enough(scope, name, "initial_confidence", source, n)
             continue
@@ -424,7 +449,7 @@ def curve_table(ctx: FitContext, rows: list[dict], sources: tuple[str, ...]) -> 
     for d in days:
         idx, t = _silent_population(ctx, d)
         count = _group_sums(ctx, idx, names, np.ones(len(idx)))
-        if lookup is not None:
+        if lookup is not None and spell_triple is not None:
             y = lookup(spell_triple[idx], t).astype(np.float64)
             with np.errstate(invalid="ignore", divide="ignore"):
                 empirical = _group_sums(ctx, idx, names, y) / count

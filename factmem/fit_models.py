@@ -67,10 +67,23 @@ import numpy as np
 from scipy import optimize, special, stats
 
 __all__ = [
-    "RateEstimate", "exponential_rate", "poisson_rate_interval", "kaplan_meier",
-    "AgeBins", "age_edges", "bin_ages", "fit_seed_model", "seed_model_nll",
-    "SpellData", "TwoStateParams", "two_state_nll", "fit_two_state", "two_state_curves", "p_true_silent",
-    "bootstrap_weights", "percentile_interval",
+    "AgeBins",
+    "RateEstimate",
+    "SpellData",
+    "TwoStateParams",
+    "age_edges",
+    "bin_ages",
+    "bootstrap_weights",
+    "exponential_rate",
+    "fit_seed_model",
+    "fit_two_state",
+    "kaplan_meier",
+    "p_true_silent",
+    "percentile_interval",
+    "poisson_rate_interval",
+    "seed_model_nll",
+    "two_state_curves",
+    "two_state_nll",
 ]
 
 LEVEL = 0.95
@@ -216,7 +229,7 @@ def bin_ages(subject: np.ndarray, age_days: np.ndarray, outcome: np.ndarray, *, 
     n_bins = len(edges) - 1
     b = np.clip(np.searchsorted(edges, age, "right") - 1, 0, n_bins - 1)
     cell = subject * n_bins + b
-    per_cell = lambda v: np.bincount(cell, weights=v, minlength=n_sub * n_bins).reshape(n_sub, n_bins)  # noqa: E731
+    per_cell = lambda v: np.bincount(cell, weights=v, minlength=n_sub * n_bins).reshape(n_sub, n_bins)
     return AgeBins(
         yes=np.bincount(subject, weights=y, minlength=n_sub), age_yes=np.bincount(subject, weights=y * age, minlength=n_sub),
         no=per_cell(1.0 - y), age_no=per_cell((1.0 - y) * age), count=np.bincount(subject, minlength=n_sub).astype(np.float64),
@@ -399,7 +412,7 @@ class SpellData:
     n: int
 
     @staticmethod
-    def build(subject: np.ndarray, g: np.ndarray, k: np.ndarray, outcome: np.ndarray, multi: np.ndarray) -> "SpellData":
+    def build(subject: np.ndarray, g: np.ndarray, k: np.ndarray, outcome: np.ndarray, multi: np.ndarray) -> SpellData:
         subject = np.asarray(subject, np.int64)
         g = np.asarray(g, np.float64)
         k = np.asarray(k, np.float64)
@@ -413,7 +426,7 @@ class SpellData:
             raise ValueError("a spell of a multi-valued predicate cannot end superseded")
         re = outcome == REMENTION
         subs, inv = np.unique(subject[re], return_inverse=True)
-        sums = lambda v: np.bincount(inv, weights=v, minlength=len(subs))  # noqa: E731
+        sums = lambda v: np.bincount(inv, weights=v, minlength=len(subs))
         rest = ~re
         return SpellData(
             re_subject=subs, re_count=sums(np.ones(int(re.sum()))), re_k=sums(k[re]), re_g=sums(g[re]),
@@ -522,7 +535,7 @@ def fit_two_state(data: SpellData, subject_weights: np.ndarray | None = None,
             sessions = float(row_re @ (data.re_k + data.re_count)) + float(row @ data.k)
             q0 = special.logit(min(max(n_re / max(sessions, 1.0), 1e-4), 0.9))
             starts = [np.array([q0, np.log(h0), special.logit(u0)]) for h0 in (1e-3, 3e-2) for u0 in (0.2, 0.8)]
-            options = {"maxfun": 600}
+            options: dict[str, float] = {"maxfun": 600}
         else:
             u0 = start.u if data.single and np.isfinite(start.u) else 0.5
             starts = [np.array([special.logit(start.q), np.log(max(start.h, 1e-7)),

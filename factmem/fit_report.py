@@ -32,13 +32,13 @@ from .plots_fit import silent_fit, survival_fit
 if TYPE_CHECKING:  # the result type lives in fit.py, which imports this module lazily
     from .fit import FitResult
 
-__all__ = ["render_report", "write_result", "OUTPUT_FILES"]
+__all__ = ["OUTPUT_FILES", "render_report", "write_result"]
 
 OUTPUT_FILES = ("estimates.csv", "fallbacks.csv", "silent_curves.csv", "params.toml", "report.md", "survival.png",
                 "silent_kinds.png", "silent_predicates.png")
 
 
-def write_result(result: "FitResult", out_dir: Path, *, created_at: str | None = None, figures: bool = True) -> Path:
+def write_result(result: FitResult, out_dir: Path, *, created_at: str | None = None, figures: bool = True) -> Path:
     """Write every output file of a fit into ``out_dir`` (created if needed; the figures only with
     ``figures``); returns the folder."""
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -65,7 +65,7 @@ def write_result(result: "FitResult", out_dir: Path, *, created_at: str | None =
     return out_dir
 
 
-def _notes(result: "FitResult") -> str:
+def _notes(result: FitResult) -> str:
     source = result.sources[0]
     return (f"factmem fit (source {source}): decay_rate and initial_confidence per kind are the seed model's "
             f"maximum-likelihood lambda and c0 fitted to 'still true and relevant' over held, silent facts "
@@ -106,9 +106,9 @@ def _pick(e: pd.DataFrame, scope: str, name: str, quantity: str, source: str) ->
     return sel.iloc[0] if len(sel) else None
 
 
-def render_report(result: "FitResult") -> str:
+def render_report(result: FitResult) -> str:
     """The Markdown report of a fit: what was estimated, from which population, with which rule."""
-    e, s, pop = result.estimates, result.settings, result.populations
+    s, pop = result.settings, result.populations
     ds = result.dataset
     sources = result.sources
     lines = ["# Decay fitted from data", ""]
@@ -145,7 +145,7 @@ def _date(ts) -> str:
     return pd.Timestamp(int(ts), unit="s", tz="UTC").strftime("%Y-%m-%d")
 
 
-def _params_section(result: "FitResult") -> list[str]:
+def _params_section(result: FitResult) -> list[str]:
     e = result.estimates
     src = result.sources[0]
     rows = []
@@ -171,7 +171,7 @@ def _params_section(result: "FitResult") -> list[str]:
     return out + [""]
 
 
-def _truth_section(result: "FitResult") -> list[str]:
+def _truth_section(result: FitResult) -> list[str]:
     e = result.estimates
     out = ["## From the truth", "",
            "**Change rate**: exponential lifetimes of fact values, left-truncated at the log's start (a value true "
@@ -201,7 +201,7 @@ def _truth_section(result: "FitResult") -> list[str]:
     return out + [""]
 
 
-def _silent_section(result: "FitResult") -> list[str]:
+def _silent_section(result: FitResult) -> list[str]:
     e = result.estimates
     days = result.settings["silent_days"]
     out = ["## P(true | held and silent for d days)", "",
@@ -220,7 +220,7 @@ def _silent_section(result: "FitResult") -> list[str]:
             rows.append([k, str(d),
                          f"{_num(emp['estimate'], 3)} {_interval(emp)}" if emp is not None else "–",
                          f"{_num(mod['estimate'], 3)} {_interval(mod)}" if mod is not None else "–",
-                         _num(diff, 2), str((emp if emp is not None else mod)["n"])])
+                         _num(diff, 2), str(emp["n"] if emp is not None else mod["n"] if mod is not None else "–")])
     out += _table(["kind", "d", "empirical [95%]", "two-state model [95%]", "|Δ|", "n spells"], rows)
     if any(r[0] == "episodic" for r in rows):
         out += ["", "For **episodic** facts the log-only model is not identified and is shown for completeness only: "
@@ -230,7 +230,7 @@ def _silent_section(result: "FitResult") -> list[str]:
     return out + [""]
 
 
-def _log_section(result: "FitResult") -> list[str]:
+def _log_section(result: FitResult) -> list[str]:
     e = result.estimates
     out = ["## From the log alone: the two-state model", "",
            "A true fact comes up in each later session of its subject with probability q; its value changes at "
@@ -250,8 +250,8 @@ def _log_section(result: "FitResult") -> list[str]:
             for q in ("remention_probability", "remention_rate", "change_rate", "silent_change_share"):
                 r = _pick(e, scope, name, q, "log")
                 cells.append(f"{_num(r['estimate'], 3)} {_interval(r)}" if r is not None else "–")
-            n = _pick(e, scope, name, "change_rate", "log")["n"]
-            rows.append([f"{name} ({scope})", *cells, str(n)])
+            fitted = _pick(e, scope, name, "change_rate", "log")
+            rows.append([f"{name} ({scope})", *cells, str(fitted["n"]) if fitted is not None else "–"])
     out += _table(["kind / predicate", "q per session", "re-mentions /day", "change rate h /day", "unannounced share u",
                    "n spells"], rows)
     out += ["", "Known limit: a value that comes back (A → B → A, likely when a slot has few values, as `works_on` in "
@@ -259,7 +259,7 @@ def _log_section(result: "FitResult") -> list[str]:
     return out + [""]
 
 
-def _populations_section(result: "FitResult", pop: dict) -> list[str]:
+def _populations_section(result: FitResult, pop: dict) -> list[str]:
     s = result.settings
     outcomes = pop.get("spell_outcomes", {})
     mvp = s.get("multi_valued_predicates", [])
@@ -285,7 +285,7 @@ def _populations_section(result: "FitResult", pop: dict) -> list[str]:
     ]
 
 
-def _fallback_section(result: "FitResult") -> list[str]:
+def _fallback_section(result: FitResult) -> list[str]:
     fb = result.fallbacks
     out = ["## Fallbacks", ""]
     if not len(fb):

@@ -7,7 +7,7 @@ returns a :class:`matplotlib.figure.Figure` with one panel per kind or predicate
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
@@ -15,7 +15,7 @@ from matplotlib.figure import Figure
 
 from .plots_common import KINDS, PlotFigure, kind_color, require
 
-__all__ = ["survival_fit", "silent_fit", "top_predicates"]
+__all__ = ["silent_fit", "survival_fit", "top_predicates"]
 
 _GRID = {"color": "#e6e6e6", "lw": 0.8}
 _MODEL = {"color": "#000000", "lw": 1.6}

@@ -13,9 +13,19 @@ from factmem.errors import InputError
 from factmem.export import load_params_file
 from factmem.fit import ESTIMATE_COLUMNS, LOG_PARAM_KINDS, fit
 from factmem.fit_data import TruthLookup, lifetimes, silent_spells
-from factmem.fit_models import (SpellData, bin_ages, bootstrap_weights, exponential_rate, fit_seed_model,
-                                fit_two_state, kaplan_meier, p_true_silent, percentile_interval,
-                                poisson_rate_interval, two_state_nll)
+from factmem.fit_models import (
+    SpellData,
+    bin_ages,
+    bootstrap_weights,
+    exponential_rate,
+    fit_seed_model,
+    fit_two_state,
+    kaplan_meier,
+    p_true_silent,
+    percentile_interval,
+    poisson_rate_interval,
+    two_state_nll,
+)
 from factmem.fit_report import OUTPUT_FILES
 from factmem.generate import generate
 from factmem.logs import make_dataset
@@ -235,7 +245,7 @@ def medium():
 
 
 def test_result_table_params_and_fallbacks(medium):
-    ds, result = medium
+    _, result = medium
     e = result.estimates
     assert tuple(e.columns) == ESTIMATE_COLUMNS
     assert set(e["scope"]) == {"kind", "predicate"} and set(e["source"]) == {"truth", "log"}
