@@ -35,28 +35,38 @@ the log's spells silent for d days, each with its subject's sessions in those da
 ``source = "auto"`` (default) does both when the dataset has truth, the log part alone otherwise.
 
 **Scopes and fallbacks.** Every quantity is estimated per kind (all the kind's observations pooled)
-and per predicate. A predicate with fewer than ``min_observations`` observations of a quantity gets
-no row of its own: it falls back to its kind (its most frequent kind in the log), which
-:meth:`FitResult.predicate_values` applies and ``fallbacks`` lists. A kind with fewer gets no row
-either; in ``params`` it keeps the base (by default the seed's) value. The kind rows of the
+and per predicate. What an observation is depends on the quantity: a lifetime (``change_rate``
+from truth), an episode (``relevance_horizon_days``), a silent spell (the seed model, the
+two-state model), a spell silent for d days (``p_true_silent_<d>d``); ``n`` counts them. A
+predicate with fewer than ``min_observations`` (default 50) gets no row of its own: it falls back
+to its kind (its most frequent kind in the log), which :meth:`FitResult.predicate_values` applies
+and ``fallbacks`` lists. A kind with fewer gets no row either; in ``params`` it keeps the base (by
+default the seed's) values, as does a kind the log never mentions (``derived``), and — without
+truth — a kind outside :data:`LOG_PARAM_KINDS`. A seed-model fit whose facts are never true after a
+mention (one-off chatter) has no identified λ and falls back the same way. The kind rows of the
 two-state model are one pooled fit; the kind's ``p_true_silent`` from the log mixes its
 predicates' fits (a predicate without enough spells uses the kind's pooled fit), because silence
 means different things for predicates that change at different rates.
 
 **Intervals** are 95%: exact Poisson intervals for rates and horizons from truth; for everything
 else percentile intervals of a seeded bootstrap over subjects (``bootstrap`` resamples, default
-200): subjects are drawn with replacement and every fit is redone on the resample, so the
-dependence between a subject's facts and checkpoints is respected. The log-based ``seed_lambda``
-interval resamples the population with the two-state probabilities held at their point fit.
+100; 0 skips them, NaN bounds): subjects are drawn with replacement and every fit is redone on the
+resample, so the dependence between a subject's facts and checkpoints is respected. The log-based
+``seed_lambda`` interval resamples the population with the two-state probabilities held at their
+point fit.
 
 **params** (:attr:`FitResult.params`): ``base`` (default: the seed's) with each kind's
 ``decay_rate`` := its fitted ``seed_lambda`` and ``initial_confidence`` := its fitted ``c0`` (from
 truth when the truth part ran, else from the log). ``change_rate`` is reported, not exported: the
 memory's decay is a confidence model, not a hazard. Per-predicate ``seed_lambda`` rows are kept in
-the table.
+the table (for per-predicate decay rates, later).
 
 Bad input raises :class:`~factmem.errors.InputError`: an empty log, ``source="truth"`` without
-truth, nothing estimable with ``min_observations``.
+truth, nothing estimable with ``min_observations``, invalid settings.
+
+Speed: every estimator is vectorized over observations (numpy, one optimisation per group and
+bootstrap resample); on ``datasets/small`` (21k mentions) the whole fit with 100 resamples takes
+5–10 s on one core, 1.5 s without intervals (``bootstrap=0``); ``benchmarks/bench_fit.py`` measures it.
 """
 
 from __future__ import annotations
