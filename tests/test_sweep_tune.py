@@ -12,7 +12,8 @@ from factmem.data.generate import generate, write
 from factmem.evaluation.simulate import Schedule, prepare, simulate
 from factmem.export import load_params_file
 from factmem.tuning.runs import load_run
-from factmem.tuning.sweep import Range, random_points, sweep
+from factmem.tuning.space import Range, random_points
+from factmem.tuning.sweep import sweep
 from factmem.tuning.tune import decide, tune
 
 SPACE = {"decay_rate.explicit": [0.01, 0.05], "reinforce_gain": [0.2, 0.5]}

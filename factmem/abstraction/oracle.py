@@ -467,3 +467,23 @@ def _read_table(path: Path) -> pd.DataFrame:
         # strings stay strings: an object named "None" or "NA" is not missing
         return pd.read_csv(path, dtype=str, keep_default_na=False)
     raise InputError(f"{path}: expected a .parquet or .csv file")
+
+
+def parse_error_rates(text: str | None) -> dict[str, float] | None:
+    """Oracle error rates written as ``KIND=P,KIND=P`` (``prose=0.1,timeout=0.05``); None for none.
+
+    >>> parse_error_rates("prose=0.1, timeout=0.05")
+    {'prose': 0.1, 'timeout': 0.05}
+    """
+    if not text:
+        return None
+    rates: dict[str, float] = {}
+    for part in text.split(","):
+        key, sep, value = part.partition("=")
+        try:
+            rates[key.strip()] = float(value)
+        except ValueError:
+            sep = ""
+        if not sep:
+            raise InputError(f"oracle error rates: expected KIND=PROBABILITY, got {part.strip()!r}")
+    return rates

@@ -7,143 +7,37 @@ Each is a thin wrapper over one library call (:func:`factmem.tuning.tune.tune`,
 
 from __future__ import annotations
 
-import argparse
-import tomllib
 from pathlib import Path
 
 import pandas as pd
 
+from factmem.cli.options import (
+    executor_of,
+    load_log,
+    log_arg,
+    params_arg,
+    schedule_args,
+    schedule_of,
+    search_args,
+    space_of,
+)
+from factmem.core.params import MemoryParams
 from factmem.errors import InputError
 
-
-def _schedule_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--consolidate-every", type=float, default=24.0, metavar="HOURS",
-                   help="consolidate (archive what decayed) every HOURS of log time (default 24)")
-    p.add_argument("--evaluate-every", type=float, default=24.0, metavar="HOURS",
-                   help="score the believed set every HOURS (default 24)")
+__all__ = ["add_tune", "add_simulate", "add_sweep", "add_cardinality"]
 
 
-def _schedule(args, abstract_days=None):
-    from factmem.evaluation.simulate import Schedule
-
-    return Schedule(args.consolidate_every, args.evaluate_every, abstract_days)
-
-
-def _search_args(p: argparse.ArgumentParser) -> None:
-    """What to sweep, how to split, how to rank, where to run: shared by ``tune`` and ``sweep``."""
-    p.add_argument("--space", metavar="FILE", help="TOML of parameter -> list of values (or {low, high, log})")
-    p.add_argument("--param", action="append", metavar="NAME=VALUES",
-                   help="sweep NAME over comma-separated VALUES, or low:high[:log] with --search random (repeatable)")
-    p.add_argument("--search", choices=("grid", "random"), default="grid", help="grid (default) or random search")
-    p.add_argument("--n", type=int, default=64, help="parameter sets for random search (default 64)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the random search (default 0)")
-    p.add_argument("--split", type=float, default=2 / 3, metavar="F",
-                   help="the held-out part starts at this fraction of the log's span (default 0.667)")
-    p.add_argument("--holdout", metavar="DIR", help="score on this other log (e.g. another seed) instead of a time split")
-    p.add_argument("--objective", default="log_loss",
-                   help="log_loss (default), brier, rmse_bins, auc, recall, precision, stale, believed, lost")
-    p.add_argument("--workers", type=int, default=None, help="worker processes (default: all cores; 0: none)")
-    p.add_argument("--dask", metavar="ADDRESS", help="run the sweep on a Dask distributed cluster at ADDRESS")
-
-
-def _log_arg(p: argparse.ArgumentParser, required: bool = False) -> None:
-    p.add_argument("--log", metavar="DIR", required=required,
-                   help="dataset folder (log.jsonl, truth.csv, ...)" + ("" if required else "; default: the bundled 'small'"))
-
-
-def _load_log(path):
-    from factmem.tuning.tune import bundled_dataset
-
-    p = Path(path) if path else bundled_dataset()
-    if not p.exists():
-        raise InputError(f"{p}: no such dataset folder")
-    return p
-
-
-def _executor(args):
-    if getattr(args, "dask", None):
-        from factmem.tuning.sweep import dask_executor
-
-        return dask_executor(args.dask)
-    return None
-
-
-def _parse_space(args) -> dict:
-    """--space FILE.toml and/or --param name=v1,v2 (or name=low:high[:log] with --search random)."""
-    from factmem.tuning.sweep import Range
-
-    space: dict = {}
-    if args.space:
-        try:
-            data = tomllib.loads(Path(args.space).read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise InputError(f"{args.space}: no such space file") from None
-        except tomllib.TOMLDecodeError as exc:
-            raise InputError(f"{args.space}: invalid TOML: {exc}") from None
-        for name, v in _flatten(data).items():
-            if isinstance(v, dict):
-                try:
-                    space[name] = Range(float(v["low"]), float(v["high"]), bool(v.get("log", False)))
-                except KeyError as exc:
-                    raise InputError(f"{args.space}: {name} needs 'low' and 'high', missing {exc}") from None
-            else:
-                space[name] = v if isinstance(v, list) else [v]
-    for spec in args.param or []:
-        if "=" not in spec:
-            raise InputError(f"--param {spec!r}: expected name=v1,v2,... or name=low:high[:log]")
-        name, vals = spec.split("=", 1)
-        if ":" in vals:
-            parts = vals.split(":")
-            try:
-                space[name] = Range(float(parts[0]), float(parts[1]), len(parts) > 2 and parts[2] == "log")
-            except ValueError:
-                raise InputError(f"--param {spec!r}: a range is low:high[:log] with numbers") from None
-        else:
-            space[name] = [_value(x) for x in vals.split(",")]
-    return space
-
-
-def _flatten(d: dict, prefix: str = "") -> dict:
-    out = {}
-    for k, v in d.items():
-        if isinstance(v, dict) and not ({"low", "high"} & set(v)):
-            out.update(_flatten(v, f"{prefix}{k}."))
-        else:
-            out[f"{prefix}{k}"] = v
-    return out
-
-
-def _value(x: str):
-    for cast in (int, float):
-        try:
-            return cast(x)
-        except ValueError:
-            pass
-    return x
-
-
-def _params_arg(path):
-    if not path:
-        return None
-    from factmem.export import load_params_file
-
-    return load_params_file(path)[0]
-
-
-# -- tune -----------------------------------------------------------------------------------------------
-
-
-def _add_tune(sub) -> None:
+def add_tune(sub) -> None:
     p = sub.add_parser(
         "tune", help="sweep, pick by held-out objective, write report, figures and params.toml (the main job)",
         description="Tune decay rates and reinforcement gain on a log: sweep a parameter grid, choose on the "
                     "tuning part, judge against the seed's defaults on held-out data (promotion rule), and write "
                     "results, manifest, figures, report.md and params.toml to --out.")
-    _log_arg(p)
+    log_arg(p)
     p.add_argument("--out", metavar="DIR", help="output folder (default runs/<timestamp>/)")
-    _search_args(p)
+    search_args(p)
     p.add_argument("--current", metavar="PARAMS", help="production parameters (params.toml) the recommendation must also beat")
-    _schedule_args(p)
+    schedule_args(p)
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=_run_tune)
 
@@ -151,10 +45,10 @@ def _add_tune(sub) -> None:
 def _run_tune(args) -> int:
     from factmem.tuning.tune import tune
 
-    space = _parse_space(args) or None
-    res = tune(_load_log(args.log), out=args.out, space=space, schedule=_schedule(args), split=args.split,
-               holdout=args.holdout, objective=args.objective, current=_params_arg(args.current),
-               search=args.search, n=args.n, seed=args.seed, executor=_executor(args), workers=args.workers,
+    space = space_of(args) or None
+    res = tune(load_log(args.log), out=args.out, space=space, schedule=schedule_of(args), split=args.split,
+               holdout=args.holdout, objective=args.objective, current=params_arg(args.current),
+               search=args.search, n=args.n, seed=args.seed, executor=executor_of(args), workers=args.workers,
                progress=not args.quiet)
     t = res.heldout.copy()
     for c in t.columns[1:-1]:
@@ -162,8 +56,7 @@ def _run_tune(args) -> int:
     t = t.drop(columns="better")
     print(f"\nswept {len(res.sweep.params)} parameter sets in {res.seconds:.0f} s; held-out metrics:\n")
     print(t.to_string(index=False))
-    changed = {k: (v, res.recommended.to_flat()[k]) for k, v in __import__("factmem").MemoryParams().to_flat().items()
-               if res.recommended.to_flat()[k] != v}
+    changed = res.recommended.changes_from(MemoryParams())
     print("\nrecommended changes: " + (", ".join(f"{k} {a} -> {b}" for k, (a, b) in changed.items()
                                                  if k != "multi_valued_predicates") or "none"))
     print(f"\n{res.decision}")
@@ -173,19 +66,16 @@ def _run_tune(args) -> int:
     return 0
 
 
-# -- simulate -------------------------------------------------------------------------------------------
-
-
-def _add_simulate(sub) -> None:
+def add_simulate(sub) -> None:
     p = sub.add_parser("simulate", help="replay a log through a memory and score it against ground truth",
                        description="Replay a dataset through a FactStore with the given parameters on a schedule "
                                    "(optionally with abstraction passes) and print its scores; --out writes the "
                                    "run (manifest, checkpoints, lost facts, memory.duckdb).")
-    _log_arg(p)
+    log_arg(p)
     p.add_argument("--params", metavar="FILE", help="parameters file (TOML/JSON; default: seed defaults + the log's "
                                                     "multi-valued predicates)")
     p.add_argument("--out", metavar="DIR", help="write the run folder here")
-    _schedule_args(p)
+    schedule_args(p)
     p.add_argument("--abstract-every", type=float, metavar="DAYS", help="run the abstraction pass every DAYS")
     p.add_argument("--provider", choices=("oracle", "openai", "ollama"), default="oracle",
                    help="abstraction provider (default: the log's ground-truth oracle)")
@@ -200,8 +90,8 @@ def _run_simulate(args) -> int:
     from factmem.tuning.runs import manifest, write_run
     from factmem.tuning.tune import base_params
 
-    P = prepare(_load_log(args.log))
-    params = _params_arg(args.params) or base_params(P)
+    P = prepare(load_log(args.log))
+    params = params_arg(args.params) or base_params(P)
     provider = None
     if args.abstract_every:
         from factmem.abstraction.providers import make_provider
@@ -212,7 +102,7 @@ def _run_simulate(args) -> int:
     out = Path(args.out) if args.out else None
     if out:
         out.mkdir(parents=True, exist_ok=True)
-    run = simulate(P, params, _schedule(args, args.abstract_every), provider=provider, model=args.model,
+    run = simulate(P, params, schedule_of(args, args.abstract_every), provider=provider, model=args.model,
                    store_path=(out / "memory.duckdb") if out else None)
     s = run.summary
     print(pd.Series({k: s[k] for k in ("log_loss", "brier", "auc", "rmse_bins", "precision", "recall", "believed",
@@ -230,18 +120,15 @@ def _run_simulate(args) -> int:
     return 0
 
 
-# -- sweep ----------------------------------------------------------------------------------------------
-
-
-def _add_sweep(sub) -> None:
+def add_sweep(sub) -> None:
     p = sub.add_parser("sweep", help="score many parameter sets on a log (grid or random search)",
                        description="Replay a dataset with every parameter set of a space and score each on a "
                                    "tuning part and a held-out part. Parameter sets are evaluated together by the "
                                    "vectorized kernel, in parallel processes or on a Dask cluster.")
-    _log_arg(p)
-    _search_args(p)
+    log_arg(p)
+    search_args(p)
     p.add_argument("--out", metavar="DIR", help="write results (Parquet, DuckDB) and manifest here")
-    _schedule_args(p)
+    schedule_args(p)
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=_run_sweep)
 
@@ -252,14 +139,14 @@ def _run_sweep(args) -> int:
     from factmem.tuning.sweep import OBJECTIVES, sweep
     from factmem.tuning.tune import base_params
 
-    space = _parse_space(args)
+    space = space_of(args)
     if not space:
         raise InputError("nothing to sweep: give --param NAME=VALUES or --space FILE")
     if args.objective not in OBJECTIVES:
         raise InputError(f"unknown objective {args.objective!r}; objectives: {', '.join(OBJECTIVES)}")
-    P = prepare(_load_log(args.log))
-    res = sweep(P, space, base=base_params(P), schedule=_schedule(args), split=args.split, holdout=args.holdout,
-                search=args.search, n=args.n, seed=args.seed, objective=args.objective, executor=_executor(args),
+    P = prepare(load_log(args.log))
+    res = sweep(P, space, base=base_params(P), schedule=schedule_of(args), split=args.split, holdout=args.holdout,
+                search=args.search, n=args.n, seed=args.seed, objective=args.objective, executor=executor_of(args),
                 workers=args.workers, progress=not args.quiet)
     cols = ["run_id", "baseline"] + [c for c in space] + [f"train.{args.objective}", f"test.{args.objective}",
                                                           "test.recall", "test.believed"]
@@ -274,10 +161,7 @@ def _run_sweep(args) -> int:
     return 0
 
 
-# -- cardinality ----------------------------------------------------------------------------------------
-
-
-def _add_cardinality(sub) -> None:
+def add_cardinality(sub) -> None:
     p = sub.add_parser("cardinality", help="choose single- or multi-valued per predicate by cost; --compare the policies",
                        description="Per predicate, the value changes whose old value was still valid (false "
                                    "supersessions if single-valued) and those whose old value had ended (missed if "
@@ -304,7 +188,7 @@ def _run_cardinality(args) -> int:
     from factmem.data.logs import load
     from factmem.evaluation.cardinality_choice import Weights, compare_policies, multi_valued_of, suggest_cardinality
 
-    ds = load(_load_log(args.dir))
+    ds = load(load_log(args.dir))
     weights = Weights(args.w_false, args.w_missed)
     table = suggest_cardinality(ds, rule=args.rule, weights=weights, window_days=args.window_days)
     shown = table[["predicate", "source", "changes", "single_false", "multi_missed", "cost_single", "cost_multi",

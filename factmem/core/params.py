@@ -208,6 +208,15 @@ class MemoryParams:
             raise ParamsError(f"unknown parameter {flat_name!r}; known: {', '.join(self.field_names())}")
         return getattr(self, flat_name)
 
+    def changes_from(self, other: MemoryParams) -> dict[str, tuple[Any, Any]]:
+        """Flat parameters whose value differs from ``other``'s: ``{name: (other's, this one's)}``.
+
+        >>> MemoryParams(reinforce_gain=0.5).changes_from(MemoryParams())
+        {'reinforce_gain': (0.3, 0.5)}
+        """
+        mine, theirs = self.to_flat(), other.to_flat()
+        return {name: (theirs[name], mine[name]) for name in mine if mine[name] != theirs[name]}
+
     # -- serialization ----------------------------------------------------------------------
 
     def to_dict(self) -> dict[str, Any]:

@@ -46,6 +46,18 @@ def to_seconds(at: Any, *, name: str = "at") -> int:
     raise InputError(f"{name} must be Unix seconds, a datetime or a Timestamp, got {type(at).__name__} {at!r}")
 
 
+def parse_time(text: str, *, name: str = "--at") -> int:
+    """A time written on a command line: whole Unix seconds (``-86400``) or ISO-8601 (``2026-01-01``).
+
+    >>> parse_time("86400"), parse_time("1970-01-02")
+    (86400, 86400)
+    """
+    stripped = text.strip()
+    if stripped.lstrip("-").isdigit():
+        return int(stripped)
+    return to_seconds(stripped, name=name)
+
+
 def now_seconds() -> int:
     """The wall clock, used only when a caller omits ``at=``."""
     return int(time.time())

@@ -375,7 +375,36 @@ def _log_bytes(messages: pd.DataFrame, events: pd.DataFrame) -> bytes:
         con.close()
 
 
+def bundled_dataset(name: str = "small") -> Path:
+    """The folder of a dataset bundled with factmem (``small``: installed with the package as
+    ``factmem.bundled``; others only in a source checkout's ``datasets/``)."""
+    from importlib import resources
+
+    try:
+        p = resources.files("factmem.bundled") / name
+        if p.is_dir():
+            return Path(str(p))
+    except ModuleNotFoundError:
+        pass
+    here = Path(__file__).resolve().parents[2] / "datasets" / name
+    if here.is_dir():
+        return here
+    raise InputError(f"the bundled {name!r} dataset is not installed; pass the dataset folder (--log DIR)")
+
+
+def resolve_dataset(path: str | os.PathLike | None) -> Path:
+    """A dataset folder: ``path`` (which must exist), or the bundled ``small`` when None."""
+    if path is None or str(path) == "":
+        return bundled_dataset()
+    p = Path(path)
+    if not p.exists():
+        raise InputError(f"{p}: no such dataset folder")
+    return p
+
+
 __all__ = [
+    "bundled_dataset",
+    "resolve_dataset",
     "Dataset",
     "load",
     "unexplained_mentions",

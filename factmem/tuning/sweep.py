@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import os
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Executor, ProcessPoolExecutor, as_completed
@@ -31,6 +30,7 @@ from factmem.core.params import MemoryParams
 from factmem.data.logs import Dataset
 from factmem.errors import InputError
 from factmem.evaluation.simulate import PreparedLog, Schedule, encode_events, kernel_beliefs, prepare
+from factmem.tuning.space import grid_points, random_points
 
 #: objectives and whether lower is better
 OBJECTIVES: dict[str, bool] = {
@@ -39,67 +39,6 @@ OBJECTIVES: dict[str, bool] = {
 }
 SUMMARY_METRICS = ("log_loss", "brier", "auc", "rmse_bins", "precision", "recall", "believed", "needed",
                    "stale", "lost", "samples")
-
-
-@dataclass(frozen=True)
-class Range:
-    """A continuous range for random search: uniform, or log-uniform with ``log=True``."""
-
-    low: float
-    high: float
-    log: bool = False
-
-    def draw(self, rng: np.random.Generator, n: int) -> np.ndarray:
-        if self.log:
-            return np.exp(rng.uniform(math.log(self.low), math.log(self.high), n))
-        return rng.uniform(self.low, self.high, n)
-
-
-def _check_space(space: Mapping[str, Any], base: MemoryParams) -> None:
-    """Every name a parameter, every value valid — before any work starts."""
-    if not isinstance(space, Mapping) or not space:
-        raise InputError("a sweep space maps parameter names to lists of values (or Range)")
-    names = MemoryParams.field_names()
-    for name, values in space.items():
-        if name not in names:
-            raise InputError(f"unknown parameter {name!r} in the sweep space; known: {', '.join(names)}")
-        if isinstance(values, Range):
-            if not values.low < values.high:
-                raise InputError(f"{name}: Range low ({values.low}) must be below high ({values.high})")
-            probe: list[Any] = [values.low, values.high]
-        else:
-            probe = list(values) if not isinstance(values, (str, bytes)) else [values]
-            if not probe:
-                raise InputError(f"{name}: no values to sweep")
-        for v in probe:
-            try:
-                base.replace(**{name: v})
-            except ValueError as exc:
-                raise InputError(f"sweep space: {exc}") from None
-
-
-def grid_points(space: Mapping[str, Sequence], base: MemoryParams) -> list[MemoryParams]:
-    """Every combination of the listed values, in a fixed order."""
-    _check_space(space, base)
-    names = list(space)
-    mesh = np.meshgrid(*[np.arange(len(space[n])) for n in names], indexing="ij")
-    idx = np.stack([m.ravel() for m in mesh], axis=1)
-    return [base.replace(**{n: space[n][i] for n, i in zip(names, row)}) for row in idx]
-
-
-def random_points(space: Mapping[str, Any], base: MemoryParams, n: int, seed: int) -> list[MemoryParams]:
-    """``n`` draws: a Range is sampled, a list is chosen from; seeded."""
-    _check_space(space, base)
-    rng = np.random.default_rng(seed)
-    cols: dict[str, list[Any]] = {}
-    for name, values in space.items():
-        if isinstance(values, Range):
-            cols[name] = list(values.draw(rng, n))
-        else:
-            vals = list(values)
-            cols[name] = [vals[i] for i in rng.integers(0, len(vals), n)]
-    return [base.replace(**{k: (float(v[i]) if isinstance(v[i], (float, np.floating)) else v[i]) for k, v in cols.items()})
-            for i in range(n)]
 
 
 def run_id(dataset_sha: str, params: MemoryParams, schedule: Schedule) -> str:

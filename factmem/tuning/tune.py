@@ -14,7 +14,6 @@ import os
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from factmem.core.params import MemoryParams
+from factmem.data.logs import bundled_dataset
 from factmem.errors import InputError
 from factmem.evaluation.cardinality import measure_cardinality, suggest_multi_valued
 from factmem.evaluation.simulate import PreparedLog, Schedule, prepare, simulate
@@ -40,20 +40,6 @@ REPORT_METRICS = [("log_loss", "log loss", True), ("brier", "Brier score", True)
                   ("rmse_bins", "RMSE(bins)", True), ("precision", "precision", False),
                   ("recall", "recall", False), ("believed", "believed-set size", True),
                   ("stale", "stale beliefs", True), ("lost", "lost facts", True)]
-
-
-def bundled_dataset() -> Path:
-    """The bundled ``small`` dataset (installed with the package, or in a source checkout)."""
-    try:
-        p = resources.files("factmem.bundled") / "small"
-        if p.is_dir():
-            return Path(str(p))
-    except ModuleNotFoundError:
-        pass
-    here = Path(__file__).resolve().parent.parent / "datasets" / "small"
-    if here.is_dir():
-        return here
-    raise FileNotFoundError("the bundled 'small' dataset is not installed; pass --log DIR")
 
 
 @dataclass
@@ -332,12 +318,9 @@ def _report(result: TuneResult, P: PreparedLog, H, schedule: Schedule, objective
     if result.notes:
         lines += ["**Check the search range:**", ""] + [f"- {n}" for n in result.notes] + [""]
     lines += ["## What the recommendation changes", "", "| parameter | seed default | recommended |", "|---|---|---|"]
-    d, r = MemoryParams().to_flat(), result.recommended.to_flat()
-    for k in d:
-        if d[k] != r[k]:
-            dv = ", ".join(d[k]) if isinstance(d[k], list) else _fmt(d[k])
-            rv = ", ".join(r[k]) if isinstance(r[k], list) else _fmt(r[k])
-            lines.append(f"| `{k}` | {dv or '—'} | {rv or '—'} |")
+    for k, (dv, rv) in result.recommended.changes_from(MemoryParams()).items():
+        dv, rv = (", ".join(v) if isinstance(v, list) else _fmt(v) for v in (dv, rv))
+        lines.append(f"| `{k}` | {dv or '—'} | {rv or '—'} |")
     ho = result.heldout
     mid = [c for c in ho.columns if c not in ("metric", "better")]
     lines += ["", "## Held-out metrics", "", "| metric | " + " | ".join(mid) + " | change vs defaults |",
