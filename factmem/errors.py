@@ -9,6 +9,10 @@ one line); anything else is a bug and shows its traceback. Errors about bad inpu
 
 from __future__ import annotations
 
+__all__ = ["FactmemError", "InputError", "ParamsError", "ScenarioError", "StoreError", "StoreLockedError",
+    "SchemaVersionError", "FactNotFoundError", "ProviderError", "CassetteError", "CassetteMiss",
+    "ParamsFileError", "ProductionDBError", "ExportError", "ResponseRejected"]
+
 
 class FactmemError(Exception):
     """Base class of factmem's errors."""

@@ -3,7 +3,7 @@
 The abstraction pass puts the cluster in the last user message as one JSON object (see
 :func:`cluster_payload`); :class:`OracleProvider` reads it back (:func:`parse_cluster_prompt`) and
 answers from a dataset's ground-truth generalizations with a seeded error model, so the simulator
-can study abstraction without a model. Ground floor: imports only factmem.errors and factmem.cassette.
+can study abstraction without a model. Ground floor: imports only factmem.errors and factmem.abstraction.cassette.
 """
 
 from __future__ import annotations

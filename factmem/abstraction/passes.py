@@ -1,6 +1,6 @@
 """The abstraction pass: clusters of observed facts become derived facts through one LLM call each.
 
-One pass (:func:`abstract`, also ``FactStore.abstract``):
+One pass (:func:`abstract`, called as ``abstract(store, provider, ...)``):
 
 1. **Clusters** are the active, non-derived facts grouped by subject, in subject order, facts in id
    order. A cluster is *eligible* when it holds at least ``min_cluster`` facts.
@@ -12,7 +12,7 @@ One pass (:func:`abstract`, also ``FactStore.abstract``):
    superseded members, and comparing all links would re-ask that cluster on every pass.
 3. Every other eligible cluster gets **one call** ``provider.complete(messages, model=...,
    temperature=...)``: a system prompt (:data:`SYSTEM_PROMPT`, versioned by :data:`PROMPT_VERSION`)
-   and a user message holding the cluster as JSON (:func:`factmem.oracle.cluster_payload`).
+   and a user message holding the cluster as JSON (:func:`factmem.abstraction.oracle.cluster_payload`).
 4. The answer is **parsed** strictly (:func:`parse_response`, :func:`check_against_cluster`); a
    rejected answer counts the cluster as ``failed``, a ``ProviderError`` as ``skipped``; both write
    nothing and leave the stale flags as they were, so the cluster is retried on the next pass. A
@@ -202,7 +202,7 @@ class AbstractResult:
 
 def build_messages(subject: str, facts: pd.DataFrame | Sequence[dict], max_facts: int) -> list[dict]:
     """The chat messages of one cluster: the system prompt, then the cluster as JSON
-    (:func:`factmem.oracle.cluster_payload`, facts in the given order)."""
+    (:func:`factmem.abstraction.oracle.cluster_payload`, facts in the given order)."""
     return [
         {"role": "system", "content": SYSTEM_PROMPT.format(max_facts=int(max_facts))},
         {"role": "user", "content": cluster_payload(subject, int(max_facts), facts)},
@@ -438,7 +438,7 @@ def _check_prompt_version(provider: Any) -> None:
         raise InputError(
             f"cassette {provider.path} keys answers with prompt_version={provider.prompt_version!r}, but this "
             f"abstraction prompt is version {PROMPT_VERSION!r}; build it with "
-            "prompt_version=factmem.abstraction.PROMPT_VERSION (answers to another prompt version must not replay)")
+            "prompt_version=factmem.abstraction.passes.PROMPT_VERSION (answers to another prompt version must not replay)")
 
 
 def abstract(store: FactStore, provider: Any, model: str | None = None, at: Any = None, *,

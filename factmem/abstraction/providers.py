@@ -1,6 +1,6 @@
 """LLM providers for the abstraction pass: OpenAI-compatible and Ollama over httpx, a ground-truth
-oracle with a seeded error model (:mod:`factmem.oracle`), and a factory. The record/replay
-cassette lives in :mod:`factmem.cassette`. Both are re-exported here.
+oracle with a seeded error model (:mod:`factmem.abstraction.oracle`), and a factory. The record/replay
+cassette lives in :mod:`factmem.abstraction.cassette`. Both are re-exported here.
 
 Every provider has ``complete(messages, *, model, temperature) -> str`` and raises
 :class:`~factmem.errors.ProviderError` (kind ``connection``, ``timeout``, ``http`` or ``envelope``) on
@@ -8,7 +8,7 @@ transport or protocol failure. Providers return the model's text untouched; pars
 code fence tolerated, prose rejected) is the abstraction pass's job.
 
 Ground floor: imports nothing from factmem but :mod:`factmem.errors` and its own siblings
-(:mod:`factmem.cassette`, :mod:`factmem.oracle`).
+(:mod:`factmem.abstraction.cassette`, :mod:`factmem.abstraction.oracle`).
 """
 
 from __future__ import annotations

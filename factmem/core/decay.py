@@ -20,6 +20,9 @@ import pandas as pd
 from factmem.core.codes import KINDS, SECONDS_PER_DAY
 from factmem.core.params import MemoryParams
 
+__all__ = ["LN2", "age_days", "effective_confidence", "reinforce", "reinforce_closed_form",
+    "reinforce_sequence", "reinforcements_to_cap", "half_life_days", "days_to_threshold", "kind_table"]
+
 LN2 = math.log(2.0)
 
 

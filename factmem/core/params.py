@@ -24,6 +24,9 @@ import numpy as np
 from factmem.core.codes import KIND_CODES, KINDS, REINFORCE_BASES, ReinforceBase
 from factmem.errors import ParamsError
 
+__all__ = ["SEED_DECAY_RATE", "SEED_INITIAL_CONFIDENCE", "PER_KIND_FIELDS", "PerKind", "MemoryParams",
+    "DEFAULT_PARAMS", "toml_string", "toml_value", "dumps_toml"]
+
 SEED_DECAY_RATE = {"explicit": 0.05, "user_preference": 0.02, "episodic": 0.30, "derived": 0.02}
 SEED_INITIAL_CONFIDENCE = {"explicit": 0.4, "user_preference": 0.5, "episodic": 0.4, "derived": 0.5}
 

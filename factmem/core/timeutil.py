@@ -11,6 +11,8 @@ import numpy as np
 
 from factmem.errors import InputError
 
+__all__ = ["to_seconds", "parse_time", "now_seconds", "resolve_at", "to_datetime"]
+
 
 def to_seconds(at: Any, *, name: str = "at") -> int:
     """Integer Unix seconds from an int, an integral float, a ``datetime`` (naive = UTC),

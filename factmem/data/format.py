@@ -4,7 +4,7 @@ Each parser takes a file's bytes and returns DataFrames, or raises
 :class:`~factmem.errors.InputError` naming the file, the line and the field. The fast path is
 vectorized (pyarrow's JSON and CSV readers and compute functions); when it finds a problem, a
 precise line-by-line pass locates it (that pass only runs once an error is known to exist).
-:mod:`factmem.logs` builds datasets on top of these. Ground floor: imports only ``errors`` and
+:mod:`factmem.data.logs` builds datasets on top of these. Ground floor: imports only ``errors`` and
 ``params`` constants.
 """
 
@@ -28,6 +28,11 @@ import pyarrow.json as pajson
 
 from factmem.core.codes import MENTION_KINDS
 from factmem.errors import InputError
+
+__all__ = ["LOG_FILE", "TRUTH_FILE", "GENERALIZATIONS_FILE", "SCENARIO_FILE", "DATASET_FILES", "NOISE_LABELS",
+    "EVENT_COLUMNS", "MESSAGE_COLUMNS", "TRUTH_COLUMNS", "TRUTH_PERIOD_COLUMNS", "BOUND_PERIODS",
+    "GENERALIZATION_COLUMNS", "default_scenario", "empty_events", "empty_messages", "empty_truth",
+    "empty_generalizations"]
 
 LOG_FILE = "log.jsonl"
 TRUTH_FILE = "truth.csv"

@@ -1,7 +1,12 @@
-"""Synthetic conversation logs with ground truth, generated from a :class:`~factmem.scenario.Scenario`.
+"""Synthetic conversation logs with ground truth, generated from a :class:`~factmem.data.scenario.Scenario`.
 
->>> ds = generate("tiny", seed=1)          # doctest: +SKIP
->>> write(ds, "datasets/tiny")            # doctest: +SKIP
+>>> import tempfile
+>>> ds = generate("tiny", seed=1)
+>>> ds.sha256 == generate("tiny", seed=1).sha256          # the same scenario and seed, the same bytes
+True
+>>> out = write(ds, tempfile.mkdtemp())                   # log.jsonl, truth.csv, generalizations.csv, scenario.toml
+>>> sorted(p.name for p in out.iterdir())
+['generalizations.csv', 'log.jsonl', 'scenario.toml', 'truth.csv']
 
 The world: each persona holds, for every lasting predicate, a timeline of values (exponential
 lifetimes; multi-valued predicates run several timelines at once over disjoint vocabularies),

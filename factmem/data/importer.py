@@ -49,6 +49,8 @@ from factmem.core.codes import DAY, MENTION_KINDS
 from factmem.data.logs import Dataset, make_dataset
 from factmem.errors import InputError
 
+__all__ = ["OPEN_START", "ImportReport", "parse_bounds", "import_triples"]
+
 _UNKNOWN = {"", "none", "null", "nan", "unknown", "####-##-##", "####", "####-##"}
 _BOUND_RE = r"^(-?[0-9]{1,4})(?:-([0-9]{2}|##)(?:-([0-9]{2}|##))?)?$"
 _HEADER = ("subject", "predicate", "object", "start", "end")

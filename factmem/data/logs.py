@@ -13,7 +13,7 @@ million mentions loads in seconds. Malformed input raises :class:`~factmem.error
 naming the file, the line and the field; when the fast vectorized checks find a problem, a precise
 line-by-line pass locates it. Nothing is returned half-loaded.
 
-Ground floor: besides :mod:`factmem.logformat` (names and parsers of the format, split out of
+Ground floor: besides :mod:`factmem.data.format` (names and parsers of the format, split out of
 this module), it imports no other factmem module but ``errors`` and the ``params`` constants.
 """
 
@@ -319,7 +319,7 @@ def _arrow_str(series: pd.Series) -> pa.Array:
 
 def _log_bytes(messages: pd.DataFrame, events: pd.DataFrame) -> bytes:
     """Messages with their facts as JSON lines, written by DuckDB (fast, deterministic)."""
-    import duckdb  # local: keeps `import factmem.logs` light for readers that never save
+    import duckdb  # local: keeps `import factmem.data.logs` light for readers that never save
 
     if not len(messages):
         return b""

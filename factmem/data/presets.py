@@ -15,6 +15,11 @@ from typing import Any
 from factmem.data.scenario import Scenario
 from factmem.errors import InputError
 
+__all__ = ["CITIES", "JOBS", "COMPANIES", "LANGUAGES", "PETS", "PROJECTS", "CLUBS", "RELATIONSHIP", "CARS",
+    "CUISINES", "DRINKS", "EDITORS", "GENRES", "WORKOUT", "AUTHORS", "HOBBIES", "DISLIKES", "EVENTS", "PEOPLE",
+    "MOVIES", "TASKS", "ILLNESSES", "LUNCHES", "SIGHTS", "WEATHER", "default_catalogue", "default_archetypes",
+    "base_dict", "PRESETS", "preset", "resolve"]
+
 CITIES = [
     "Lisbon", "Berlin", "Toronto", "Osaka", "Nairobi", "Austin", "Lyon", "Krakow", "Melbourne", "Seoul",
     "Bogota", "Oslo", "Dublin", "Porto", "Denver", "Mumbai", "Cape Town", "Vienna", "Montreal", "Taipei",

@@ -25,6 +25,9 @@ from factmem.core.codes import MENTION_KINDS
 from factmem.core.params import dumps_toml
 from factmem.errors import ScenarioError
 
+__all__ = ["CARDINALITIES", "EPISODES", "FORMAT_VERSION", "Sessions", "Messages", "Noise", "Predicate",
+    "Archetype", "Scenario"]
+
 CARDINALITIES = ("single", "multi")
 EPISODES = ("event", "state")
 FORMAT_VERSION = 1

@@ -8,12 +8,12 @@ sorted by key and then by global order (ts, row order), and the sequential part 
   active fact) followed by reinforcements; each new run supersedes the previous run's fact;
 * the confidence after each event is a scan within its run, computed in *waves*: wave ``r``
   processes the ``r``-th event of every run at once (numpy over all runs), so the Python loop
-  is over ranks, never over events. Each wave applies the very functions of :mod:`factmem.decay`
+  is over ranks, never over events. Each wave applies the very functions of :mod:`factmem.core.decay`
   that ``FactStore.remember`` applies, so the results are bit-for-bit those of the row-by-row path.
 
 Keys whose initial state has two or more active facts (possible only after the set of
 multi-valued predicates was changed, or in an imported memory) take :func:`replay_general`,
-a wave scan over rank-within-key with the full rule of DESIGN.md.
+a wave scan over rank-within-key with the full rule of ``remember`` (docs/design.md, "remember").
 
 New facts get *provisional references* ``-1 - gpos`` (``gpos`` = the inserting event's global
 position); :func:`assign_ids` turns them into ids in global event order, exactly as sequential
@@ -30,6 +30,9 @@ import pandas as pd
 from factmem.core.codes import Status
 from factmem.core.decay import age_days, effective_confidence, reinforce
 from factmem.core.params import MemoryParams
+
+__all__ = ["NO_REF", "NO_OBJ", "KeyState", "BatchOutcome", "provisional_ref", "replay_fast", "replay_general",
+    "assign_ids", "resolve"]
 
 NO_REF = np.iinfo(np.int64).min  # "no fact" in reference arrays
 NO_OBJ = -1  # object code of an existing fact whose object does not occur in the batch

@@ -12,7 +12,7 @@ non-increasing in ``T``, so the fact is archived iff it is below the threshold a
 consolidation. Events at exactly ``T`` come *after* consolidate(T), as in a replay that ingests
 ``ts < T`` before consolidating at ``T``.
 
-Every number is computed with the functions of :mod:`factmem.decay` in the same order of
+Every number is computed with the functions of :mod:`factmem.core.decay` in the same order of
 operations as ``remember``/``ingest`` and the SQL of ``consolidate``, so the results are identical.
 """
 
@@ -27,6 +27,8 @@ from factmem.core.codes import OPEN, SECONDS_PER_DAY, EndReason
 from factmem.core.decay import effective_confidence, reinforce
 from factmem.core.params import MemoryParams
 from factmem.errors import InputError
+
+__all__ = ["ParamArrays", "InitialState", "WaveResult", "first_archive_time", "replay_waves", "grid_between"]
 
 # why a fact's state ended
 

@@ -18,6 +18,8 @@ import pandas as pd
 from factmem.core.codes import DAY, OPEN
 from factmem.errors import InputError
 
+__all__ = ["measure_cardinality", "suggest_multi_valued", "supersession_costs"]
+
 
 def measure_cardinality(truth: pd.DataFrame | None = None, events: pd.DataFrame | None = None, *,
                         threshold: float = 0.2, window_days: float = 30.0) -> pd.DataFrame:

@@ -47,6 +47,8 @@ import pandas as pd
 from factmem.core.codes import KINDS, OPEN, SECONDS_PER_DAY, EndReason
 from factmem.errors import InputError
 
+__all__ = ["EPS", "AGE_EDGES_DAYS", "BELIEF_COLUMNS", "weighted_auc", "Evaluation", "Evaluator"]
+
 EPS = 1e-4
 AGE_EDGES_DAYS = np.array([0, 1, 3, 7, 14, 30, 60, 120, np.inf])
 

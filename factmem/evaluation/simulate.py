@@ -1,6 +1,6 @@
 """Replay a conversation log through the memory on a schedule and score it against ground truth.
 
->>> from factmem.generate import generate
+>>> from factmem.data.generate import generate
 >>> run = simulate(generate("tiny", seed=3), schedule=Schedule(evaluate_every_hours=24))
 >>> 0 <= run.summary["recall"] <= 1
 True
@@ -12,7 +12,7 @@ Two engines give the same belief states, and so the same scores:
   the schedule — and then reads what the memory believed at every checkpoint back from the store's
   evidence log. It returns the store for inspection.
 * :func:`kernel_beliefs` computes the belief states of many parameter sets at once with the
-  vectorized kernel (:mod:`factmem.waves`), without a database; sweeps use it. It has no
+  vectorized kernel (:mod:`factmem.engine.waves`), without a database; sweeps use it. It has no
   abstraction (that needs a provider per cluster).
 """
 
@@ -34,6 +34,9 @@ from factmem.engine import waves as W
 from factmem.errors import InputError
 from factmem.evaluation.metrics import Evaluation, Evaluator
 from factmem.store.factstore import FactStore
+
+__all__ = ["Schedule", "PreparedLog", "prepare", "beliefs_from_store", "EncodedEvents", "encode_events",
+    "kernel_beliefs", "SimulationResult", "simulate"]
 
 
 @dataclass(frozen=True)
@@ -276,7 +279,7 @@ def simulate(log: Dataset | PreparedLog | str | os.PathLike, params: MemoryParam
     params = params or MemoryParams()
     schedule = schedule or Schedule()
     if schedule.abstract_every_days is not None and provider is None:
-        raise InputError("schedule.abstract_every_days needs a provider (e.g. factmem.providers.OracleProvider)")
+        raise InputError("schedule.abstract_every_days needs a provider (e.g. factmem.abstraction.providers.OracleProvider)")
     start, end = prepared.start, prepared.end
     grid = schedule.consolidations(start, end)
     cps = schedule.checkpoints(start, end) if checkpoints is None else np.asarray(checkpoints, np.int64)

@@ -1,7 +1,7 @@
 """Parameter documents: the versioned TOML/JSON form in which chosen parameters travel to production,
 with their provenance; loading with strict validation; and the diff a reviewer reads before a promotion.
 
-A document (``schema = "factmem.params/1"``) is the :class:`~factmem.params.MemoryParams` plain dict
+A document (``schema = "factmem.params/1"``) is the :class:`~factmem.core.params.MemoryParams` plain dict
 plus two keys::
 
     schema = "factmem.params/1"
@@ -64,6 +64,10 @@ from factmem.core.codes import KINDS
 from factmem.core.params import MemoryParams, PerKind, dumps_toml
 from factmem.errors import InputError, ParamsFileError
 from factmem.export.atomic import write_text
+
+__all__ = ["PARAMS_SCHEMA", "PROVENANCE_KEYS", "FIELD_TYPES", "ParamsDocument", "validate_provenance",
+    "stamp_provenance", "write_params_file", "doc_text", "read_params_document", "load_params_file",
+    "params_fingerprint", "as_document"]
 
 #: The schema this factmem writes and reads.
 PARAMS_SCHEMA = "factmem.params/1"

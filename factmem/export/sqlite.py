@@ -67,6 +67,10 @@ from factmem.export.atomic import atomic_write
 from factmem.store.factstore import FactStore
 from factmem.store.schema import STATUSES
 
+__all__ = ["SQLITE_FORMAT", "SEED_FACTS_DDL", "SEED_LINKS_DDL", "EVIDENCE_DDL", "EVIDENCE_INDEX", "STATE_DDL",
+    "EMPTY_DDL", "META_DDL", "ExportResult", "ImportResult", "export_db", "validate_sqlite", "import_db",
+    "compare_memories"]
+
 SQLITE_FORMAT = "factmem.sqlite/1"
 
 #: The seed's DDL, verbatim.

@@ -1,9 +1,12 @@
 """Estimate how fast facts go stale, per kind and per predicate, by maximum likelihood, with intervals.
 
->>> result = fit("datasets/small")                                # doctest: +SKIP
->>> result.estimates.query("quantity == 'seed_lambda'")           # doctest: +SKIP
->>> result.params.decay_rate.explicit                             # doctest: +SKIP
->>> result.write("runs/fit")                                      # doctest: +SKIP
+>>> from factmem.data.logs import bundled_dataset
+>>> result = fit(bundled_dataset(), bootstrap=0)       # point estimates; bootstrap=100 adds intervals
+>>> lam = result.estimates.query("scope == 'kind' and quantity == 'seed_lambda' and source == 'truth'")
+>>> round(float(lam.set_index("name").loc["explicit", "estimate"]), 4)
+0.006
+>>> result.params.decay_rate.explicit == float(lam.set_index("name").loc["explicit", "estimate"])
+True
 
 Sweeping a grid is one way to choose decay rates; :func:`fit` estimates them from the data
 directly. The estimators and their likelihoods are in :mod:`factmem.fitting.models`, the populations

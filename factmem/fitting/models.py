@@ -66,6 +66,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import optimize, special, stats
 
+from factmem.errors import InputError
+
 __all__ = [
     "AgeBins",
     "RateEstimate",
@@ -110,9 +112,9 @@ class RateEstimate:
 def poisson_rate_interval(events: int, exposure: float, level: float = LEVEL) -> tuple[float, float]:
     """Exact (Garwood) interval of a Poisson rate: ``events`` counted over ``exposure``."""
     if exposure <= 0:
-        raise ValueError(f"exposure must be positive, got {exposure!r}")
+        raise InputError(f"exposure must be positive, got {exposure!r}")
     if events < 0:
-        raise ValueError(f"events must be >= 0, got {events!r}")
+        raise InputError(f"events must be >= 0, got {events!r}")
     alpha = 1.0 - level
     low = stats.chi2.ppf(alpha / 2, 2 * events) / (2 * exposure) if events > 0 else 0.0
     high = stats.chi2.ppf(1 - alpha / 2, 2 * events + 2) / (2 * exposure)
@@ -219,11 +221,11 @@ def bin_ages(subject: np.ndarray, age_days: np.ndarray, outcome: np.ndarray, *, 
     age = np.asarray(age_days, np.float64)
     y = np.asarray(outcome, np.float64)
     if not (len(subject) == len(age) == len(y)):
-        raise ValueError("subject, age_days and outcome must have the same length")
+        raise InputError("subject, age_days and outcome must have the same length")
     if len(age) and (not np.isfinite(age).all() or age.min() < 0):
-        raise ValueError("ages must be finite and >= 0")
+        raise InputError("ages must be finite and >= 0")
     if len(y) and (not np.isfinite(y).all() or ((y < 0) | (y > 1)).any()):
-        raise ValueError("outcomes must lie in [0, 1]")
+        raise InputError("outcomes must lie in [0, 1]")
     n_sub = int(subject.max(initial=-1)) + 1 if n_subjects is None else int(n_subjects)
     edges = age_edges(float(age.max(initial=0.0))) if edges is None else np.asarray(edges, np.float64)
     n_bins = len(edges) - 1
@@ -284,7 +286,7 @@ def fit_seed_model(bins: AgeBins, *, cap: float = 0.99, subject_weights: np.ndar
     fails.
     """
     if not 0 < cap < 1:
-        raise ValueError(f"cap must be in (0, 1), got {cap!r}")
+        raise InputError(f"cap must be in (0, 1), got {cap!r}")
     yes, age_yes, no, mean_age = bins.totals(subject_weights)
     rows = len(yes)
     total = yes + no.sum(axis=1)
@@ -419,11 +421,11 @@ class SpellData:
         outcome = np.asarray(outcome, np.int64)
         multi = np.asarray(multi, bool)
         if len(g) and (not np.isfinite(g).all() or g.min() <= 0):
-            raise ValueError("spell lengths must be finite and > 0 days")
+            raise InputError("spell lengths must be finite and > 0 days")
         if len(k) and (k.min() < 0):
-            raise ValueError("silent session counts must be >= 0")
+            raise InputError("silent session counts must be >= 0")
         if (multi & (outcome == SUPERSEDED)).any():
-            raise ValueError("a spell of a multi-valued predicate cannot end superseded")
+            raise InputError("a spell of a multi-valued predicate cannot end superseded")
         re = outcome == REMENTION
         subs, inv = np.unique(subject[re], return_inverse=True)
         sums = lambda v: np.bincount(inv, weights=v, minlength=len(subs))

@@ -23,7 +23,7 @@ of its starting mention and before the one that ends it (all the remaining ones 
 
 **Observations** (:func:`checkpoint_observations`): at daily checkpoints ``t`` (``start + k``
 days), every spell with ``start < t <= stop`` is a held fact silent for ``t − start`` days — the
-population of the calibration metric (:mod:`factmem.metrics`), which a fact the memory holds
+population of the calibration metric (:mod:`factmem.evaluation.metrics`), which a fact the memory holds
 contributes at each checkpoint until it is mentioned again, superseded, or the log ends.
 
 **Labels** (:func:`TruthLookup`): a triple is true and relevant at ``t`` when some truth row of it

@@ -25,6 +25,11 @@ from matplotlib.lines import Line2D
 from factmem.core.codes import KINDS, STATUSES  # noqa: F401 - re-exported for the figures
 from factmem.errors import InputError
 
+__all__ = ["KIND_COLORS", "OTHER_COLOR", "STATUS_COLORS", "STATUS_HATCH", "CONFIDENCE_LABEL",
+    "THRESHOLD_STYLE", "kind_color", "kind_colors", "kind_order", "require", "seconds", "numbers",
+    "PlotFigure", "root_figure", "new_axes", "new_panels", "legend_outside", "kind_handles", "threshold_line",
+    "confidence_axis", "TimeAxis", "save"]
+
 #: One colour per fact kind, the same in every figure (Okabe–Ito palette: colour-blind safe).
 KIND_COLORS: dict[str, str] = {
     "explicit": "#0072B2",         # blue

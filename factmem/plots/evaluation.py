@@ -32,6 +32,9 @@ from factmem.plots.common import (
     seconds,
 )
 
+__all__ = ["METRIC_LABELS", "OUTCOME_COLORS", "checkpoint_metrics", "abstraction_outcomes", "sweep_heatmap",
+    "pareto_front", "pareto", "reliability"]
+
 #: Axis labels with units for metric columns factmem's simulator and sweep produce.
 METRIC_LABELS: dict[str, str] = {
     "believed": "believed-set size (facts)",

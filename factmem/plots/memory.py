@@ -35,6 +35,8 @@ from factmem.plots.common import (
     threshold_line,
 )
 
+__all__ = ["trajectories", "kind_trajectories", "decay_curves", "lineage"]
+
 _LN2 = float(np.log(2.0))
 _SRC_GRID, _SRC_EVIDENCE, _SRC_EVENT = 0, 1, 2
 

@@ -20,6 +20,8 @@ import pyarrow.compute as pc
 from factmem.core.codes import KIND_CODES, KINDS
 from factmem.errors import InputError
 
+__all__ = ["REQUIRED", "OPTIONAL", "STRING_FIELDS", "Batch", "load_batch", "empty_batch"]
+
 REQUIRED = ("ts", "subject", "predicate", "object", "kind")
 OPTIONAL = ("session_id", "message_id", "note")
 STRING_FIELDS = ("subject", "predicate", "object", "kind")

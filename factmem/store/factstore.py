@@ -34,6 +34,8 @@ from factmem.store.reads import Fact, Reads  # noqa: F401 - part of the API
 from factmem.store.schema import DDL, SCHEMA_VERSION, effective_sql
 from factmem.store.writes import BatchWrites, IngestResult, ReplayResult  # noqa: F401 - part of the API
 
+__all__ = ["Evidence", "ConsolidateResult", "FactStore"]
+
 # Paths open for writing in this process: DuckDB would hand a second connect() the same database,
 # and two stores numbering ids independently would corrupt it.
 _OPEN_PATHS: dict[str, int] = {}

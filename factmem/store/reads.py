@@ -1,7 +1,7 @@
 """Reads of a FactStore: every query returns a pandas DataFrame (or a :class:`Fact`).
 
 A mixin of :class:`factmem.store.FactStore`. Effective confidence is computed inside each query
-(:func:`factmem.schema.effective_sql`), never stored.
+(:func:`factmem.store.schema.effective_sql`), never stored.
 """
 
 from __future__ import annotations
@@ -17,6 +17,8 @@ from factmem.core.timeutil import resolve_at, to_seconds
 from factmem.errors import FactNotFoundError, InputError
 from factmem.store.base import StoreBase
 from factmem.store.schema import effective_sql
+
+__all__ = ["Fact", "Reads"]
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,9 @@ from __future__ import annotations
 
 from factmem.core.codes import STATUSES  # noqa: F401 - part of the schema's vocabulary
 
+__all__ = ["SCHEMA_VERSION", "SEED_FACT_COLUMNS", "FACT_COLUMNS", "EVIDENCE_COLUMNS", "LINK_COLUMNS", "DDL",
+    "TABLES", "effective_sql"]
+
 SCHEMA_VERSION = 1
 
 SEED_FACT_COLUMNS: tuple[str, ...] = (

@@ -1,5 +1,5 @@
-"""Set-based writes of a FactStore: ``ingest`` (a batch, through :mod:`factmem.kernel`) and
-``replay`` (a log with consolidations, through :mod:`factmem.waves`), and the bulk writes they share.
+"""Set-based writes of a FactStore: ``ingest`` (a batch, through :mod:`factmem.engine.kernel`) and
+``replay`` (a log with consolidations, through :mod:`factmem.engine.waves`), and the bulk writes they share.
 
 A mixin of :class:`factmem.store.FactStore`; it uses the store's connection, id counters and
 transactions.
@@ -20,6 +20,8 @@ from factmem.core.timeutil import to_seconds
 from factmem.engine import kernel as K
 from factmem.store.base import StoreBase
 from factmem.store.batch import Batch, load_batch
+
+__all__ = ["IngestResult", "ReplayResult", "BatchWrites"]
 
 # SQL spelling of the kernel's status codes (K.STATUS_*)
 _STATUS_SQL = "CASE status WHEN 0 THEN 'active' WHEN 1 THEN 'superseded' ELSE 'archived' END"
@@ -264,7 +266,7 @@ class BatchWrites(StoreBase):
 
         Identical to ``for T in sorted(consolidate_at): ingest(events with ts < T not yet
         ingested); consolidate(T, prune)`` followed by ``ingest(the rest)`` — but computed in one
-        pass (:mod:`factmem.waves`) and written at once. When the memory has derived facts with
+        pass (:mod:`factmem.engine.waves`) and written at once. When the memory has derived facts with
         links (pruning) or keys holding several active facts, it runs exactly that loop instead.
         """
         self._writable()

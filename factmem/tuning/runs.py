@@ -28,6 +28,9 @@ import pandas as pd
 from factmem import __version__
 from factmem.errors import FactmemError
 
+__all__ = ["PACKAGES", "git_commit", "package_versions", "manifest", "default_run_dir", "write_run", "Run",
+    "load_run"]
+
 PACKAGES = ("numpy", "pandas", "duckdb", "pyarrow", "matplotlib", "httpx")
 
 

@@ -1,6 +1,6 @@
 """Parameter sweeps: many parameter sets replayed and scored, vectorized and in parallel.
 
->>> from factmem.generate import generate
+>>> from factmem.data.generate import generate
 >>> res = sweep(generate("tiny", seed=3), {"decay_rate.episodic": [0.1, 0.3]}, progress=False)
 >>> list(res.table["decay_rate.episodic"])[:2]
 [0.3, 0.1]
@@ -31,6 +31,8 @@ from factmem.data.logs import Dataset
 from factmem.errors import InputError
 from factmem.evaluation.simulate import PreparedLog, Schedule, encode_events, kernel_beliefs, prepare
 from factmem.tuning.space import grid_points, random_points
+
+__all__ = ["OBJECTIVES", "SUMMARY_METRICS", "run_id", "SweepResult", "score_chunk", "sweep", "dask_executor"]
 
 #: objectives and whether lower is better
 OBJECTIVES: dict[str, bool] = {

@@ -28,6 +28,8 @@ from factmem.evaluation.simulate import PreparedLog, Schedule, prepare, simulate
 from factmem.tuning.runs import default_run_dir, manifest, write_run
 from factmem.tuning.sweep import OBJECTIVES, SweepResult, sweep
 
+__all__ = ["DEFAULT_SPACE", "REPORT_METRICS", "TuneResult", "base_params", "tune", "decide"]
+
 #: the default grid: the decay rate of each observed kind and the reinforcement gain
 DEFAULT_SPACE: dict[str, list] = {
     "decay_rate.explicit": [0.001, 0.003, 0.01, 0.05],
@@ -357,5 +359,5 @@ def _report(result: TuneResult, P: PreparedLog, H, schedule: Schedule, objective
         lines += [f"![{captions.get(k, k)}]({Path(p).name})", f"*{captions.get(k, k)}.*", ""]
     lines += ["## Reproduce", "", f"factmem {man['factmem_version']}" + (f", commit `{man['git_commit'][:12]}`" if man['git_commit'] else "")
               + "; results in `sweep.parquet` / `results.duckdb`, replayed memory in `memory.duckdb`; "
-              "`factmem.runs.load_run(folder)` reloads everything.", ""]
+              "`factmem.tuning.runs.load_run(folder)` reloads everything.", ""]
     return "\n".join(lines)
