@@ -59,15 +59,17 @@ def test_sweep_command(tiny_dir, tmp_path, capsys):
     code = main(["sweep", "--log", str(tiny_dir), "--param", "decay_rate.episodic=0.1,0.5", "--workers", "0",
                  "-q", "--out", str(tmp_path / "sw")])
     assert code == 0 and (tmp_path / "sw" / "sweep.parquet").exists()
-    assert "test.log_loss" in capsys.readouterr().out
+    assert "all.utility@20" in capsys.readouterr().out
 
 
 def test_tune_command(tiny_dir, tmp_path, capsys):
-    code = main(["tune", "--log", str(tiny_dir), "--param", "decay_rate.explicit=0.005,0.05", "--workers", "0", "-q",
+    code = main(["tune", "--log", str(tiny_dir), "--param", "decay_rate.explicit=0.005:0.3:log", "--n", "6",
+                 "--refine", "2", "--budget", "5,10", "--bootstrap", "50", "--workers", "0", "-q",
                  "--out", str(tmp_path / "t")])
     assert code == 0
     out = capsys.readouterr().out
-    assert "held-out metrics" in out and ("Promoted" in out or "Not promoted" in out)
+    assert "budget k = 5: held-out metrics" in out and "budget k = 10: held-out metrics" in out
+    assert "Promoted" in out or "Not promoted" in out
     assert (tmp_path / "t" / "report.md").exists() and (tmp_path / "t" / "params.toml").exists()
 
 
@@ -82,6 +84,9 @@ def test_cardinality_command(tiny_dir, capsys):
     (["sweep", "--param", "reinforce_gain=2"], "reinforce_gain = 2.0 is invalid"),
     (["sweep", "--param", "reinforce_gain=0.2", "--objective", "vibes"], "unknown objective 'vibes'"),
     (["tune", "--objective", "vibes"], "unknown objective 'vibes'"),
+    (["tune", "--budget", "ten"], "--budget 'ten'"),
+    (["tune", "--holdout", "x", "--split", "0.5"], "not both"),
+    (["tune", "--objective", "log_loss"], "cannot be held out by subject"),
     (["simulate", "--params", "nope.toml"], "nope.toml"),
 ])
 def test_bad_input_exits_2_and_writes_nothing(tiny_dir, tmp_path, capsys, argv, message):

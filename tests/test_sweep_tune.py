@@ -1,22 +1,28 @@
-"""Sweeps (equal to one simulation per parameter set, deterministic, on processes and Dask) and tune."""
+"""Sweeps (equal to one simulation per parameter set, deterministic, on processes and Dask) and tune:
+the honest baseline, k-fold over subjects, the bootstrap interval and the promotion rule."""
 
 from __future__ import annotations
 
 import json
 
+import numpy as np
 import pandas as pd
 import pytest
 
 from factmem.core.params import MemoryParams
 from factmem.data.generate import generate, write
-from factmem.evaluation.simulate import Schedule, prepare, simulate
+from factmem.errors import InputError
+from factmem.evaluation.context import FIELDS, ContextEvaluator
+from factmem.evaluation.simulate import Schedule, kernel_beliefs, prepare, simulate
 from factmem.export import load_params_file
 from factmem.tuning.runs import load_run
-from factmem.tuning.space import Range, random_points
-from factmem.tuning.sweep import sweep
-from factmem.tuning.tune import decide, tune
+from factmem.tuning.settings import Compute, Holdout, Objective, Search
+from factmem.tuning.space import Range, assign, random_points, refine_points
+from factmem.tuning.sweep import baseline_rows, sweep
+from factmem.tuning.tune import Comparison, base_params, bootstrap_difference, decide, edge_notes, subject_folds, tune
 
 SPACE = {"decay_rate.explicit": [0.01, 0.05], "reinforce_gain": [0.2, 0.5]}
+LOCAL = Compute(workers=0, progress=False)
 
 
 @pytest.fixture(scope="module")
@@ -32,49 +38,74 @@ def tiny(tiny_dir):
 
 
 def test_sweep_rows_equal_simulations(tiny):
-    res = sweep(tiny, SPACE, workers=0, progress=False)
+    res = sweep(tiny, SPACE, holdout=Holdout(mode="time"), compute=LOCAL)
     t = res.table
-    assert len(t) == 5 and t["baseline"].tolist() == [True] + [False] * 4
-    assert t.loc[0, "decay_rate.explicit"] == 0.05 and t.loc[0, "multi_valued_predicates"] == ""
+    # row 0: the seed's numbers on the same base as every other row; row 1: the pure seed defaults
+    assert t["baseline"].tolist()[:2] == [True, False] and bool(t.loc[1, "seed_defaults"])
+    assert res.params[0] == MemoryParams(multi_valued_predicates=tiny.dataset.multi_valued_predicates)
+    assert len(t) == 6
     sched = Schedule()
     cps = sched.checkpoints(tiny.start, tiny.end)
-    for i in (0, 3):
+    for i in (0, 4):
         p = res.params[i]
         for part, sel in (("train", cps < res.split_at), ("test", cps >= res.split_at)):
             run = simulate(tiny, p, sched, checkpoints=cps[sel])
             for m in ("log_loss", "brier", "auc", "recall", "precision", "believed", "lost"):
                 assert t.loc[i, f"{part}.{m}"] == run.summary[m], (i, part, m)
             run.store.close()
+        # the context metrics of the time parts equal an evaluator built on those parts
+        ctx = ContextEvaluator(tiny, budgets=(20,), parts={"train": (np.iinfo(np.int64).min, res.split_at),
+                                                           "test": (res.split_at, np.iinfo(np.int64).max)})
+        s = ctx.score(kernel_beliefs(tiny, [p], sched.consolidations(tiny.start, tiny.end))[0], p)
+        for part in ("train", "test"):
+            assert t.loc[i, f"{part}.utility@20"] == s.summary(part)["utility"]
+            assert np.array_equal(res.context[part][i], s.sums[ctx.parts.index(part)])
 
 
 def test_sweep_is_deterministic_across_executors(tiny_dir):
-    a = sweep(tiny_dir, SPACE, workers=0, progress=False, chunk_size=2).table
-    b = sweep(tiny_dir, SPACE, workers=2, progress=False, chunk_size=2).table
-    pd.testing.assert_frame_equal(a, b)
-    assert a["run_id"].is_unique
+    a = sweep(tiny_dir, SPACE, compute=Compute(workers=0, progress=False, chunk_size=2))
+    b = sweep(tiny_dir, SPACE, compute=Compute(workers=2, progress=False, chunk_size=2))
+    pd.testing.assert_frame_equal(a.table, b.table)
+    assert np.array_equal(a.context["all"], b.context["all"])
+    assert a.table["run_id"].is_unique
 
 
 def test_sweep_on_a_dask_local_cluster_equals_a_local_run(tiny_dir):
     distributed = pytest.importorskip("distributed", reason="the dask extra is part of .[dev]")
     with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
         with distributed.Client(cluster) as client:
-            on_dask = sweep(tiny_dir, SPACE, executor=client.get_executor(), progress=False, chunk_size=2).table
-    pd.testing.assert_frame_equal(on_dask, sweep(tiny_dir, SPACE, workers=0, progress=False).table)
+            on_dask = sweep(tiny_dir, SPACE, compute=Compute(executor=client.get_executor(), progress=False,
+                                                             chunk_size=2)).table
+    pd.testing.assert_frame_equal(on_dask, sweep(tiny_dir, SPACE, compute=LOCAL).table)
 
 
-def test_random_search_is_seeded(tiny):
-    space = {"decay_rate.episodic": Range(0.05, 2.0, log=True), "reinforce_base": ["stored", "effective"]}
+def test_random_search_and_refinement_are_seeded():
+    space = {"decay_rate.episodic": Range(0.05, 2.0, log=True), "reinforce_base": ["stored", "effective"],
+             "threshold": Range(0.0, 0.2)}
     a = random_points(space, MemoryParams(), 20, seed=3)
     assert a == random_points(space, MemoryParams(), 20, seed=3) != random_points(space, MemoryParams(), 20, seed=4)
     rates = [p.decay_rate.episodic for p in a]
     assert 0.05 <= min(rates) and max(rates) <= 2.0 and {p.reinforce_base for p in a} == {"stored", "effective"}
+    # the threshold alias ties the archive threshold to the retrieval threshold
+    assert all(p.archive_threshold == p.retrieval_threshold for p in a)
+    more = refine_points(space, a[:2], 10, seed=1)
+    assert more == refine_points(space, a[:2], 10, seed=1) and len(more) == 10
+    assert all(0.05 <= p.decay_rate.episodic <= 2.0 and 0 <= p.archive_threshold <= 0.2 for p in more)
 
 
-def test_holdout_log(tiny, tiny_dir):
+def test_the_baseline_differs_from_candidates_only_in_what_was_searched():
+    base = MemoryParams(multi_valued_predicates={"speaks"}, reinforce_base="effective", retrieval_threshold=0.1)
+    baseline, defaults = baseline_rows(base, ["decay_rate.explicit", "threshold"])
+    assert baseline == assign(base, {"decay_rate.explicit": 0.05, "threshold": 0.05})
+    assert baseline.reinforce_base == "effective" and baseline.multi_valued_predicates == {"speaks"}
+    assert defaults == MemoryParams()
+
+
+def test_holdout_log(tiny):
     other = prepare(generate("tiny", seed=22))
-    res = sweep(tiny, {"reinforce_gain": [0.2]}, holdout=other, workers=0, progress=False)
-    run = simulate(other, res.params[1])
-    assert res.table.loc[1, "test.log_loss"] == run.summary["log_loss"]
+    res = sweep(tiny, {"reinforce_gain": [0.2]}, holdout=Holdout(mode="log", log=other), compute=LOCAL)
+    run = simulate(other, res.params[2])
+    assert res.table.loc[2, "test.log_loss"] == run.summary["log_loss"]
     run.store.close()
 
 
@@ -86,61 +117,149 @@ def test_holdout_log(tiny, tiny_dir):
     ({"reinforce_gain": []}, "no values to sweep"),
 ])
 def test_bad_spaces_fail_before_any_work(tiny, space, message):
-    with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(".", r"\.")):
-        sweep(tiny, space, workers=0, progress=False)
+    with pytest.raises(InputError, match=message.replace("(", r"\(").replace(".", r"\.")):
+        sweep(tiny, space, compute=LOCAL)
 
 
-def test_bad_objective_and_split(tiny):
-    with pytest.raises(ValueError, match="unknown objective 'accuracy'"):
-        sweep(tiny, SPACE, objective="accuracy")
-    with pytest.raises(ValueError, match="outside the log"):
-        sweep(tiny, SPACE, split=10, workers=0, progress=False)
+def test_bad_settings():
+    with pytest.raises(InputError, match="unknown objective 'accuracy'"):
+        Objective(name="accuracy")  # type: ignore[arg-type]
+    with pytest.raises(InputError, match="budget"):
+        Objective(budgets=(0,))
+    with pytest.raises(InputError, match="repeat"):
+        Objective(budgets=(5, 5))
+    with pytest.raises(InputError, match="stale_cost"):
+        Objective(stale_cost=-1)
+    with pytest.raises(InputError, match="folds"):
+        Holdout(folds=1)
+    with pytest.raises(InputError, match="needs log="):
+        Holdout(mode="log")
+    with pytest.raises(InputError, match="search"):
+        Search(method="annealing")  # type: ignore[arg-type]
 
 
-# -- tune -------------------------------------------------------------------------------------------------
+def test_bad_split(tiny):
+    with pytest.raises(InputError, match="outside the log"):
+        sweep(tiny, SPACE, holdout=Holdout(mode="time", split=10), compute=LOCAL)
+
+
+def test_whole_memory_objectives_cannot_be_held_out_by_subject(tiny_dir):
+    with pytest.raises(InputError, match="per subject"):
+        tune(tiny_dir, objective=Objective(name="log_loss"), write=False, compute=LOCAL)
+
+
+# -- the decision ----------------------------------------------------------------------------------------
+
+
+def test_subject_folds_are_seeded_and_balanced():
+    f = subject_folds(10, 3, seed=1)
+    assert np.array_equal(f, subject_folds(10, 3, seed=1)) and sorted(np.bincount(f)) == [3, 3, 4]
+    with pytest.raises(InputError, match="at least 3 subjects"):
+        subject_folds(2, 3, seed=0)
+
+
+def _sums(points, utility):
+    """Per-subject sums with only points and utility filled."""
+    s = np.zeros((len(points), len(FIELDS)))
+    s[:, FIELDS.index("points")] = points
+    s[:, FIELDS.index("utility")] = utility
+    return s
+
+
+def test_bootstrap_difference_pools_points_and_resamples_subjects():
+    a = _sums([10, 20, 30], [6.0, 14.0, 24.0])
+    b = _sums([10, 20, 30], [5.0, 12.0, 21.0])
+    c = bootstrap_difference(a, b, "utility", resamples=500, seed=0)
+    assert c.a == pytest.approx(44 / 60) and c.b == pytest.approx(38 / 60) and c.difference == pytest.approx(6 / 60)
+    assert 0 < c.low <= c.difference <= c.high  # every subject gains: every resample does
+    again = bootstrap_difference(a, b, "utility", resamples=500, seed=0)
+    assert (again.low, again.high) == (c.low, c.high)
+    mixed = bootstrap_difference(_sums([10, 10], [9.0, 1.0]), _sums([10, 10], [1.0, 9.0]), "utility",
+                                 resamples=500, seed=0)
+    assert mixed.difference == 0 and mixed.low < 0 < mixed.high
+
 
 def test_promotion_rule():
-    assert decide("log_loss", 0.2, 0.5)[0] == "recommended"
-    keep, why = decide("log_loss", 0.6, 0.5)
-    assert keep == "defaults" and "do not beat the defaults" in why
-    assert decide("auc", 0.9, 0.8)[0] == "recommended" and decide("auc", 0.7, 0.8)[0] == "defaults"
-    keep, why = decide("log_loss", 0.3, 0.5, current=0.25)
-    assert keep == "current" and "worse than the current" in why
-    assert decide("log_loss", 0.2, 0.5, current=0.25)[0] == "recommended"
-    assert decide("log_loss", 0.2, 0.5, best_is_default=True)[0] == "defaults"
+    sure = Comparison(0.8, 0.7, 0.1, 0.05, 0.15, 40, 1000)
+    noise = Comparison(0.72, 0.7, 0.02, -0.01, 0.05, 40, 1000)
+    assert decide(sure, lower_is_better=False)[0] == "recommended"
+    keep, why = decide(noise, lower_is_better=False)
+    assert keep == "baseline" and "does not exclude 0" in why
+    assert decide(noise, lower_is_better=False, versus_current=sure)[0] == "current"
+    keep, why = decide(sure, lower_is_better=False, versus_current=noise)
+    assert keep == "current" and "not clearly better than the current" in why
+    assert decide(sure, lower_is_better=False, same_as_baseline=True)[0] == "baseline"
+    lower = Comparison(0.3, 0.5, -0.2, -0.3, -0.1, 40, 1000)  # e.g. stale@k: lower is better
+    assert decide(lower, lower_is_better=True)[0] == "recommended"
+    assert decide(lower, lower_is_better=False)[0] == "baseline"
+
+
+def test_edge_and_domain_notes():
+    space = {"decay_rate.explicit": Range(1e-4, 0.3, log=True), "reinforce_gain": Range(0.05, 1.0),
+             "decay_rate.episodic": [0.0, 0.3], "threshold": Range(0.0, 0.3)}
+    rec = MemoryParams(decay_rate={"explicit": 1.1e-4, "episodic": 0.0}, reinforce_gain=1.0,
+                       archive_threshold=0.1, retrieval_threshold=0.1)
+    notes = " ".join(edge_notes(space, rec, "random"))
+    assert "decay_rate.explicit" in notes and "lower edge" in notes
+    assert "every re-mention jumps to the cap" in notes and "never decay" in notes
+    inside = MemoryParams(decay_rate={"explicit": 0.01, "episodic": 0.3}, reinforce_gain=0.6,
+                          archive_threshold=0.1, retrieval_threshold=0.1)
+    assert edge_notes(space, inside, "random") == []
+    assert "upper edge" in " ".join(edge_notes(space, inside, "grid"))  # 0.3 is the largest listed value
 
 
 def test_tune_end_to_end(tiny_dir, tmp_path):
     out = tmp_path / "run"
-    res = tune(tiny_dir, out=out, space={"decay_rate.explicit": [0.002, 0.05], "reinforce_gain": [0.3, 0.6]},
-               workers=0, progress=False)
-    for name in ("report.md", "params.toml", "manifest.json", "sweep.parquet", "results.duckdb", "memory.duckdb",
-                 "trajectories.png", "heatmap.png", "pareto.png", "calibration.png"):
+    res = tune(tiny_dir, out=out, search=Search(space={"decay_rate.explicit": Range(0.001, 0.3, log=True),
+                                                        "threshold": Range(0.0, 0.2)}, n=12, refine=6, seed=2),
+               objective=Objective(budgets=(5, 20)), holdout=Holdout(bootstrap=200), compute=LOCAL)
+    for name in ("report.md", "params.toml", "params-k5.toml", "params-k20.toml", "manifest.json", "sweep.parquet",
+                 "heldout.parquet", "subjects.parquet", "budget_curves.parquet", "results.duckdb", "memory.duckdb",
+                 "budget.png", "slices.png", "pareto.png", "calibration.png", "trajectories.png"):
         assert (out / name).stat().st_size > 0, name
     params, prov = load_params_file(out / "params.toml")
     assert params == res.chosen and prov["dataset_sha256"] == prepare(tiny_dir).sha256
-    assert set(prov["metrics"]) >= {"log_loss", "recall"} and set(prov["default_metrics"]) >= {"log_loss"}
+    # params.toml holds the first budget's choice; its provenance, that choice's held-out metrics
+    assert {"utility_at_5", "recall_at_5", "stale_at_5", "lost"} <= set(prov["metrics"])
+    assert "utility_at_5" in prov["default_metrics"]
+    assert load_params_file(out / "params-k20.toml")[0] == res.recommendations[20].chosen
     report = (out / "report.md").read_text()
-    assert res.decision in report and "Held-out metrics" in report and "![" in report
+    assert report.index("## Decision") < report.index("## Held-out metrics")
+    assert res.decision in report and "95% interval" in report and "![" in report
     man = json.loads((out / "manifest.json").read_text())
     assert man["dataset"]["sha256"] == prov["dataset_sha256"] and man["packages"]["duckdb"]
-    assert man["n_params"] == len(res.sweep.params) == 5
+    assert man["n_params"] == len(res.sweep.params) and man["objective"]["budgets"] == [5, 20]
     run = load_run(out)
     pd.testing.assert_frame_equal(run.table("sweep"), res.sweep.table)
-    best = res.sweep.table.loc[res.best_index]
-    assert best["train.log_loss"] == res.sweep.table["train.log_loss"].min()
-    assert res.promoted == (best["test.log_loss"] < res.sweep.table.loc[0, "test.log_loss"])
+    # the recommendation is the best candidate on every subject's data; each fold's choice is the best
+    # without that fold's subjects; the held-out number pools each subject under its fold's choice
+    rec = res.recommendations[20]
+    sw = res.sweep
+    assert rec.index == int(np.argmax(sw.objective_values("all", 20)))
+    folds = subject_folds(len(sw.subjects["all"]), 3, 0)
+    for f, choice in enumerate(rec.fold_choices):
+        assert choice == int(np.argmax(sw.objective_values("all", 20, folds != f)))
+    rows = sw.context["all"][np.asarray(rec.fold_choices)[folds], np.arange(len(folds)), 1, :]
+    assert rec.versus_baseline.a == pytest.approx(rows[:, FIELDS.index("utility")].sum()
+                                                  / rows[:, FIELDS.index("points")].sum())
+    assert rec.promoted == rec.versus_baseline.excludes_zero(False) and rec.promoted == (rec.keep == "recommended")
+    subjects = run.table("subjects")
+    assert set(subjects["budget"]) == {5, 20} and len(subjects) == 2 * len(folds)
+    curves = run.table("budget_curves")
+    at20 = curves[(curves["budget"] == 20) & (curves["k"] == 20)].set_index("params")["value"]
+    assert at20["recommended"] == pytest.approx(rec.versus_baseline.a)
+    assert at20["baseline"] == pytest.approx(rec.versus_baseline.b)
 
 
-def test_edge_of_range_notes():
-    from factmem.tuning.tune import _edge_notes
+def test_tune_with_a_time_split_and_current_parameters(tiny_dir):
+    current = MemoryParams(decay_rate={"explicit": 0.02})
+    res = tune(tiny_dir, search=Search(space={"decay_rate.explicit": [0.001, 0.02, 0.3]}, method="grid"),
+               holdout=Holdout(mode="time", bootstrap=100), current=current, write=False, compute=LOCAL)
+    rec = res.primary
+    assert rec.versus_current is not None and res.sweep.parts == ("train", "test")
+    assert rec.index == int(np.argmax(res.sweep.objective_values("train", 20)))
+    assert rec.keep in ("recommended", "baseline", "current")
 
-    space = {"decay_rate.explicit": [0.01, 0.03, 0.05], "reinforce_gain": [0.3, 0.6, 1.0], "decay_rate.episodic": [0.0, 0.3]}
-    rec = MemoryParams(decay_rate={"explicit": 0.01, "episodic": 0.0}, reinforce_gain=1.0)
-    notes = _edge_notes(space, rec, "grid")
-    # explicit at the lower edge of what was searched; gain 1 and rate 0 are the parameters' own limits
-    assert len(notes) == 1 and "decay_rate.explicit" in notes[0] and "lower edge" in notes[0]
-    inside = MemoryParams(decay_rate={"explicit": 0.03, "episodic": 0.3}, reinforce_gain=0.6)
-    notes = _edge_notes(space, inside, "grid")
-    assert len(notes) == 1 and "decay_rate.episodic" in notes[0] and "upper edge" in notes[0]
-    assert _edge_notes(space, inside, "random") == []
+
+def test_base_params_come_from_the_log(tiny):
+    assert base_params(tiny).multi_valued_predicates == tiny.dataset.multi_valued_predicates

@@ -8,7 +8,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-__all__ = ["schedule_args", "schedule_of", "search_args", "log_arg", "load_log", "executor_of", "space_of", "params_arg"]
+__all__ = ["schedule_args", "schedule_of", "search_args", "settings_of", "log_arg", "load_log", "executor_of", "space_of", "params_arg"]
 
 
 def schedule_args(p: argparse.ArgumentParser) -> None:
@@ -24,21 +24,66 @@ def schedule_of(args: argparse.Namespace, abstract_days: float | None = None) ->
     return Schedule(args.consolidate_every, args.evaluate_every, abstract_days)
 
 
-def search_args(p: argparse.ArgumentParser) -> None:
-    """What to sweep, how to split, how to rank, where to run: shared by ``tune`` and ``sweep``."""
-    p.add_argument("--space", metavar="FILE", help="TOML of parameter -> list of values (or {low, high, log})")
-    p.add_argument("--param", action="append", metavar="NAME=VALUES",
-                   help="sweep NAME over comma-separated VALUES, or low:high[:log] with --search random (repeatable)")
-    p.add_argument("--search", choices=("grid", "random"), default="grid", help="grid (default) or random search")
-    p.add_argument("--n", type=int, default=64, help="parameter sets for random search (default 64)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the random search (default 0)")
-    p.add_argument("--split", type=float, default=2 / 3, metavar="F",
-                   help="the held-out part starts at this fraction of the log's span (default 0.667)")
-    p.add_argument("--holdout", metavar="DIR", help="score on this other log (e.g. another seed) instead of a time split")
-    p.add_argument("--objective", default="log_loss",
-                   help="log_loss (default), brier, rmse_bins, auc, recall, precision, stale, believed, lost")
-    p.add_argument("--workers", type=int, default=None, help="worker processes (default: all cores; 0: none)")
-    p.add_argument("--dask", metavar="ADDRESS", help="run the sweep on a Dask distributed cluster at ADDRESS")
+def search_args(p: argparse.ArgumentParser, *, method: str = "random") -> None:
+    """What to try, what "better" means, how to hold out, where to run: shared by ``tune`` and ``sweep``."""
+    g = p.add_argument_group("search")
+    g.add_argument("--space", metavar="FILE", help="TOML of parameter -> list of values (or {low, high, log})")
+    g.add_argument("--param", action="append", metavar="NAME=VALUES",
+                   help="search NAME over comma-separated VALUES, or low:high[:log] (a range; random search) "
+                        "(repeatable; `threshold` sets archive_threshold and retrieval_threshold together)")
+    g.add_argument("--search", choices=("grid", "random"), default=method, help=f"grid or random (default {method})")
+    g.add_argument("--n", type=int, default=256, help="random draws (default 256)")
+    g.add_argument("--refine", type=int, default=128,
+                   help="random search: further draws around the best candidates (default 128; 0: none)")
+    g.add_argument("--seed", type=int, default=0, help="seed of the search, folds and bootstrap (default 0)")
+    o = p.add_argument_group("objective")
+    o.add_argument("--objective", default="utility",
+                   help="utility (default: utility@k of the budgeted context), recall_at_k, precision_at_k, "
+                        "stale_at_k; or whole-memory metrics log_loss, brier, rmse_bins, auc, recall, precision, "
+                        "stale, believed, lost (these need --split or --holdout)")
+    o.add_argument("--budget", default="20", metavar="K[,K...]",
+                   help="context budget(s) k: facts per person in the prompt (default 20; e.g. 5,10,20,50)")
+    o.add_argument("--stale-cost", type=float, default=1.0, metavar="W",
+                   help="cost of a stale or false fact in the context, relative to a needed one (default 1)")
+    o.add_argument("--needed", choices=("truth", "next-session"), default=None,
+                   help="what a context should hold: facts true and relevant then (truth; default when the log "
+                        "has truth) or the facts the next session mentions (next-session; for real logs)")
+    o.add_argument("--max-points", type=int, default=None, metavar="N",
+                   help="sample at most N session starts per person (seeded; default: all)")
+    h = p.add_argument_group("held-out judgement")
+    h.add_argument("--folds", type=int, default=3, help="k-fold over subjects (the default judgement; default 3)")
+    h.add_argument("--split", type=float, default=None, metavar="F",
+                   help="hold out by time instead: judge after this fraction of the log's span (e.g. 0.667)")
+    h.add_argument("--holdout", metavar="DIR", help="hold out another log instead (e.g. another seed)")
+    h.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples of subjects (default 1000)")
+    c = p.add_argument_group("compute")
+    c.add_argument("--workers", type=int, default=None, help="worker processes (default: all cores; 0: none)")
+    c.add_argument("--dask", metavar="ADDRESS", help="run the sweep on a Dask distributed cluster at ADDRESS")
+
+
+def settings_of(args: argparse.Namespace) -> tuple[Any, Any, Any, Any]:
+    """(Search, Objective, Holdout, Compute) from the shared options."""
+    from factmem.tuning.settings import Compute, Holdout, Objective, Search
+
+    try:
+        budgets = tuple(int(x) for x in str(args.budget).split(","))
+    except ValueError:
+        from factmem.errors import InputError
+
+        raise InputError(f"--budget {args.budget!r}: expected K or K1,K2,... (integers)") from None
+    if args.holdout and args.split is not None:
+        from factmem.errors import InputError
+
+        raise InputError("give either --holdout DIR or --split F, not both")
+    mode: Any = "log" if args.holdout else ("time" if args.split is not None else "subjects")
+    space = space_of(args) or None
+    search = Search(space=space, method=args.search, n=args.n, refine=args.refine, seed=args.seed)
+    objective = Objective(name=args.objective, budgets=budgets, stale_cost=args.stale_cost, needed=args.needed,
+                          max_points_per_subject=args.max_points)
+    holdout = Holdout(mode=mode, folds=args.folds, split=args.split if args.split is not None else 2 / 3,
+                      log=args.holdout, bootstrap=args.bootstrap, seed=args.seed)
+    compute = Compute(workers=args.workers, executor=executor_of(args), progress=not getattr(args, "quiet", False))
+    return search, objective, holdout, compute
 
 
 def log_arg(p: argparse.ArgumentParser, required: bool = False) -> None:

@@ -12,14 +12,13 @@ from pathlib import Path
 import pandas as pd
 
 from factmem.cli.options import (
-    executor_of,
     load_log,
     log_arg,
     params_arg,
     schedule_args,
     schedule_of,
     search_args,
-    space_of,
+    settings_of,
 )
 from factmem.core.params import MemoryParams
 from factmem.errors import InputError
@@ -29,39 +28,59 @@ __all__ = ["add_tune", "add_simulate", "add_sweep", "add_cardinality"]
 
 def add_tune(sub) -> None:
     p = sub.add_parser(
-        "tune", help="sweep, pick by held-out objective, write report, figures and params.toml (the main job)",
-        description="Tune decay rates and reinforcement gain on a log: sweep a parameter grid, choose on the "
-                    "tuning part, judge against the seed's defaults on held-out data (promotion rule), and write "
-                    "results, manifest, figures, report.md and params.toml to --out.")
+        "tune", help="choose decay rates, thresholds and gain for a context budget; judge them held out (the main job)",
+        description="Search decay rates, initial confidences, gain and the archive threshold for the parameters "
+                    "that put the facts a conversation needs into a context of k facts per person and keep stale "
+                    "ones out (utility@k); judge the choice on held-out people (k-fold over subjects, or a time "
+                    "split, or another log) against the seed's numbers on the same base, with a bootstrap "
+                    "interval; promote only if the interval excludes 0; write report.md, params.toml, figures and "
+                    "tables to --out.")
     log_arg(p)
     p.add_argument("--out", metavar="DIR", help="output folder (default runs/<timestamp>/)")
+    p.add_argument("--force", action="store_true", help="replace --out if it already holds a run")
     search_args(p)
     p.add_argument("--current", metavar="PARAMS", help="production parameters (params.toml) the recommendation must also beat")
+    p.add_argument("--start", metavar="fit|PARAMS",
+                   help="centre the search on these parameters: 'fit' (fitted from the log by maximum likelihood) "
+                        "or a params file; the report shows them beside the swept optimum")
     schedule_args(p)
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=_run_tune)
 
 
+def _start_of(args, log_dir) -> MemoryParams | None:
+    if not args.start:
+        return None
+    if args.start == "fit":
+        from factmem.fitting.fit import fit
+
+        return fit(log_dir, bootstrap=0).params
+    return params_arg(args.start)
+
+
 def _run_tune(args) -> int:
     from factmem.tuning.tune import tune
 
-    space = space_of(args) or None
-    res = tune(load_log(args.log), out=args.out, space=space, schedule=schedule_of(args), split=args.split,
-               holdout=args.holdout, objective=args.objective, current=params_arg(args.current),
-               search=args.search, n=args.n, seed=args.seed, executor=executor_of(args), workers=args.workers,
-               progress=not args.quiet)
-    t = res.heldout.copy()
-    for c in t.columns[1:-1]:
-        t[c] = t[c].map(lambda v: f"{v:.4g}")
-    t = t.drop(columns="better")
-    print(f"\nswept {len(res.sweep.params)} parameter sets in {res.seconds:.0f} s; held-out metrics:\n")
-    print(t.to_string(index=False))
-    changed = res.recommended.changes_from(MemoryParams())
-    print("\nrecommended changes: " + (", ".join(f"{k} {a} -> {b}" for k, (a, b) in changed.items()
-                                                 if k != "multi_valued_predicates") or "none"))
-    print(f"\n{res.decision}")
-    for n in res.notes:
-        print("note: " + n.replace("`", ""))
+    search, objective, holdout, compute = settings_of(args)
+    log_dir = load_log(args.log)
+    res = tune(log_dir, out=args.out, search=search, objective=objective, holdout=holdout, compute=compute,
+               schedule=schedule_of(args), current=params_arg(args.current), start=_start_of(args, log_dir),
+               force=args.force)
+    print(f"\n{len(res.sweep.params)} candidates in {res.seconds:.0f} s")
+    for k, rec in res.recommendations.items():
+        t = rec.heldout.copy()
+        for c in t.columns:
+            if c not in ("metric", "key", "better", "scope"):
+                t[c] = t[c].map(lambda v: f"{v:.4g}")
+        print(f"\nbudget k = {k}: held-out metrics\n")
+        print(t.drop(columns=["key", "better", "scope"]).to_string(index=False))
+        changed = rec.params.changes_from(MemoryParams())
+        print("\nrecommended changes: " + (", ".join(f"{n} {a:.4g} -> {b:.4g}" if isinstance(a, float) else f"{n} {a} -> {b}"
+                                                     for n, (a, b) in changed.items()
+                                                     if n != "multi_valued_predicates") or "none"))
+        print(f"\n{rec.decision}")
+        for n in rec.notes:
+            print("note: " + n.replace("`", ""))
     print(f"\nwrote {res.out}/ (report.md, params.toml, figures, results)")
     return 0
 
@@ -122,11 +141,13 @@ def _run_simulate(args) -> int:
 
 def add_sweep(sub) -> None:
     p = sub.add_parser("sweep", help="score many parameter sets on a log (grid or random search)",
-                       description="Replay a dataset with every parameter set of a space and score each on a "
-                                   "tuning part and a held-out part. Parameter sets are evaluated together by the "
-                                   "vectorized kernel, in parallel processes or on a Dask cluster.")
+                       description="Replay a dataset with every parameter set of a space and score each: the "
+                                   "budgeted context metrics at every session start (per budget) and the whole-memory "
+                                   "metrics at every checkpoint, on the parts the hold-out defines. Parameter sets "
+                                   "are evaluated together by the vectorized kernel, in parallel processes or on a "
+                                   "Dask cluster.")
     log_arg(p)
-    search_args(p)
+    search_args(p, method="grid")
     p.add_argument("--out", metavar="DIR", help="write results (Parquet, DuckDB) and manifest here")
     schedule_args(p)
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
@@ -136,26 +157,24 @@ def add_sweep(sub) -> None:
 def _run_sweep(args) -> int:
     from factmem.evaluation.simulate import prepare
     from factmem.tuning.runs import manifest, write_run
-    from factmem.tuning.sweep import OBJECTIVES, sweep
+    from factmem.tuning.sweep import sweep
     from factmem.tuning.tune import base_params
 
-    space = space_of(args)
-    if not space:
+    search, objective, holdout, compute = settings_of(args)
+    if search.space is None:
         raise InputError("nothing to sweep: give --param NAME=VALUES or --space FILE")
-    if args.objective not in OBJECTIVES:
-        raise InputError(f"unknown objective {args.objective!r}; objectives: {', '.join(OBJECTIVES)}")
     P = prepare(load_log(args.log))
-    res = sweep(P, space, base=base_params(P), schedule=schedule_of(args), split=args.split, holdout=args.holdout,
-                search=args.search, n=args.n, seed=args.seed, objective=args.objective, executor=executor_of(args),
-                workers=args.workers, progress=not args.quiet)
-    cols = ["run_id", "baseline"] + [c for c in space] + [f"train.{args.objective}", f"test.{args.objective}",
-                                                          "test.recall", "test.believed"]
-    asc = OBJECTIVES[args.objective]
-    print(res.table.sort_values(f"train.{args.objective}", ascending=asc)[cols].head(10).to_string(index=False))
+    res = sweep(P, search.space, base=base_params(P), schedule=schedule_of(args), objective=objective,
+                holdout=holdout, search=search, compute=compute)
+    part = "all" if holdout.mode == "subjects" else "train"
+    col = objective.column(part)
+    cols = ["run_id", "baseline", *[c for c in search.space if c in res.table.columns], col]
+    print(res.table.sort_values(col, ascending=objective.lower_is_better)[cols].head(10).to_string(index=False))
     if args.out:
         write_run(args.out, manifest("sweep", dataset={"path": str(P.dataset.path), "sha256": P.sha256},
-                                     schedule=res.schedule.to_dict(), split_at=res.split_at, objective=args.objective,
-                                     search=args.search, seeds={"search": args.seed}),
+                                     schedule=res.schedule.to_dict(), split_at=res.split_at,
+                                     objective=objective.to_dict(), holdout=holdout.to_dict(),
+                                     search=search.to_dict()),
                   {"sweep": res.table})
         print(f"\nwrote {args.out}/")
     return 0

@@ -88,21 +88,30 @@ class PreparedLog:
     start: int
     end: int
     _evaluators: dict = field(default_factory=dict, repr=False)
+    _extra: dict = field(default_factory=dict, repr=False)  # (s, p, o) the log never names -> code
 
     @property
     def sha256(self) -> str:
         return self.dataset.sha256
 
     def codes(self, subject, predicate, obj) -> np.ndarray:
-        """Triple codes; triples the log never names get fresh codes past the known ones."""
+        """Triple codes; triples the log never names (invented derived facts) get codes past the
+        known ones, the same for the same triple across calls (:meth:`extra_triples` lists them)."""
         idx = pd.MultiIndex.from_arrays([np.asarray(subject, object), np.asarray(predicate, object),
                                          np.asarray(obj, object)])
         codes = self.triples.get_indexer(idx)
-        unknown = codes < 0
-        if unknown.any():
-            extra, _ = pd.factorize(idx[unknown])
-            codes[unknown] = len(self.triples) + extra
+        unknown = np.flatnonzero(codes < 0)
+        if unknown.size:
+            new, uniq = pd.factorize(idx[unknown])  # in order of first appearance: deterministic
+            assigned = np.empty(len(uniq), np.int64)
+            for i, triple in enumerate(uniq):  # over distinct invented triples, not facts or events
+                assigned[i] = self._extra.setdefault(triple, len(self.triples) + len(self._extra))
+            codes[unknown] = assigned[new]
         return codes.astype(np.int64)
+
+    def extra_triples(self) -> list[tuple[str, str, str]]:
+        """The triples :meth:`codes` numbered past the log's own, in code order."""
+        return list(self._extra)
 
     def evaluator(self, checkpoints: np.ndarray) -> Evaluator:
         key = (int(checkpoints[0]), int(checkpoints[-1]), len(checkpoints))

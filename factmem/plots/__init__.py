@@ -33,10 +33,11 @@ from factmem.plots.evaluation import (
     sweep_heatmap,
 )
 from factmem.plots.memory import decay_curves, kind_trajectories, lineage, trajectories
+from factmem.plots.tuning import budget_curves, slices
 
 __all__ = [
     "KINDS", "KIND_COLORS", "STATUS_COLORS", "OUTCOME_COLORS", "METRIC_LABELS",
     "trajectories", "kind_trajectories", "decay_curves", "lineage",
     "checkpoint_metrics", "abstraction_outcomes", "sweep_heatmap", "pareto", "pareto_front", "reliability",
-    "save",
+    "budget_curves", "slices", "save",
 ]

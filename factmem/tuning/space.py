@@ -31,11 +31,26 @@ import numpy as np
 from factmem.core.params import MemoryParams
 from factmem.errors import InputError
 
-__all__ = ["Range", "Space", "check_space", "grid_points", "random_points", "parse_space", "parse_param",
-           "load_space"]
+__all__ = ["Range", "Space", "ALIASES", "assign", "check_space", "grid_points", "random_points", "refine_points",
+           "coordinate", "parse_space", "parse_param", "load_space"]
 
 #: flat parameter name -> list of values or a Range
 Space = Mapping[str, Any]
+
+#: Names that set several parameters at once. ``threshold`` ties the archive threshold (below which a
+#: fact leaves the active set) to the retrieval threshold (above which it counts as believed and may
+#: enter a context): a context draws on the stricter of the two, so moving one alone below the other
+#: changes nothing.
+ALIASES: dict[str, tuple[str, ...]] = {"threshold": ("archive_threshold", "retrieval_threshold")}
+
+
+def assign(base: MemoryParams, values: Mapping[str, Any]) -> MemoryParams:
+    """``base`` with the given flat names (or :data:`ALIASES`) set."""
+    flat: dict[str, Any] = {}
+    for name, v in values.items():
+        for target in ALIASES.get(name, (name,)):
+            flat[target] = v
+    return base.replace(**flat)
 
 
 @dataclass(frozen=True)
@@ -56,7 +71,7 @@ def check_space(space: Mapping[str, Any], base: MemoryParams) -> None:
     """Every name a parameter, every value valid — before any work starts."""
     if not isinstance(space, Mapping) or not space:
         raise InputError("a sweep space maps parameter names to lists of values (or Range)")
-    names = MemoryParams.field_names()
+    names = MemoryParams.field_names() + list(ALIASES)
     for name, values in space.items():
         if name not in names:
             raise InputError(f"unknown parameter {name!r} in the sweep space; known: {', '.join(names)}")
@@ -70,7 +85,7 @@ def check_space(space: Mapping[str, Any], base: MemoryParams) -> None:
                 raise InputError(f"{name}: no values to sweep")
         for v in probe:
             try:
-                base.replace(**{name: v})
+                assign(base, {name: v})
             except ValueError as exc:
                 raise InputError(f"sweep space: {exc}") from None
 
@@ -81,7 +96,7 @@ def grid_points(space: Mapping[str, Sequence], base: MemoryParams) -> list[Memor
     names = list(space)
     mesh = np.meshgrid(*[np.arange(len(space[n])) for n in names], indexing="ij")
     idx = np.stack([m.ravel() for m in mesh], axis=1)
-    return [base.replace(**{n: space[n][i] for n, i in zip(names, row)}) for row in idx]
+    return [assign(base, {n: space[n][i] for n, i in zip(names, row)}) for row in idx]
 
 
 def random_points(space: Mapping[str, Any], base: MemoryParams, n: int, seed: int) -> list[MemoryParams]:
@@ -95,8 +110,53 @@ def random_points(space: Mapping[str, Any], base: MemoryParams, n: int, seed: in
         else:
             vals = list(values)
             cols[name] = [vals[i] for i in rng.integers(0, len(vals), n)]
-    return [base.replace(**{k: (float(v[i]) if isinstance(v[i], (float, np.floating)) else v[i]) for k, v in cols.items()})
+    return [assign(base, {k: (float(v[i]) if isinstance(v[i], (float, np.floating)) else v[i]) for k, v in cols.items()})
             for i in range(n)]
+
+
+def coordinate(space: Mapping[str, Any], params: MemoryParams) -> dict[str, float]:
+    """Where ``params`` sits in each Range of ``space``, as a share of its width in [0, 1] (in log
+    coordinates for a log Range): 0 and 1 are the edges of the searched range."""
+    out: dict[str, float] = {}
+    for name, values in space.items():
+        if not isinstance(values, Range):
+            continue
+        v = params.get(ALIASES.get(name, (name,))[0])
+        if values.log:
+            pos = (math.log(max(v, values.low)) - math.log(values.low)) / (math.log(values.high) - math.log(values.low))
+        else:
+            pos = (v - values.low) / (values.high - values.low)
+        out[name] = float(pos)
+    return out
+
+
+def refine_points(space: Mapping[str, Any], centres: Sequence[MemoryParams], n: int, seed: int,
+                  scale: float = 0.1) -> list[MemoryParams]:
+    """``n`` draws around ``centres`` (in turn): each Range coordinate moves by a normal step of
+    ``scale`` × its width (log width for a log Range), kept inside the range; a list keeps the
+    centre's value or, with probability 0.2, takes another. Seeded."""
+    if not centres or n <= 0:
+        return []
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(n):  # n parameter sets, each built from a handful of named values
+        centre = centres[i % len(centres)]
+        values: dict[str, Any] = {}
+        for name, spec in space.items():
+            cur = centre.get(ALIASES.get(name, (name,))[0])
+            if isinstance(spec, Range):
+                if spec.log:
+                    lo, hi = math.log(spec.low), math.log(spec.high)
+                    x = math.log(max(cur, spec.low)) + rng.normal(0.0, scale * (hi - lo))
+                    values[name] = float(math.exp(min(max(x, lo), hi)))
+                else:
+                    x = cur + rng.normal(0.0, scale * (spec.high - spec.low))
+                    values[name] = float(min(max(x, spec.low), spec.high))
+            else:
+                choices = list(spec)
+                values[name] = choices[int(rng.integers(len(choices)))] if rng.random() < 0.2 else cur
+        out.append(assign(centre, values))
+    return out
 
 
 def parse_param(spec: str) -> tuple[str, Any]:

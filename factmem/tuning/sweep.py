@@ -1,15 +1,34 @@
 """Parameter sweeps: many parameter sets replayed and scored, vectorized and in parallel.
 
 >>> from factmem.data.generate import generate
->>> res = sweep(generate("tiny", seed=3), {"decay_rate.episodic": [0.1, 0.3]}, progress=False)
->>> list(res.table["decay_rate.episodic"])[:2]
-[0.3, 0.1]
+>>> res = sweep(generate("tiny", seed=3), {"decay_rate.episodic": [0.1, 0.3]}, compute=Compute(progress=False))
+>>> list(res.table["decay_rate.episodic"])    # the baseline, the pure seed defaults, then 0.1 (0.3 is the baseline)
+[0.3, 0.3, 0.1]
+>>> bool(res.table.loc[0, "baseline"]), bool(res.table.loc[1, "seed_defaults"])
+(True, True)
 
 Parameter sets that share ``multi_valued_predicates`` are replayed together by the vectorized
 kernel (one pass over the events for a whole chunk of parameter sets); chunks run on any
 ``concurrent.futures.Executor`` — local processes by default, a Dask cluster with
-``dask_executor(address)``. Each row is scored on a *tuning* part and a *held-out* part: a time
-split of the log (checkpoints before / after ``split``), or another log (``holdout=``).
+:func:`dask_executor`.
+
+Every parameter set is scored two ways:
+
+* the **budgeted context metrics** (:mod:`factmem.evaluation.context`) at each subject's session
+  starts, for every budget of the :class:`~factmem.tuning.settings.Objective`, kept as sums per
+  subject (``SweepResult.context``) so that folds and bootstrap resamples over subjects cost nothing;
+* the **checkpoint metrics** (precision, recall, believed, stale, lost, calibration) at the schedule's
+  checkpoints (:mod:`factmem.evaluation.metrics`).
+
+Parts follow the :class:`~factmem.tuning.settings.Holdout`: one part ``all`` when holding out
+subjects (the folds are cut from the per-subject sums), ``train``/``test`` for a time split (points
+and checkpoints before and after it) or another log (``test`` is that log).
+
+Rows: row 0 is the **baseline** — the seed's numbers on the same base as every other row (the same
+multi-valued registry, anything not swept) — and, when it differs, the pure seed defaults follow it
+(``seed_defaults``). Table columns: the flat parameters, then ``<part>.<metric>`` for the checkpoint
+metrics and ``<part>.<metric>@<k>`` for the context metrics (utility, recall, precision, stale,
+false, charged, context, needed, log_loss).
 """
 
 from __future__ import annotations
@@ -19,7 +38,7 @@ import json
 import os
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Executor, ProcessPoolExecutor, as_completed
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -29,18 +48,18 @@ from tqdm.auto import tqdm
 from factmem.core.params import MemoryParams
 from factmem.data.logs import Dataset
 from factmem.errors import InputError
+from factmem.evaluation.context import FIELDS, ContextEvaluator, ContextScores
 from factmem.evaluation.simulate import PreparedLog, Schedule, encode_events, kernel_beliefs, prepare
-from factmem.tuning.space import grid_points, random_points
+from factmem.tuning.settings import OBJECTIVES, Compute, Holdout, Objective, Search
+from factmem.tuning.space import ALIASES, assign, grid_points, random_points
 
-__all__ = ["OBJECTIVES", "SUMMARY_METRICS", "run_id", "SweepResult", "score_chunk", "sweep", "dask_executor"]
+__all__ = ["SUMMARY_METRICS", "CONTEXT_METRICS", "run_id", "SweepResult", "score_chunk", "sweep", "dask_executor",
+           "plan_parts", "baseline_rows", "OBJECTIVES"]
 
-#: objectives and whether lower is better
-OBJECTIVES: dict[str, bool] = {
-    "log_loss": True, "brier": True, "rmse_bins": True, "auc": False,
-    "recall": False, "precision": False, "stale": True, "believed": True, "lost": True,
-}
-SUMMARY_METRICS = ("log_loss", "brier", "auc", "rmse_bins", "precision", "recall", "believed", "needed",
-                   "stale", "lost", "samples")
+SUMMARY_METRICS = ("log_loss", "brier", "auc", "rmse_bins", "held_log_loss", "precision", "recall", "believed",
+                   "needed", "stale", "lost", "samples")
+#: context metrics in the table (per part and budget), as names of ContextScores.summary
+CONTEXT_METRICS = ("utility", "recall", "precision", "stale", "false", "charged", "context", "needed", "log_loss")
 
 
 def run_id(dataset_sha: str, params: MemoryParams, schedule: Schedule) -> str:
@@ -50,26 +69,61 @@ def run_id(dataset_sha: str, params: MemoryParams, schedule: Schedule) -> str:
 
 @dataclass
 class SweepResult:
-    """One row per parameter set: the flat parameters, tuning and held-out metrics, run id."""
+    """One row per parameter set: the flat parameters and every metric per part (``table``), and the
+    context metrics as per-subject sums (``context[part]``: parameter set × subject × budget ×
+    :data:`~factmem.evaluation.context.FIELDS`; ``subjects[part]`` names the rows)."""
 
     table: pd.DataFrame
     params: list[MemoryParams]
     schedule: Schedule
+    objective: Objective
+    holdout: Holdout
     dataset_sha256: str
     holdout_sha256: str | None
     split_at: int | None
-    objective: str
+    context: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
+    subjects: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
+    points: dict[str, int] = field(default_factory=dict)
+    sampled_from: dict[str, int] = field(default_factory=dict)
 
-    def best(self, objective: str | None = None, on: str = "train") -> int:
-        """Row index of the best parameter set by ``objective`` on the tuning part."""
-        obj = objective or self.objective
-        col = self.table[f"{on}.{obj}"]
-        return int(col.idxmin() if OBJECTIVES[obj] else col.idxmax())
+    @property
+    def parts(self) -> tuple[str, ...]:
+        return tuple(self.context)
+
+    def scores(self, index: int, part: str) -> ContextScores:
+        """The context scores of one parameter set on one part."""
+        return ContextScores(self.objective.budgets, (part,), self.subjects[part], self.context[part][index][None])
+
+    def objective_values(self, part: str, budget: int | None = None, subjects: np.ndarray | None = None) -> np.ndarray:
+        """The objective of every parameter set on ``part`` (over all subjects, or a selection of
+        subject rows — repeats allowed, as in a bootstrap resample)."""
+        obj = self.objective
+        if obj.per_budget:
+            metric = {"utility": "utility", "recall_at_k": "recall", "precision_at_k": "precision",
+                      "stale_at_k": "charged"}[obj.name]
+            b = obj.budgets.index(budget if budget is not None else obj.budgets[0])
+            rows = self.context[part][:, :, b, :]
+            if subjects is not None:
+                rows = rows[:, subjects, :]
+            tot = rows.sum(axis=1)
+            denom = tot[:, FIELDS.index("precise" if metric == "precision" else "points")]
+            with np.errstate(invalid="ignore", divide="ignore"):
+                return tot[:, FIELDS.index(metric)] / denom
+        if subjects is not None:
+            raise InputError(f"objective {obj.name!r} is not kept per subject; choose a context objective")
+        return self.table[f"{part}.{obj.name}"].to_numpy(np.float64)
+
+    def best(self, part: str, budget: int | None = None, subjects: np.ndarray | None = None) -> int:
+        """Row of the best parameter set on ``part`` (ties: the lower row, so the baseline wins ties)."""
+        v = self.objective_values(part, budget, subjects)
+        v = np.where(np.isnan(v), np.inf if self.objective.lower_is_better else -np.inf, v)
+        return int(np.argmin(v) if self.objective.lower_is_better else np.argmax(v))
 
 
 # -- worker side ------------------------------------------------------------------------------------
 
 _CACHE: dict[str, PreparedLog] = {}
+_CONTEXT: dict[tuple, ContextEvaluator] = {}
 
 
 def _resolve(log: Any) -> PreparedLog:
@@ -82,37 +136,78 @@ def _resolve(log: Any) -> PreparedLog:
     return _CACHE[key]
 
 
-def score_chunk(log: Any, holdout: Any, params: list[dict], schedule: dict, split_at: int | None,
-                first_index: int) -> list[dict]:
-    """Replay and score a chunk of parameter sets sharing multi-valued predicates (one task)."""
-    P = _resolve(log)
-    sched = Schedule(**schedule)
-    ps = [MemoryParams.from_dict(d) for d in params]
-    rows = [{"index": first_index + i} for i in range(len(ps))]
-    cps = sched.checkpoints(P.start, P.end)
-    if holdout is None:
-        # one evaluator over the whole log, scored on two checkpoint ranges
-        cut = int(np.searchsorted(cps, split_at, "left")) if split_at is not None else len(cps)
-        ranges = {"train": (0, cut), "test": (cut, len(cps))} if split_at is not None else \
-            {"train": (0, len(cps)), "test": (0, len(cps))}
-        jobs = [(P, cps, ranges)]
-    else:
-        H = _resolve(holdout)
-        jobs = [(P, cps, {"train": (0, len(cps))}),
-                (H, sched.checkpoints(H.start, H.end), {"test": (0, len(sched.checkpoints(H.start, H.end)))})]
-    for prep, cp, ranges in jobs:
-        for label, (a, b) in ranges.items():
+def _context_evaluator(P: PreparedLog, objective: dict, parts: dict[str, tuple[int, int]], seed: int) -> ContextEvaluator:
+    key = (id(P), P.sha256, json.dumps(objective, sort_keys=True), tuple(parts.items()), seed)
+    if key not in _CONTEXT:
+        _CONTEXT[key] = ContextEvaluator(P, budgets=objective["budgets"], needed=objective["needed"],
+                                         stale_cost=objective["stale_cost"], parts=parts,
+                                         max_points_per_subject=objective["max_points_per_subject"], seed=seed)
+    return _CONTEXT[key]
+
+
+def plan_parts(P: PreparedLog, H: PreparedLog | None, schedule: Schedule, holdout: Holdout
+               ) -> tuple[list[tuple[PreparedLog, dict[str, tuple[int, int]], dict[str, tuple[int, int]]]], int | None]:
+    """Per log: (log, checkpoint index ranges by part, time ranges by part), and the split time."""
+    cps = schedule.checkpoints(P.start, P.end)
+    everything = (np.iinfo(np.int64).min, np.iinfo(np.int64).max)
+    if holdout.mode == "log":
+        assert H is not None
+        hc = schedule.checkpoints(H.start, H.end)
+        return [(P, {"train": (0, len(cps))}, {"train": everything}),
+                (H, {"test": (0, len(hc))}, {"test": everything})], None
+    if holdout.mode == "time":
+        split = holdout.split
+        split_at = int(split) if split > 1 else int(P.start + split * (P.end - P.start))
+        if not P.start < split_at < P.end:
+            raise InputError(f"split at {split_at} is outside the log ({P.start}..{P.end})")
+        cut = int(np.searchsorted(cps, split_at, "left"))
+        for label, (a, b) in (("train", (0, cut)), ("test", (cut, len(cps)))):
             if b <= a:
                 raise InputError(f"the {label} part has no checkpoints; change the split or the schedule")
+        return [(P, {"train": (0, cut), "test": (cut, len(cps))},
+                 {"train": (everything[0], split_at), "test": (split_at, everything[1])})], split_at
+    return [(P, {"all": (0, len(cps))}, {"all": everything})], None
+
+
+def score_chunk(log: Any, holdout_log: Any, params: list[dict], schedule: dict, objective: dict,
+                holdout: dict) -> tuple[list[dict], dict[str, np.ndarray], dict[str, np.ndarray], dict[str, tuple[int, int]]]:
+    """Replay and score a chunk of parameter sets sharing multi-valued predicates (one task).
+
+    Returns the table rows, the per-subject context sums per part (stacked over the chunk), the
+    subjects of each part, and (points scored, points before sampling) per part."""
+    P = _resolve(log)
+    H = None if holdout_log is None else _resolve(holdout_log)
+    sched = Schedule(**schedule)
+    ho = Holdout(**{k: v for k, v in holdout.items() if k != "log"}, log=holdout_log) if holdout["mode"] == "log" \
+        else Holdout(**{k: v for k, v in holdout.items() if k != "log"})
+    ps = [MemoryParams.from_dict(d) for d in params]
+    rows: list[dict] = [{} for _ in ps]
+    sums: dict[str, list[np.ndarray]] = {}
+    subjects: dict[str, np.ndarray] = {}
+    points: dict[str, tuple[int, int]] = {}
+    plan, _ = plan_parts(P, H, sched, ho)
+    for prep, cp_ranges, time_ranges in plan:
+        cps = sched.checkpoints(prep.start, prep.end)
         beliefs = kernel_beliefs(prep, ps, sched.consolidations(prep.start, prep.end),
                                  encode_events(prep, ps[0].multi_valued_predicates))
-        ev = prep.evaluator(cp)
+        ev = prep.evaluator(cps)
+        ctx = _context_evaluator(prep, objective, time_ranges, ho.seed)
+        for part in time_ranges:
+            subjects[part] = ctx.subjects
+            sums.setdefault(part, [])
+            points[part] = (ctx.scored_points(part), ctx.sampled_from)
         for row, p, bel in zip(rows, ps, beliefs):
-            for label, res in ev.score_parts(bel, p.retrieval_threshold, ranges).items():
+            for label, res in ev.score_parts(bel, p.retrieval_threshold, cp_ranges).items():
                 s = res.summary
                 row.update({f"{label}.{m}": s[m] for m in SUMMARY_METRICS})
                 row.update({f"{label}.{k}": v for k, v in s.items() if k.startswith("log_loss.")})
-    return rows
+            scores = ctx.score(bel, p)
+            for pi, part in enumerate(scores.parts):
+                sums[part].append(scores.sums[pi])
+                for k in scores.budgets:
+                    summ = scores.summary(part, k)
+                    row.update({f"{part}.{m}@{k}": summ[m] for m in CONTEXT_METRICS})
+    return rows, {part: np.stack(v) for part, v in sums.items()}, subjects, points
 
 
 # -- driver side -------------------------------------------------------------------------------------
@@ -129,93 +224,103 @@ def _log_ref(log: Any) -> Any:
     return log if isinstance(log, PreparedLog) else prepare(log)
 
 
-def sweep(log: Any, space: Mapping[str, Any] | Sequence[MemoryParams], *, base: MemoryParams | None = None,
-          schedule: Schedule | None = None, split: float | int | None = 2 / 3, holdout: Any = None,
-          search: str = "grid", n: int = 64, seed: int = 0, objective: str = "log_loss",
-          include_defaults: bool = True, executor: Executor | None = None, workers: int | None = None,
-          chunk_size: int = 16, progress: bool = True) -> SweepResult:
-    """Replay ``log`` with every parameter set of ``space`` and score each on a tuning part and a
-    held-out part.
+def baseline_rows(base: MemoryParams, swept: Sequence[str] = ()) -> list[MemoryParams]:
+    """The baseline — ``base`` with every swept parameter at the seed's value, so that it differs from
+    the other rows only in what was searched — and, when different, the pure seed defaults."""
+    defaults = MemoryParams()
+    baseline = assign(base, {name: defaults.get(ALIASES.get(name, (name,))[0]) for name in swept})
+    return [baseline] + ([defaults] if defaults != baseline else [])
 
-    ``space``: flat parameter name → list of values (grid; with ``search="random"``, lists and
-    :class:`Range` are sampled ``n`` times with ``seed``), or an explicit list of MemoryParams.
-    ``base``: the parameters not swept (default: the seed's, with the dataset's multi-valued
-    predicates). ``split``: fraction of the log's span (or a Unix time) where the held-out part
-    starts; ignored when ``holdout`` (another log) is given. The seed's defaults are always row 0
-    (``baseline`` = True) unless ``include_defaults=False``. ``executor``: any
-    ``concurrent.futures.Executor`` (default: a process pool of ``workers``; ``workers=0`` runs
-    in this process).
+
+def sweep(log: Any, space: Mapping[str, Any] | Sequence[MemoryParams], *, base: MemoryParams | None = None,
+          schedule: Schedule | None = None, objective: Objective | None = None, holdout: Holdout | None = None,
+          search: Search | None = None, compute: Compute | None = None, include_baseline: bool = True) -> SweepResult:
+    """Replay ``log`` with every parameter set of ``space`` and score each (see the module docstring).
+
+    ``space``: flat parameter name → list of values or :class:`~factmem.tuning.space.Range` (drawn as
+    ``search`` says: a grid by default here, random with ``Search(method="random")``), or an explicit
+    list of MemoryParams. ``base``: the parameters not swept (default: the seed's, with the dataset's
+    multi-valued predicates). The baseline rows come first unless ``include_baseline=False``.
     """
-    if objective not in OBJECTIVES:
-        raise InputError(f"unknown objective {objective!r}; objectives: {', '.join(OBJECTIVES)}")
-    if search not in ("grid", "random"):
-        raise InputError(f"search must be 'grid' or 'random', got {search!r}")
-    if chunk_size < 1:
-        raise InputError(f"chunk_size must be >= 1, got {chunk_size!r}")
     schedule = schedule or Schedule()
+    objective = objective or Objective()
+    holdout = holdout or Holdout()
+    compute = compute or Compute()
+    search = search or Search(method="grid")
     P = log if isinstance(log, PreparedLog) else prepare(log)
-    H = None if holdout is None else (holdout if isinstance(holdout, PreparedLog) else prepare(holdout))
+    H = None
+    if holdout.mode == "log":
+        H = holdout.log if isinstance(holdout.log, PreparedLog) else prepare(holdout.log)
     base = base or MemoryParams(multi_valued_predicates=P.dataset.multi_valued_predicates)
     if isinstance(space, Mapping):
-        points = grid_points(space, base) if search == "grid" else random_points(space, base, n, seed)
+        points = grid_points(space, base) if search.method == "grid" else \
+            random_points(space, base, search.n, search.seed)
     else:
         points = list(space)
         if not all(isinstance(p, MemoryParams) for p in points):
             raise InputError("an explicit sweep space must be a list of MemoryParams")
-    defaults = MemoryParams()
-    if include_defaults:
-        points = [defaults] + [p for p in points if p != defaults]
-    split_at = None
-    if H is None and split is not None:
-        split_at = int(split) if split > 1 else int(P.start + split * (P.end - P.start))
-        if not P.start < split_at < P.end:
-            raise InputError(f"split at {split_at} is outside the log ({P.start}..{P.end})")
+    if include_baseline:
+        first = baseline_rows(base, list(space) if isinstance(space, Mapping) else [])
+        points = first + [p for p in points if p not in first]
+    _, split_at = plan_parts(P, H, schedule, holdout)
 
     # chunks of parameter sets sharing multi-valued predicates (the kernel's keys depend on them)
     order = sorted(range(len(points)), key=lambda i: (sorted(points[i].multi_valued_predicates), i))
     chunks: list[list[int]] = []
     for i in order:
-        if chunks and len(chunks[-1]) < chunk_size and \
+        if chunks and len(chunks[-1]) < compute.chunk_size and \
                 points[chunks[-1][0]].multi_valued_predicates == points[i].multi_valued_predicates:
             chunks[-1].append(i)
         else:
             chunks.append([i])
     log_ref, hold_ref = _log_ref(P), (None if H is None else _log_ref(H))
-    sched = schedule.to_dict()
-    rows: list[dict] = []
-    bar = tqdm(total=len(points), desc="sweep", unit="params", disable=not progress)
-    own = None
-    if executor is None and (workers is None or workers > 0) and len(chunks) > 1:
-        own = executor = ProcessPoolExecutor(max_workers=workers or min(len(chunks), os.cpu_count() or 1))
+    args = (schedule.to_dict(), objective.to_dict(), {**holdout.to_dict(), "log": None})
+    rows: list[dict] = [{} for _ in points]
+    sums: dict[str, np.ndarray] = {}
+    subjects: dict[str, np.ndarray] = {}
+    npoints: dict[str, tuple[int, int]] = {}
+
+    def take(c: list[int], result) -> None:
+        r, s, subj, pts = result
+        for j, i in enumerate(c):
+            rows[i] = r[j]
+        for part, arr in s.items():
+            if part not in sums:
+                sums[part] = np.zeros((len(points),) + arr.shape[1:])
+            sums[part][c] = arr
+        subjects.update(subj)
+        npoints.update(pts)
+
+    bar = tqdm(total=len(points), desc="sweep", unit="params", disable=not compute.progress)
+    executor, own = compute.executor, None
+    if executor is None and (compute.workers is None or compute.workers > 0) and len(chunks) > 1:
+        own = executor = ProcessPoolExecutor(max_workers=compute.workers or min(len(chunks), os.cpu_count() or 1))
     try:
         if executor is None:
             for c in chunks:
-                for r in score_chunk(log_ref, hold_ref, [points[i].to_dict() for i in c], sched, split_at, 0):
-                    r["index"] = c[r["index"]]
-                    rows.append(r)
+                take(c, score_chunk(log_ref, hold_ref, [points[i].to_dict() for i in c], *args))
                 bar.update(len(c))
         else:
-            futs = {executor.submit(score_chunk, log_ref, hold_ref, [points[i].to_dict() for i in c], sched,
-                                    split_at, 0): c for c in chunks}
+            futs = {executor.submit(score_chunk, log_ref, hold_ref, [points[i].to_dict() for i in c], *args): c
+                    for c in chunks}
             for f in as_completed(futs):
-                c = futs[f]
-                for r in f.result():
-                    r["index"] = c[r["index"]]
-                    rows.append(r)
-                bar.update(len(c))
+                take(futs[f], f.result())
+                bar.update(len(futs[f]))
     finally:
         bar.close()
         if own is not None:
             own.shutdown()
 
-    metrics = pd.DataFrame(rows).set_index("index").sort_index()
     flat = pd.DataFrame([p.to_flat() for p in points])
     flat["multi_valued_predicates"] = [",".join(sorted(p.multi_valued_predicates)) for p in points]
-    table = pd.concat([flat, metrics.reset_index(drop=True)], axis=1)
-    table.insert(0, "baseline", [include_defaults and i == 0 for i in range(len(points))])
+    table = pd.concat([flat, pd.DataFrame(rows)], axis=1)
+    table.insert(0, "seed_defaults", [p == MemoryParams() for p in points])
+    table.insert(0, "baseline", [include_baseline and i == 0 for i in range(len(points))])
     table.insert(0, "run_id", [run_id(P.sha256, p, schedule) for p in points])
-    return SweepResult(table=table, params=points, schedule=schedule, dataset_sha256=P.sha256,
-                       holdout_sha256=None if H is None else H.sha256, split_at=split_at, objective=objective)
+    return SweepResult(table=table, params=points, schedule=schedule, objective=objective, holdout=holdout,
+                       dataset_sha256=P.sha256, holdout_sha256=None if H is None else H.sha256, split_at=split_at,
+                       context=sums, subjects=subjects, points={k: v[0] for k, v in npoints.items()},
+                       sampled_from={k: v[1] for k, v in npoints.items()})
 
 
 def dask_executor(address: str) -> Executor:

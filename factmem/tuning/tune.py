@@ -1,14 +1,40 @@
-"""``factmem tune``: sweep, pick by the tuning part, judge on held-out data, write a report.
+"""``factmem tune``: which decay rates, thresholds and gain put the facts an agent will need into a
+context of ``k`` facts, keep stale ones out — and how sure we are.
 
-The recommendation is the parameter set with the best objective on the tuning part (checkpoints
-before the split, or the whole tuning log). It is *promoted* only if it also beats the seed's
-defaults on the held-out part — and, when ``current`` production parameters are given, those too —
-by the objective; otherwise the defaults (or the current parameters) stay and the report says so.
+The job, on one log (default: the bundled ``small``):
+
+1. **Base and baseline.** The base is the seed's numbers with the log's multi-valued predicates
+   (declared by its scenario, else measured). The **baseline** — what a recommendation must beat — is
+   that same base: it differs from every candidate only in what was searched. The pure seed defaults
+   (no registry) are reported beside it.
+2. **Search** (:class:`~factmem.tuning.settings.Search`): by default ``n`` random draws over the
+   :data:`~factmem.tuning.settings.DEFAULT_SPACE` (decay rate and initial confidence per kind, gain,
+   the tied archive/retrieval threshold), then ``refine`` draws around the best points of every
+   selection set (the whole tuning data and each fold's, so refinement leaks nothing across folds).
+   ``start=`` (e.g. fitted parameters) joins the candidates and the refinement centres.
+3. **Choice**, per budget ``k`` of the :class:`~factmem.tuning.settings.Objective` (utility@k by
+   default): the best candidate on the tuning data.
+4. **Held-out judgement** (:class:`~factmem.tuning.settings.Holdout`): with ``subjects`` (default),
+   k-fold over subjects — each subject is scored by the choice made on the other folds, so every
+   subject's held-out number comes from a choice made without it; with ``time`` the choice made
+   before the split is scored after it; with ``log`` it is scored on another dataset.
+5. **Uncertainty.** The held-out difference recommended − baseline (pooled over points, per subject
+   sums) with a 95% percentile interval from ``bootstrap`` resamples of held-out subjects (seeded).
+   The recommendation is **promoted** only if the interval excludes 0 in the better direction — and,
+   with ``current`` production parameters, only if it also beats those by the same rule. Selection
+   stability: the share of bootstrap resamples of the tuning data in which the recommendation is
+   within the noise of the best (in the top 5% of candidates by the objective).
+6. **Notes** when the recommendation sits at the edge of the searched range, or at a domain bound
+   (gain 1: every re-mention jumps to the cap; decay 0: never forgets; threshold 0: never archives).
+
+:func:`tune` returns a :class:`TuneResult` and (``write=True``) writes a run folder: ``report.md``
+(the decision first, in the user's terms), ``params.toml`` (the parameters to keep at the first
+budget; ``params-k<K>.toml`` for each budget), figures, tables and a manifest
+(:mod:`factmem.tuning.report`).
 """
 
 from __future__ import annotations
 
-import datetime as _dt
 import math
 import os
 import time
@@ -24,41 +50,109 @@ from factmem.core.params import MemoryParams
 from factmem.data.logs import bundled_dataset
 from factmem.errors import InputError
 from factmem.evaluation.cardinality import measure_cardinality, suggest_multi_valued
-from factmem.evaluation.simulate import PreparedLog, Schedule, prepare, simulate
-from factmem.tuning.runs import default_run_dir, manifest, write_run
-from factmem.tuning.sweep import OBJECTIVES, SweepResult, sweep
+from factmem.evaluation.context import FIELDS
+from factmem.evaluation.simulate import PreparedLog, Schedule, prepare
+from factmem.tuning.report import write_tune_run
+from factmem.tuning.settings import CONTEXT_OBJECTIVES, Compute, Holdout, Objective, Search
+from factmem.tuning.space import ALIASES, Range, coordinate, grid_points, random_points, refine_points
+from factmem.tuning.sweep import SweepResult, baseline_rows, sweep
 
-__all__ = ["DEFAULT_SPACE", "REPORT_METRICS", "TuneResult", "base_params", "tune", "decide"]
+__all__ = ["Comparison", "Recommendation", "TuneResult", "base_params", "tune", "decide", "subject_folds",
+           "edge_notes", "bootstrap_difference", "selection_stability", "TOP_SHARE"]
 
-#: the default grid: the decay rate of each observed kind and the reinforcement gain
-DEFAULT_SPACE: dict[str, list] = {
-    "decay_rate.explicit": [0.001, 0.003, 0.01, 0.05],
-    "decay_rate.user_preference": [0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.04],
-    "decay_rate.episodic": [0.15, 0.3, 0.6],
-    "reinforce_gain": [0.15, 0.3, 0.5, 0.75, 1.0],
-}
+#: "within the noise of the best": in this top share of candidates by the objective
+TOP_SHARE = 0.05
+_LEVEL = 0.95
 
-REPORT_METRICS = [("log_loss", "log loss", True), ("brier", "Brier score", True), ("auc", "AUC", False),
-                  ("rmse_bins", "RMSE(bins)", True), ("precision", "precision", False),
-                  ("recall", "recall", False), ("believed", "believed-set size", True),
-                  ("stale", "stale beliefs", True), ("lost", "lost facts", True)]
+
+@dataclass
+class Comparison:
+    """A held-out difference ``a − b`` of the objective, pooled over points, with its bootstrap
+    interval over subjects (``low``, ``high``; NaN when no resample was drawn)."""
+
+    a: float
+    b: float
+    difference: float
+    low: float
+    high: float
+    subjects: int
+    points: int
+
+    def excludes_zero(self, lower_is_better: bool) -> bool:
+        """Whether the interval lies entirely on the better side of 0."""
+        if not math.isfinite(self.low) or not math.isfinite(self.high):
+            return False
+        return self.high < 0 if lower_is_better else self.low > 0
+
+    def to_dict(self) -> dict[str, float]:
+        return {"a": self.a, "b": self.b, "difference": self.difference, "low": self.low, "high": self.high,
+                "subjects": self.subjects, "points": self.points}
+
+
+@dataclass
+class Recommendation:
+    """The outcome at one budget ``k``."""
+
+    budget: int
+    params: MemoryParams
+    index: int
+    promoted: bool
+    keep: str  # "recommended", "baseline" or "current"
+    decision: str
+    versus_baseline: Comparison
+    versus_defaults: Comparison | None
+    versus_current: Comparison | None
+    stability: float
+    fold_choices: list[int]
+    heldout: pd.DataFrame  # metric × (recommended, baseline, seed defaults[, current]) on held-out data
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def chosen(self) -> MemoryParams:
+        return self.params if self.keep == "recommended" else self._kept
+
+    _kept: MemoryParams = field(default_factory=MemoryParams, repr=False)
 
 
 @dataclass
 class TuneResult:
+    """What ``tune`` found: one :class:`Recommendation` per budget (``recommendations[k]``)."""
+
     sweep: SweepResult
-    recommended: MemoryParams
-    best_index: int
-    promoted: bool
-    decision: str
-    chosen: MemoryParams
+    recommendations: dict[int, Recommendation]
+    search: Search
+    compute: Compute
+    baseline: MemoryParams
+    current: MemoryParams | None
+    start: MemoryParams | None
     out: Path | None
     seconds: float
-    heldout: pd.DataFrame = field(default_factory=pd.DataFrame)
     notes: list[str] = field(default_factory=list)
 
-    def summary_table(self) -> pd.DataFrame:
-        return self.heldout
+    @property
+    def primary(self) -> Recommendation:
+        """The recommendation at the first budget (the one ``params.toml`` holds)."""
+        return self.recommendations[self.sweep.objective.budgets[0]]
+
+    @property
+    def recommended(self) -> MemoryParams:
+        return self.primary.params
+
+    @property
+    def chosen(self) -> MemoryParams:
+        return self.primary.chosen
+
+    @property
+    def promoted(self) -> bool:
+        return self.primary.promoted
+
+    @property
+    def decision(self) -> str:
+        return self.primary.decision
+
+    @property
+    def heldout(self) -> pd.DataFrame:
+        return self.primary.heldout
 
 
 def base_params(P: PreparedLog) -> MemoryParams:
@@ -70,294 +164,289 @@ def base_params(P: PreparedLog) -> MemoryParams:
     return MemoryParams(multi_valued_predicates=mvp)
 
 
-def tune(log: Any = None, *, out: str | os.PathLike | None = None, space: Mapping[str, Any] | None = None,
-         schedule: Schedule | None = None, split: float | None = 2 / 3, holdout: Any = None,
-         objective: str = "log_loss", current: MemoryParams | None = None, search: str = "grid", n: int = 64,
-         seed: int = 0, executor=None, workers: int | None = None, progress: bool = True,
-         write: bool = True) -> TuneResult:
-    """Tune the memory's parameters on ``log`` (default: the bundled ``small`` dataset).
+def subject_folds(n_subjects: int, folds: int, seed: int) -> np.ndarray:
+    """Fold of each subject (subjects in sorted order); see :meth:`Holdout.subject_folds`."""
+    return Holdout(folds=folds, seed=seed).subject_folds(n_subjects)
 
-    Writes ``out`` (default ``runs/<timestamp>/``): sweep results (Parquet and DuckDB), manifest,
-    figures (PNG), ``report.md`` and ``params.toml`` — the promoted parameters, ready for
-    ``factmem export``.
-    """
-    if objective not in OBJECTIVES:
-        raise InputError(f"unknown objective {objective!r}; objectives: {', '.join(OBJECTIVES)}")
+
+def _ratio(rows: np.ndarray, field_name: str) -> float:
+    num = rows[..., FIELDS.index(field_name)].sum()
+    den = rows[..., FIELDS.index("precise" if field_name == "precision" else "points")].sum()
+    return float(num / den) if den > 0 else float("nan")
+
+
+def bootstrap_difference(a: np.ndarray, b: np.ndarray, metric: str, *, resamples: int, seed: int) -> Comparison:
+    """Pooled ``metric`` of per-subject sums ``a`` minus ``b`` (subject × FIELDS), with a percentile
+    interval from ``resamples`` resamples of subjects (seeded)."""
+    n = len(a)
+    i_num, i_den = FIELDS.index(metric), FIELDS.index("precise" if metric == "precision" else "points")
+    va, vb = _ratio(a, metric), _ratio(b, metric)
+    low = high = float("nan")
+    if resamples and n:
+        rng = np.random.default_rng(seed)
+        idx = rng.integers(0, n, size=(resamples, n))
+        with np.errstate(invalid="ignore", divide="ignore"):
+            da = a[idx, i_num].sum(axis=1) / a[idx, i_den].sum(axis=1)
+            db = b[idx, i_num].sum(axis=1) / b[idx, i_den].sum(axis=1)
+        d = (da - db)[np.isfinite(da - db)]
+        if d.size:
+            low, high = (float(x) for x in np.quantile(d, [(1 - _LEVEL) / 2, 1 - (1 - _LEVEL) / 2]))
+    return Comparison(va, vb, va - vb, low, high, n, int(a[:, FIELDS.index("points")].sum()))
+
+
+def selection_stability(res: SweepResult, part: str, budget: int, index: int, *, resamples: int, seed: int,
+                        subjects: np.ndarray | None = None) -> float:
+    """Share of bootstrap resamples of the tuning subjects in which candidate ``index`` ranks in the
+    top :data:`TOP_SHARE` of candidates by the objective."""
+    if not resamples:
+        return float("nan")
+    rows = np.arange(len(res.subjects[part])) if subjects is None else np.flatnonzero(subjects)
+    rng = np.random.default_rng(seed)
+    top = max(1, math.ceil(TOP_SHARE * len(res.params)))
+    hits = 0
+    obj = res.objective
+    for _ in range(resamples):  # one resample at a time: each is a vectorized pass over candidates
+        v = res.objective_values(part, budget, rows[rng.integers(0, len(rows), len(rows))])
+        v = np.where(np.isnan(v), np.inf if obj.lower_is_better else -np.inf, v)
+        better = (v < v[index]) if obj.lower_is_better else (v > v[index])
+        hits += int(better.sum() < top)
+    return hits / resamples
+
+
+def edge_notes(space: Mapping[str, Any], rec: MemoryParams, method: str) -> list[str]:
+    """Notes when the recommendation sits at the edge of the searched range (the optimum may lie
+    beyond) or at a bound of the parameter's domain (said in the user's terms)."""
+    notes: list[str] = []
+    coords = coordinate(space, rec)
+    for name, values in space.items():
+        target = ALIASES.get(name, (name,))[0]
+        v = rec.get(target)
+        meaning = _domain_meaning(name, v, rec)
+        if meaning:
+            notes.append(f"`{name}` = {v:g}: {meaning}")
+            continue
+        if isinstance(values, Range):
+            pos = coords[name]
+            if pos <= 0.03 or pos >= 0.97:
+                side = "lower" if pos <= 0.03 else "upper"
+                notes.append(f"`{name}` = {v:.4g} is at the {side} edge of the searched range "
+                             f"({values.low:g}…{values.high:g}); the optimum may lie beyond: widen the range.")
+        elif method == "grid":
+            nums = [x for x in values if isinstance(x, (int, float)) and not isinstance(x, bool)]
+            if len(nums) >= 2 and v in (min(nums), max(nums)):
+                side = "lower" if v == min(nums) else "upper"
+                notes.append(f"`{name}` = {v:g} is at the {side} edge of the searched values "
+                             f"({min(nums):g}…{max(nums):g}); the optimum may lie beyond: widen the range.")
+    return notes
+
+
+def _domain_meaning(name: str, value: float, params: MemoryParams) -> str | None:
+    head = name.split(".")[0]
+    if head == "reinforce_gain" and value >= 0.98:
+        return ("at or next to the domain bound 1.0, where every re-mention jumps to the cap "
+                "(no gradual reinforcement).")
+    if head == "decay_rate" and value <= 1e-6:
+        return "at the domain bound 0: facts of this kind never decay, so they leave the memory only by contradiction."
+    if head in ("archive_threshold", "threshold") and value <= 1e-6:
+        return "at the domain bound 0: nothing is ever archived by decay; the memory only grows."
+    if head == "initial_confidence" and value >= params.confidence_cap - 1e-3:
+        return f"at the confidence cap ({params.confidence_cap:g}): a first mention is already fully believed."
+    return None
+
+
+def decide(versus_baseline: Comparison, lower_is_better: bool, versus_current: Comparison | None = None, *,
+           same_as_baseline: bool = False, objective: str = "utility@k") -> tuple[str, str]:
+    """The promotion rule: keep the recommendation only if its held-out interval against the baseline
+    (and against the current production parameters, when given) excludes 0 in the better direction.
+    Returns (``recommended`` | ``baseline`` | ``current``, a sentence saying why)."""
+    vb = versus_baseline
+
+    def interval(c: Comparison) -> str:
+        return f"{c.difference:+.4g}, 95% interval [{c.low:+.4g}, {c.high:+.4g}]"
+
+    if same_as_baseline:
+        return "baseline", "Not promoted: the baseline itself is the best candidate on the tuning data; it stays."
+    if not vb.excludes_zero(lower_is_better):
+        keep = "current" if versus_current is not None else "baseline"
+        return keep, (f"Not promoted: held-out {objective} {vb.a:.4g} against {vb.b:.4g} for the baseline "
+                      f"({interval(vb)}): the interval does not exclude 0, so the difference may be noise; "
+                      f"the {'current parameters' if keep == 'current' else 'baseline'} stay.")
+    if versus_current is not None and not versus_current.excludes_zero(lower_is_better):
+        return "current", (f"Not promoted: better than the baseline ({interval(vb)}) but not clearly better than "
+                           f"the current parameters ({interval(versus_current)}); the current parameters stay.")
+    extra = "" if versus_current is None else f"; against the current parameters {interval(versus_current)}"
+    return "recommended", (f"Promoted: held-out {objective} {vb.a:.4g} against {vb.b:.4g} for the baseline "
+                           f"({interval(vb)}{extra}).")
+
+
+def _search_points(search: Search, base: MemoryParams) -> list[MemoryParams]:
+    space = search.resolved_space
+    if search.method == "grid":
+        return grid_points(space, base)
+    return random_points(space, base, search.n, search.seed)
+
+
+def tune(log: Any = None, *, out: str | os.PathLike | None = None, search: Search | None = None,
+         objective: Objective | None = None, holdout: Holdout | None = None, compute: Compute | None = None,
+         schedule: Schedule | None = None, current: MemoryParams | None = None, start: MemoryParams | None = None,
+         write: bool = True, force: bool = False) -> TuneResult:
+    """Tune the memory's parameters on ``log`` (default: the bundled ``small`` dataset); see the
+    module docstring. ``current``: production's parameters, which a recommendation must also beat.
+    ``start``: a candidate to centre the search on (e.g. :func:`factmem.fit`'s parameters)."""
     t0 = time.perf_counter()
-    P = prepare(log if log is not None else bundled_dataset())
-    H = None if holdout is None else prepare(holdout)
+    search = search or Search()
+    objective = objective or Objective()
+    holdout = holdout or Holdout()
+    compute = compute or Compute()
     schedule = schedule or Schedule()
+    if not objective.per_budget and holdout.mode == "subjects":
+        raise InputError(f"objective {objective.name!r} is scored over the whole memory, not per subject, so it "
+                         "cannot be held out by subject; use a context objective (utility, recall_at_k, "
+                         "precision_at_k, stale_at_k) or hold out by time or another log")
+    P = prepare(log if log is not None else bundled_dataset())
+    if holdout.mode == "log" and not isinstance(holdout.log, PreparedLog):
+        holdout = Holdout(**{**holdout.__dict__, "log": prepare(holdout.log)})
     base = base_params(P)
-    res = sweep(P, space or DEFAULT_SPACE, base=base, schedule=schedule, split=split, holdout=H, search=search,
-                n=n, seed=seed, objective=objective, executor=executor, workers=workers, progress=progress)
-    extra = pd.DataFrame()
-    if current is not None:
-        extra = sweep(P, [current], schedule=schedule, split=split, holdout=H, objective=objective,
-                      include_defaults=False, workers=0, progress=False).table
-    tab = res.table
-    best = res.best(objective, on="train")
-    rec = res.params[best]
-    col = f"test.{objective}"
-    cur_v = float(extra[col].iloc[0]) if current is not None else None
-    keep, decision = decide(objective, float(tab.loc[best, col]), float(tab.loc[0, col]), cur_v,
-                            best_is_default=best == 0)
-    promoted = keep == "recommended"
-    chosen = {"recommended": rec, "current": current, "defaults": MemoryParams()}[keep]
-    assert chosen is not None  # decide() keeps "current" only when current parameters were given
-    base_row = next((i for i, p in enumerate(res.params) if p == base and i != 0), None)
-    heldout = _heldout_table(tab, best, extra if current is not None else None, base_row)
-    result = TuneResult(res, rec, best, promoted, decision, chosen, None, time.perf_counter() - t0, heldout,
-                        _edge_notes(space or DEFAULT_SPACE, rec, search))
+    extra = [p for p in (start, current) if p is not None]
+    candidates = _search_points(search, base) + extra
+    res = sweep(P, candidates, base=base, schedule=schedule, objective=objective, holdout=holdout, compute=compute)
+    tuning_part = "all" if holdout.mode == "subjects" else "train"
+    eval_part = "all" if holdout.mode == "subjects" else "test"
+    n_subj = len(res.subjects[tuning_part])
+    folds = subject_folds(n_subj, holdout.folds, holdout.seed) if holdout.mode == "subjects" else None
+
+    # refinement: around the best candidates of every selection set (all tuning data, and each fold's)
+    if search.method == "random" and search.refine:
+        centres: list[MemoryParams] = [] if start is None else [start]
+        for k in objective.budgets:
+            selections = [None] + ([folds != f for f in range(holdout.folds)] if folds is not None else [])
+            for sel in selections:
+                v = res.objective_values(tuning_part, k if objective.per_budget else None, sel)
+                v = np.where(np.isnan(v), np.inf if objective.lower_is_better else -np.inf, v)
+                order = np.argsort(v if objective.lower_is_better else -v, kind="stable")
+                centres += [res.params[i] for i in order[:3] if res.params[i] not in centres]
+        more = refine_points(search.resolved_space, centres, search.refine, search.seed + 1)
+        more = [p for p in more if p not in set(res.params)]
+        if more:
+            res = _concat(res, sweep(P, more, base=base, schedule=schedule, objective=objective, holdout=holdout,
+                                     compute=compute, include_baseline=False))
+
+    baseline = baseline_rows(base)[0]
+    i_base = 0
+    i_def = next(i for i, p in enumerate(res.params) if p == MemoryParams())
+    i_cur = None if current is None else res.params.index(current)
+    recs: dict[int, Recommendation] = {}
+    for k in objective.budgets:
+        recs[k] = _recommend(res, k, tuning_part, eval_part, folds, i_base, i_def, i_cur, current, search, holdout)
+    result = TuneResult(res, recs, search, compute, baseline, current, start, None, time.perf_counter() - t0)
     if write:
-        result.out = _write(result, P, H, schedule, out, split, objective, seed, space or DEFAULT_SPACE, search, n,
-                            current)
+        result.out = write_tune_run(result, P, out=out, force=force)
     result.seconds = time.perf_counter() - t0
     return result
 
 
-def decide(objective: str, recommended: float, defaults: float, current: float | None = None, *,
-           best_is_default: bool = False) -> tuple[str, str]:
-    """The promotion rule: the recommendation must beat the seed defaults on held-out data by the
-    objective — and be no worse than the current production parameters when given. Returns which
-    parameters to keep (``recommended``, ``current`` or ``defaults``) and a sentence saying why."""
-    lower = OBJECTIVES[objective]
-    name = _metric_name(objective)
-    beats = lambda a, b: a < b if lower else a > b
-    no_worse = lambda a, b: a <= b if lower else a >= b
-    cur = "" if current is None else f" and {current:.4g} for the current ones"
-    if best_is_default:
-        return "defaults", "Not promoted: the seed defaults are the best parameter set on the tuning part; they stay."
-    if beats(recommended, defaults) and (current is None or no_worse(recommended, current)):
-        return "recommended", (f"Promoted: on held-out data the recommended parameters reach {name} {recommended:.4g} against "
-                      f"{defaults:.4g} for the seed defaults{cur} ({_rel(recommended, defaults)}).")
-    if current is not None and beats(recommended, defaults):
-        return "current", (f"Not promoted: on held-out data the recommended parameters reach {name} {recommended:.4g}, "
-                       f"better than the seed defaults ({defaults:.4g}) but worse than the current parameters "
-                       f"({current:.4g}); the current parameters stay.")
-    keep = "current" if current is not None and no_worse(current, defaults) else "defaults"
-    who = "the current parameters stay" if keep == "current" else "the seed defaults stay"
-    return keep, (f"Not promoted: on held-out data the recommended parameters reach {name} {recommended:.4g} against "
-                  f"{defaults:.4g} for the seed defaults{cur}; they do not beat the defaults, so {who}.")
+def _concat(a: SweepResult, b: SweepResult) -> SweepResult:
+    table = pd.concat([a.table, b.table], ignore_index=True)
+    ctx = {part: np.concatenate([a.context[part], b.context[part]]) for part in a.context}
+    return SweepResult(table=table, params=a.params + b.params, schedule=a.schedule, objective=a.objective,
+                       holdout=a.holdout, dataset_sha256=a.dataset_sha256, holdout_sha256=a.holdout_sha256,
+                       split_at=a.split_at, context=ctx, subjects=a.subjects, points=a.points,
+                       sampled_from=a.sampled_from)
 
 
-def _metric_name(m: str) -> str:
-    return dict((k, v) for k, v, _ in REPORT_METRICS).get(m, m)
+def _recommend(res: SweepResult, k: int, tuning_part: str, eval_part: str, folds: np.ndarray | None, i_base: int,
+               i_def: int, i_cur: int | None, current: MemoryParams | None, search: Search, holdout: Holdout
+               ) -> Recommendation:
+    obj = res.objective
+    kk = k if obj.per_budget else None
+    best = res.best(tuning_part, kk)
+    b = obj.budgets.index(k)
+    metric = CONTEXT_OBJECTIVES.get(obj.name, "utility")
+    if obj.per_budget:
+        ctx = res.context[eval_part][:, :, b, :]  # candidate × subject × field
+        if folds is not None:
+            fold_choices = [res.best(tuning_part, k, folds != f) for f in range(holdout.folds)]
+            chosen_rows = np.asarray(fold_choices)[folds]  # each subject scored by its fold's choice
+            rec_rows = ctx[chosen_rows, np.arange(ctx.shape[1]), :]
+        else:
+            fold_choices = []
+            rec_rows = ctx[best]
+        seed = holdout.seed + 1000 * k
+        vs_base = bootstrap_difference(rec_rows, ctx[i_base], metric, resamples=holdout.bootstrap, seed=seed)
+        vs_def = bootstrap_difference(rec_rows, ctx[i_def], metric, resamples=holdout.bootstrap, seed=seed)
+        vs_cur = None if i_cur is None else bootstrap_difference(rec_rows, ctx[i_cur], metric,
+                                                                 resamples=holdout.bootstrap, seed=seed)
+        stability = selection_stability(res, tuning_part, k, best, resamples=holdout.bootstrap, seed=seed + 1)
+        columns = {"recommended": rec_rows, "baseline": ctx[i_base], "seed defaults": ctx[i_def]}
+        if i_cur is not None:
+            columns["current"] = ctx[i_cur]
+        heldout = _heldout_table(columns, res, eval_part, best, i_base, i_def, i_cur, k)
+    else:
+        fold_choices = []
+        col = f"{eval_part}.{obj.name}"
+        v = res.table[col].to_numpy(np.float64)
+        nan = float("nan")
+        vs_base = Comparison(v[best], v[i_base], v[best] - v[i_base], nan, nan, 0, 0)
+        vs_def = Comparison(v[best], v[i_def], v[best] - v[i_def], nan, nan, 0, 0)
+        vs_cur = None if i_cur is None else Comparison(v[best], v[i_cur], v[best] - v[i_cur], nan, nan, 0, 0)
+        stability = float("nan")
+        heldout = _heldout_table({}, res, eval_part, best, i_base, i_def, i_cur, k)
+    label = f"{metric}@{k}" if obj.per_budget else obj.name
+    keep, decision = decide(vs_base, obj.lower_is_better, vs_cur, same_as_baseline=best == i_base, objective=label)
+    if not obj.per_budget:
+        keep, decision = "baseline", (f"Not promoted: objective {obj.name} has no per-subject sums, so no interval; "
+                                      f"held-out {obj.name} {vs_base.a:.4g} against {vs_base.b:.4g} for the baseline. "
+                                      "Use a context objective to get an interval and a promotion decision.")
+    rec = Recommendation(budget=k, params=res.params[best], index=best, promoted=keep == "recommended", keep=keep,
+                         decision=decision, versus_baseline=vs_base, versus_defaults=vs_def, versus_current=vs_cur,
+                         stability=stability, fold_choices=fold_choices, heldout=heldout,
+                         notes=edge_notes(search.resolved_space, res.params[best], search.method))
+    rec._kept = {"recommended": res.params[best], "baseline": res.params[i_base],
+                 "current": current if current is not None else res.params[i_base]}[keep]
+    return rec
 
 
-def _rel(a: float, b: float) -> str:
-    if b == 0 or not math.isfinite(a) or not math.isfinite(b):
-        return "n/a"
-    return f"{(a - b) / abs(b) * 100:+.1f}%"
+_HELDOUT_ROWS = [  # (label, context field, higher is better)
+    ("utility@k", "utility", True), ("recall@k (needed facts in the context)", "recall", True),
+    ("precision@k", "precision", True), ("stale facts in the context", "stale", False),
+    ("false facts in the context", "false", False), ("context size", "context", None),
+    ("needed facts per point", "needed", None), ("log loss of context facts", "log_loss", False),
+]
+_CHECKPOINT_ROWS = [("precision (believed set)", "precision", True), ("recall (believed set)", "recall", True),
+                    ("believed-set size", "believed", None), ("stale beliefs", "stale", False),
+                    ("lost facts", "lost", False), ("log loss, held facts", "held_log_loss", False),
+                    ("log loss, every fact mentioned", "log_loss", False)]
 
 
-def _edge_notes(space: Mapping[str, Any], rec: MemoryParams, search: str) -> list[str]:
-    """Warn when the recommendation sits at the edge of a searched list: the optimum may lie beyond."""
-    notes: list[str] = []
-    if search != "grid" or not isinstance(space, Mapping):
-        return notes
-    for name, values in space.items():
-        nums = [v for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)]
-        if len(nums) < 2:
-            continue
-        v = rec.get(name)
-        if _at_domain_bound(name, v, rec):
-            continue  # nothing lies beyond: the parameter cannot go further
-        if v == min(nums) or v == max(nums):
-            side = "lower" if v == min(nums) else "upper"
-            notes.append(f"`{name}` = {v:g} is at the {side} edge of the searched values "
-                         f"({min(nums):g}…{max(nums):g}); the optimum may lie beyond: widen the range.")
-    return notes
-
-
-def _at_domain_bound(name: str, value: float, params: MemoryParams) -> bool:
-    head = name.split(".")[0]
-    if head in ("decay_rate", "archive_threshold", "retrieval_threshold", "temperature") and value == 0:
-        return True
-    if head in ("reinforce_gain", "confidence_cap") and value == 1:
-        return True
-    return head == "initial_confidence" and value == params.confidence_cap
-
-
-def _heldout_table(tab: pd.DataFrame, best: int, current: pd.DataFrame | None,
-                   base_row: int | None = None) -> pd.DataFrame:
+def _heldout_table(columns: dict[str, np.ndarray], res: SweepResult, part: str, best: int, i_base: int, i_def: int,
+                   i_cur: int | None, k: int) -> pd.DataFrame:
     rows = []
-    for key, label, lower in REPORT_METRICS:
-        col = f"test.{key}"
-        row = {"metric": label, "seed defaults": tab.loc[0, col]}
-        if base_row is not None:
-            row["seed numbers + multi-valued"] = tab.loc[base_row, col]
-        row["recommended"] = tab.loc[best, col]
-        if current is not None:
-            row["current"] = current[col].iloc[0]
-        row["better"] = "lower" if lower else "higher"
+    for label, fld, higher in _HELDOUT_ROWS:
+        if not columns:
+            break
+        row: dict[str, Any] = {"metric": label.replace("@k", f"@{k}"), "key": f"{fld}_at_{k}"}
+        for name, sums in columns.items():
+            if fld in ("precision",):
+                row[name] = _ratio(sums, fld)
+            elif fld == "log_loss":
+                t = sums.sum(axis=0)
+                row[name] = float(t[FIELDS.index("log_loss")] / t[FIELDS.index("scored")]) \
+                    if t[FIELDS.index("scored")] else float("nan")
+            else:
+                row[name] = _ratio(sums, fld)
+        row["better"] = "—" if higher is None else ("higher" if higher else "lower")
+        row["scope"] = "held out"
+        rows.append(row)
+    tab = res.table
+    idx = {"recommended": best, "baseline": i_base, "seed defaults": i_def}
+    if i_cur is not None:
+        idx["current"] = i_cur
+    for label, col, higher in _CHECKPOINT_ROWS:
+        c = f"{part}.{col}"
+        if c not in tab.columns:
+            continue
+        row = {"metric": label, "key": col, **{name: float(tab.loc[i, c]) for name, i in idx.items()}}
+        row["better"] = "—" if higher is None else ("higher" if higher else "lower")
+        row["scope"] = "whole memory" + (" (descriptive: the recommendation's own tuning data)" if part == "all" else "")
         rows.append(row)
     return pd.DataFrame(rows)
-
-
-# -- writing the run --------------------------------------------------------------------------------
-
-
-def _write(result: TuneResult, P: PreparedLog, H: PreparedLog | None, schedule: Schedule, out, split, objective,
-           seed, space, search, n, current) -> Path:
-    from factmem import plots
-    from factmem.export import write_params_file
-
-    out = Path(out) if out is not None else default_run_dir()
-    out.mkdir(parents=True, exist_ok=True)
-    res = result.sweep
-    tab = res.table
-    defaults, rec = MemoryParams(), result.recommended
-    # the two contenders replayed through a FactStore for figures and inspection (held-out checkpoints)
-    cps = schedule.checkpoints(P.start, P.end)
-    eval_cps = cps[cps >= res.split_at] if res.split_at is not None and H is None else cps
-    src = H or P
-    if H is not None:
-        eval_cps = schedule.checkpoints(H.start, H.end)
-    sim_rec = simulate(src, rec, schedule, store_path=out / "memory.duckdb", checkpoints=eval_cps)
-    sim_def = simulate(src, defaults, schedule, checkpoints=eval_cps)
-
-    figs = {}
-    fig = plots.trajectories(sim_rec.trajectories, evidence=sim_rec.store.evidence(),
-                             facts=sim_rec.store.facts(at=src.end), threshold=rec.archive_threshold)
-    figs["trajectories"] = plots.save(fig, out / "trajectories.png")
-    swept = [k for k in space if tab[k].nunique() > 1] if isinstance(space, Mapping) else []
-    if len(swept) >= 2:
-        x, y = _two_most_influential(tab, swept, f"test.{objective}")
-        fig = plots.sweep_heatmap(tab[~tab["baseline"]], x, y, f"test.{objective}", agg="min" if OBJECTIVES[objective] else "max",
-                                  lower_is_better=OBJECTIVES[objective])
-        figs["heatmap"] = plots.save(fig, out / "heatmap.png")
-    hl = {"seed defaults": 0, "recommended": result.best_index}
-    fig = plots.pareto(tab.rename(columns={"test.believed": "believed", "test.recall": "recall"}), x="believed",
-                       y="recall", highlight=hl)
-    figs["pareto"] = plots.save(fig, out / "pareto.png")
-    rel = pd.concat([sim_rec.evaluation.reliability.query("kind == 'all'").assign(params="recommended"),
-                     sim_def.evaluation.reliability.query("kind == 'all'").assign(params="seed defaults")])
-    fig = plots.reliability(rel, by="params")
-    figs["calibration"] = plots.save(fig, out / "calibration.png")
-    fig = plots.checkpoint_metrics(sim_rec.checkpoints)
-    figs["checkpoints"] = plots.save(fig, out / "checkpoints.png")
-
-    ck = pd.concat([sim_rec.checkpoints.assign(params="recommended"), sim_def.checkpoints.assign(params="seed defaults")],
-                   ignore_index=True)
-    info = dict(
-        dataset={"path": str(P.dataset.path) if P.dataset.path else None, "sha256": P.sha256,
-                 "scenario": P.dataset.scenario, "events": int(len(P.events))},
-        holdout=None if H is None else {"path": str(H.dataset.path) if H.dataset.path else None, "sha256": H.sha256},
-        schedule=schedule.to_dict(), split_at=res.split_at, objective=objective, search=search,
-        seeds={"search": seed, "dataset": P.dataset.scenario.get("seed")},
-        space={k: (v if isinstance(v, list) else repr(v)) for k, v in space.items()} if isinstance(space, Mapping) else None,
-        n_params=len(res.params), recommended=rec.to_dict(), promoted=result.promoted, decision=result.decision,
-        chosen=result.chosen.to_dict(), current=None if current is None else current.to_dict(),
-        seconds=round(result.seconds, 2),
-    )
-    man = manifest("tune", **info)
-    write_run(out, man, {
-        "sweep": tab, "checkpoints": ck, "reliability": rel.reset_index(drop=True),
-        "lost": sim_rec.evaluation.lost, "heldout": result.heldout,
-        "cardinality": sim_rec.cardinality, "trajectories": sim_rec.trajectories,
-    })
-    metrics = {k: float(tab.loc[result.best_index, f"test.{k}"]) for k, _, _ in REPORT_METRICS}
-    default_metrics = {k: float(tab.loc[0, f"test.{k}"]) for k, _, _ in REPORT_METRICS}
-    chosen_row = result.best_index if result.promoted else 0
-    write_params_file(out / "params.toml", result.chosen, {
-        "run_id": str(tab.loc[chosen_row, "run_id"]), "dataset_sha256": P.sha256, "objective": objective,
-        "git_commit": man["git_commit"] or "", "notes": result.decision,
-        "metrics": {k: float(tab.loc[chosen_row, f"test.{k}"]) for k, _, _ in REPORT_METRICS},
-        "default_metrics": default_metrics,
-    })
-    (out / "report.md").write_text(_report(result, P, H, schedule, objective, figs, metrics, default_metrics,
-                                           sim_rec, sim_def, man), encoding="utf-8")
-    sim_rec.store.close()
-    sim_def.store.close()
-    return out
-
-
-def _two_most_influential(tab: pd.DataFrame, swept: list[str], col: str) -> tuple[str, str]:
-    """The two swept parameters whose best-case objective varies most across their values."""
-    spread = {}
-    for k in swept:
-        g = tab[~tab["baseline"]].groupby(k)[col].min()
-        spread[k] = float(g.max() - g.min())
-    a, b = sorted(swept, key=lambda k: (-spread[k], swept.index(k)))[:2]
-    return a, b
-
-
-def _date(ts: int) -> str:
-    return _dt.datetime.fromtimestamp(int(ts), tz=_dt.UTC).strftime("%Y-%m-%d")
-
-
-def _fmt(v: Any) -> str:
-    if isinstance(v, (float, np.floating)):
-        if not math.isfinite(v):
-            return "n/a"
-        return f"{v:.4g}"
-    return str(v)
-
-
-def _report(result: TuneResult, P: PreparedLog, H, schedule: Schedule, objective: str, figs: dict, metrics: dict,
-            default_metrics: dict, sim_rec, sim_def, man: dict) -> str:
-    res, tab = result.sweep, result.sweep.table
-    ds = P.dataset
-    lines = [f"# factmem tune — {ds.scenario.get('name', ds.path.name if ds.path else 'log')}", ""]
-    lines += [f"- **Log**: `{ds.path}` (sha256 `{P.sha256[:16]}…`), {len(P.events):,} fact mentions about "
-              f"{P.events['subject'].nunique()} subjects, {_date(P.start)} → {_date(P.end)} "
-              f"({(P.end - P.start) / 86400:.0f} days)."]
-    if H is not None:
-        lines += [f"- **Held out**: another log, `{H.dataset.path}` (sha256 `{H.sha256[:16]}…`), {len(H.events):,} mentions."]
-    else:
-        assert res.split_at is not None  # a single log is scored on a time split
-        lines += [f"- **Split**: tuned on checkpoints before {_date(res.split_at)}, held out after "
-                  f"({(P.end - res.split_at) / 86400:.0f} days). The memory replays the whole log; only the scoring is split."]
-    lines += [f"- **Schedule**: consolidate every {schedule.consolidate_every_hours:g} h, evaluate every "
-              f"{schedule.evaluate_every_hours:g} h.",
-              f"- **Search**: {len(res.params)} parameter sets (the seed defaults included) in {result.seconds:.0f} s; "
-              f"objective **{_metric_name(objective)}** ({'lower' if OBJECTIVES[objective] else 'higher'} is better), "
-              f"chosen on the tuning part.",
-              f"- **Multi-valued predicates** (never superseded): {', '.join(sorted(result.recommended.multi_valued_predicates)) or 'none'}.",
-              "", "## Decision", "", result.decision,
-              "", f"`params.toml` holds the {'recommended' if result.promoted else 'unchanged'} parameters, ready for "
-              "`factmem export params.toml --format rust --out memory_params.rs`.", ""]
-    if result.notes:
-        lines += ["**Check the search range:**", ""] + [f"- {n}" for n in result.notes] + [""]
-    lines += ["## What the recommendation changes", "", "| parameter | seed default | recommended |", "|---|---|---|"]
-    for k, (dv, rv) in result.recommended.changes_from(MemoryParams()).items():
-        dv, rv = (", ".join(v) if isinstance(v, list) else _fmt(v) for v in (dv, rv))
-        lines.append(f"| `{k}` | {dv or '—'} | {rv or '—'} |")
-    ho = result.heldout
-    mid = [c for c in ho.columns if c not in ("metric", "better")]
-    lines += ["", "## Held-out metrics", "", "| metric | " + " | ".join(mid) + " | change vs defaults |",
-              "|---" * (len(mid) + 2) + "|"]
-    for (k, label, lower), (_, row) in zip(REPORT_METRICS, ho.iterrows()):
-        vals = " | ".join(_fmt(row[c]) for c in mid)
-        lines.append(f"| {label} ({'lower' if lower else 'higher'} is better) | {vals} | "
-                     f"{_rel(metrics[k], default_metrics[k])} |")
-    if "seed numbers + multi-valued" in mid:
-        lines += ["", "*seed numbers + multi-valued*: the seed's numbers with the log's multi-valued predicates — "
-                  "it separates what the cardinality choice buys from what the tuned numbers buy."]
-    kinds = [c for c in tab.columns if c.startswith("test.log_loss.")]
-    if kinds:
-        lines += ["", "Log loss by kind on held-out data:", "", "| kind | seed defaults | recommended |", "|---|---|---|"]
-        for c in kinds:
-            lines.append(f"| {c.split('.')[-1]} | {_fmt(tab.loc[0, c])} | {_fmt(tab.loc[result.best_index, c])} |")
-    lost = sim_rec.evaluation.lost
-    lines += ["", "## What the numbers mean", "",
-              "- *log loss, Brier, AUC*: effective confidence read as the probability that a fact is true and relevant, "
-              "over every fact mentioned so far at each checkpoint; a forgotten true fact counts as probability 0 "
-              "(clipped to 1e-4).",
-              "- *RMSE(bins)*: calibration of held facts, binned by kind × days since the last reinforcement.",
-              "- *precision / recall*: of the believed set (active facts above the retrieval threshold) against facts "
-              "that are true, relevant and were mentioned; averaged over checkpoints.",
-              "- *believed-set size*: the context pressure; *stale*: believed facts the world has moved past; "
-              f"*lost*: facts archived while still true and mentioned again later (the recommended run lost {len(lost)}).",
-              "", "## Figures", ""]
-    captions = {"trajectories": "Confidence trajectories of a few facts (recommended parameters)",
-                "heatmap": f"Held-out {_metric_name(objective)} over the two most influential parameters (best over the others)",
-                "pareto": "Believed-set size against recall on held-out data; the front and the two contenders",
-                "calibration": "Reliability on held-out data: predicted confidence against observed frequency",
-                "checkpoints": "Believed set, precision and recall over time (recommended)"}
-    for k, p in figs.items():
-        lines += [f"![{captions.get(k, k)}]({Path(p).name})", f"*{captions.get(k, k)}.*", ""]
-    lines += ["## Reproduce", "", f"factmem {man['factmem_version']}" + (f", commit `{man['git_commit'][:12]}`" if man['git_commit'] else "")
-              + "; results in `sweep.parquet` / `results.duckdb`, replayed memory in `memory.duckdb`; "
-              "`factmem.tuning.runs.load_run(folder)` reloads everything.", ""]
-    return "\n".join(lines)

@@ -1,0 +1,462 @@
+"""Budgeted context metrics: what an agent with room for ``k`` facts about a person would see.
+
+A production memory does not show the model everything it holds. Each time a conversation with a
+person starts, it assembles a **context**: the top ``k`` of that subject's active facts by effective
+confidence. These metrics score exactly that — which is what decides whether forgetting helps.
+
+**Evaluation points.** One per (session, subject) of the log: the session's start ``t`` (its first
+message), for every subject the session mentions facts about. The memory seen there is the one a
+checkpoint at ``t`` sees (every event with ``ts < t``, every consolidation at ``T <= t``): the
+session's own mentions are not in it yet. A log with many sessions may be sampled (at most
+``max_points_per_subject`` per subject, seeded; the report says so).
+
+**The context** at point ``e`` = (subject ``s``, time ``t``) for a parameter set: the subject's held
+belief states (see :mod:`factmem.evaluation.metrics`) with effective confidence at ``t`` at least
+``max(archive_threshold, retrieval_threshold)``, ranked by effective confidence (higher first), ties
+broken by later ``last_reinforced``, then later ``first_seen``, then (predicate, object) in
+lexicographic order; the first ``k`` of them.
+
+**Needed** facts at ``e`` — two definitions:
+
+* ``needed="truth"`` (when the log has ground truth): triples of ``s`` true and relevant at ``t`` and
+  mentioned since they became true, before ``t`` (the recall population of the checkpoint metrics).
+  A fact in the context that is not true and relevant at ``t`` is **charged**: *stale* if the triple
+  had been true before ``t`` (the world changed, the memory did not), *false* if it never was
+  (a misstatement or an extraction error). A true fact that is not needed (say, true again but not
+  mentioned since) is neither rewarded nor charged.
+* ``needed="next-session"`` (no truth needed, so it runs on real logs): the triples of ``s`` the
+  session starting at ``t`` mentions — the facts the conversation turned out to need. A fact in the
+  context is charged as *stale* when the session mentions another object for its (subject,
+  predicate) and the predicate is single-valued (and does not mention the fact's own object);
+  nothing else is charged.
+
+**Per point**, with ``N`` needed facts, ``H`` of them in the context, ``S`` charged facts in it and
+``C`` facts in it: ``recall@k = H / N``, ``precision@k = H / C`` (points with ``C > 0``),
+``utility@k = (H − w·S) / max(1, N)`` with ``w = stale_cost``. The population is the points with at
+least one needed fact (a context assembled for a purpose); every average is over those points,
+pooled over subjects (``sum over points / number of points``), so a subject weighs by its sessions.
+Sums are kept per subject, so folds and bootstrap resamples over subjects are sums of rows.
+
+>>> import numpy as np, pandas as pd
+>>> from factmem.data.generate import generate
+>>> from factmem.evaluation.simulate import prepare, kernel_beliefs
+>>> from factmem.core.params import MemoryParams
+>>> P = prepare(generate("tiny", seed=3))
+>>> ctx = ContextEvaluator(P, budgets=(5, 20))
+>>> p = MemoryParams()
+>>> scores = ctx.score(kernel_beliefs(P, [p], np.arange(P.start + 86400, P.end + 1, 86400))[0], p)
+>>> s = scores.summary(budget=20)
+>>> 0 <= s["recall"] <= 1 and s["points"] > 0
+True
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal, get_args
+
+import numpy as np
+import pandas as pd
+
+from factmem.core.codes import OPEN, SECONDS_PER_DAY, EndReason
+from factmem.core.params import MemoryParams
+from factmem.errors import InputError
+
+if TYPE_CHECKING:
+    from factmem.evaluation.simulate import PreparedLog
+
+__all__ = ["Needed", "NEEDED_MODES", "FIELDS", "ContextScores", "ContextEvaluator", "context_threshold"]
+
+Needed = Literal["truth", "next-session"]
+NEEDED_MODES: tuple[Needed, ...] = get_args(Needed)
+
+#: per (part, subject, budget) sums kept by :class:`ContextScores`
+FIELDS: tuple[str, ...] = (
+    "points",      # evaluation points (with at least one needed fact)
+    "needed",      # sum of N
+    "hits",        # sum of H: needed facts in the context
+    "context",     # sum of C: context size
+    "charged",     # sum of S: stale or false facts in the context
+    "stale",       # charged facts that had been true (truth) / another object mentioned (next-session)
+    "false",       # charged facts that were never true (truth mode only)
+    "utility",     # sum of (H - w S) / max(1, N)
+    "recall",      # sum of H / N
+    "precision",   # sum of H / C over points with C > 0
+    "precise",     # number of points with C > 0
+    "log_loss",    # sum over context facts of the log loss of p = effective confidence, y = true and relevant
+    "scored",      # number of context facts in log_loss
+)
+_F = {name: i for i, name in enumerate(FIELDS)}
+_EPS = 1e-4  # log-loss clip, as in the checkpoint metrics
+
+
+def context_threshold(params: MemoryParams) -> float:
+    """The effective confidence a fact needs to enter a context: what the memory keeps (archive
+    threshold) and what counts as believed (retrieval threshold), whichever is stricter."""
+    return max(params.archive_threshold, params.retrieval_threshold)
+
+
+@dataclass
+class ContextScores:
+    """Budgeted context metrics of one parameter set: per-subject sums (see :data:`FIELDS`).
+
+    ``sums[part, subject, budget, field]``; ``curve[part, subject, k - 1]`` = the sum over the
+    subject's points of utility@k for k = 1 … ``curve_k`` (None unless asked for)."""
+
+    budgets: tuple[int, ...]
+    parts: tuple[str, ...]
+    subjects: np.ndarray
+    sums: np.ndarray
+    curve: np.ndarray | None = None
+
+    def _pick(self, part: str | None, budget: int | None) -> tuple[int, int]:
+        p = 0 if part is None else self.parts.index(part)
+        b = 0 if budget is None else self.budgets.index(budget)
+        return p, b
+
+    def totals(self, part: str | None = None, budget: int | None = None,
+               subjects: np.ndarray | None = None) -> np.ndarray:
+        """Field sums over subjects (all, or a boolean/index selection; repeats allowed)."""
+        p, b = self._pick(part, budget)
+        rows = self.sums[p, :, b, :]
+        return rows.sum(axis=0) if subjects is None else rows[subjects].sum(axis=0)
+
+    def summary(self, part: str | None = None, budget: int | None = None,
+                subjects: np.ndarray | None = None) -> dict[str, float]:
+        """Means over evaluation points: utility, recall, precision, and per point the context size,
+        needed, hits, stale and false counts; log loss over context facts."""
+        t = self.totals(part, budget, subjects)
+        n = t[_F["points"]]
+
+        def per(field: str, by: float) -> float:
+            return float(t[_F[field]] / by) if by > 0 else float("nan")
+
+        return {
+            "utility": per("utility", n), "recall": per("recall", n),
+            "precision": per("precision", t[_F["precise"]]),
+            "context": per("context", n), "needed": per("needed", n), "hits": per("hits", n),
+            "stale": per("stale", n), "false": per("false", n), "charged": per("charged", n),
+            "log_loss": per("log_loss", t[_F["scored"]]), "points": float(n),
+        }
+
+    def per_subject(self, field: str, part: str | None = None, budget: int | None = None) -> np.ndarray:
+        p, b = self._pick(part, budget)
+        return self.sums[p, :, b, _F[field]]
+
+
+class ContextEvaluator:
+    """Scores belief states by the context an agent would assemble at each session start.
+
+    Everything that does not depend on the memory's parameters — evaluation points, what is needed
+    where, the order of ties — is prepared once, so that scoring many parameter sets is cheap.
+
+    ``budgets``: the ``k`` values. ``needed``: ``"truth"`` (default when the log has truth) or
+    ``"next-session"``. ``stale_cost``: ``w``. ``parts``: names and time ranges ``[start, end)`` of
+    evaluation points scored separately (default: one part, ``"all"``). ``max_points_per_subject``:
+    sample at most this many points per subject (seeded by ``seed``). ``curve_k``: also sum utility@k
+    for every k = 1 … ``curve_k`` (for a figure of utility against the budget).
+    """
+
+    def __init__(self, prepared: PreparedLog, *, budgets: Sequence[int] = (20,), needed: Needed | None = None,
+                 stale_cost: float = 1.0, parts: dict[str, tuple[int, int]] | None = None,
+                 max_points_per_subject: int | None = None, seed: int = 0, curve_k: int = 0):
+        self.budgets = tuple(int(k) for k in budgets)
+        if not self.budgets or any(k < 1 for k in self.budgets):
+            raise InputError(f"budgets must be positive integers, got {list(budgets)!r}")
+        has_truth = len(prepared.dataset.truth) > 0
+        needed = needed or ("truth" if has_truth else "next-session")
+        if needed not in NEEDED_MODES:
+            raise InputError(f"needed must be one of {', '.join(NEEDED_MODES)}, got {needed!r}")
+        if needed == "truth" and not has_truth:
+            raise InputError(f"needed='truth' needs a truth.csv; {prepared.dataset.path or 'this log'} has none "
+                             "(use needed='next-session')")
+        if not np.isfinite(stale_cost) or stale_cost < 0:
+            raise InputError(f"stale_cost must be a number >= 0, got {stale_cost!r}")
+        self.prepared = prepared
+        self.needed_mode: Needed = needed
+        self.stale_cost = float(stale_cost)
+        self.curve_k = int(curve_k)
+        self.seed = int(seed)
+        self.max_points_per_subject = max_points_per_subject
+
+        ev = prepared.events
+        trip_codes = np.arange(len(prepared.triples))
+        subj_names = prepared.triples.get_level_values(0)
+        self.subjects, subj_of_triple = np.unique(np.asarray(subj_names, dtype=object), return_inverse=True)
+        self._triple_subject = subj_of_triple.astype(np.int64)
+        self._po_rank = _lexicographic_rank(prepared.triples.get_level_values(1), prepared.triples.get_level_values(2))
+        pred_codes, self._predicates = pd.factorize(prepared.triples.get_level_values(1))
+        self._triple_pred = pred_codes.astype(np.int64)
+        self._n_known = len(trip_codes)
+
+        # -- evaluation points: (session, subject) at the session's first message -----------------
+        msg = prepared.dataset.messages
+        starts = msg.groupby("session_id", sort=False)["ts"].min()
+        ev_subject = self._triple_subject[prepared.ev_triple]
+        pts = pd.DataFrame({"session": ev["session_id"].to_numpy(object), "subject": ev_subject})
+        pts = pts.drop_duplicates()
+        pts["t"] = pts["session"].map(starts).to_numpy(np.int64)
+        pts = pts.sort_values(["subject", "t", "session"], kind="stable").reset_index(drop=True)
+        self.sampled_from = len(pts)
+        if max_points_per_subject is not None:
+            if max_points_per_subject < 1:
+                raise InputError(f"max_points_per_subject must be >= 1, got {max_points_per_subject!r}")
+            rng = np.random.default_rng(seed)
+            key = rng.random(len(pts))
+            rank = pd.Series(key).groupby(pts["subject"].to_numpy()).rank(method="first").to_numpy()
+            pts = pts[rank <= max_points_per_subject].reset_index(drop=True)
+        self.points = pts
+        self._pt_subject = pts["subject"].to_numpy(np.int64)
+        self._pt_t = pts["t"].to_numpy(np.int64)
+        self._n_points = len(pts)
+        # parts
+        parts = parts or {"all": (np.iinfo(np.int64).min, np.iinfo(np.int64).max)}
+        self.parts = tuple(parts)
+        self._pt_part = np.full(self._n_points, -1, np.int64)
+        for i, (a, b) in enumerate(parts.values()):
+            self._pt_part[(self._pt_t >= a) & (self._pt_t < b)] = i
+        # points sorted by (subject, t): a packed key for range searches
+        self._tmin = int(self._pt_t.min(initial=0))
+        self._span = int(max(self._pt_t.max(initial=0), prepared.end) - self._tmin + 2)
+        self._pt_key = self._pt_subject * self._span + (self._pt_t - self._tmin)
+        if len(self.subjects) and len(self.subjects) * self._span >= 2**62:
+            raise InputError("the log's time span times its subjects is too large to index points")
+
+        if needed == "truth":
+            self._prepare_truth()
+        else:
+            self._prepare_sessions()
+        valid = self._pt_needed >= 1
+        self._pt_valid = valid & (self._pt_part >= 0)
+
+    def scored_points(self, part: str | None = None) -> int:
+        """Evaluation points scored (with at least one needed fact), in a part or all."""
+        sel = self._pt_valid if part is None else self._pt_valid & (self._pt_part == self.parts.index(part))
+        return int(sel.sum())
+
+    # -- what is needed where -----------------------------------------------------------------------
+
+    def _prepare_truth(self) -> None:
+        P = self.prepared
+        t = P.truth.sort_values(["triple", "valid_from"], kind="stable")
+        triple = t["triple"].to_numpy(np.int64)
+        vfrom = t["valid_from"].to_numpy(np.int64)
+        vto = pd.array(t["valid_to"], dtype="Int64").fillna(OPEN).to_numpy(np.int64)
+        rel = pd.array(t["relevant_until"], dtype="Int64").fillna(OPEN).to_numpy(np.int64)
+        tend = np.minimum(vto, rel)  # true and relevant until
+        real = tend > vfrom
+        triple, vfrom, tend = triple[real], vfrom[real], tend[real]
+        # first mention inside each interval: the fact is needed from just after it
+        m = P.mentions.sort_values(["triple", "ts"], kind="stable")
+        m_tr, m_ts = m["triple"].to_numpy(np.int64), m["ts"].to_numpy(np.int64)
+        base = int(min(m_ts.min(initial=0), vfrom.min(initial=0)))
+        span = int(max(m_ts.max(initial=0), self.prepared.end) - base + 2)
+        m_key = m_tr * span + (m_ts - base)
+        q = triple * span + (np.maximum(vfrom, base) - base)
+        pos = np.searchsorted(m_key, q, "left")
+        posc = np.minimum(pos, len(m_key) - 1) if len(m_key) else pos
+        hit = (pos < len(m_key)) & (m_tr[posc] == triple) if len(m_key) else np.zeros(len(q), bool)
+        first = np.where(hit, m_ts[posc] if len(m_key) else 0, OPEN)
+        nfrom = np.where(first < tend, first + 1, OPEN)  # needed at t when first < t (t >= first + 1)
+        # the truth intervals, for "true at t" and "was true before t"
+        self._tt_key_base, self._tt_span = base, span
+        order = np.lexsort((vfrom, triple))
+        self._tt_triple, self._tt_from, self._tt_end = triple[order], vfrom[order], tend[order]
+        self._tt_key = self._tt_triple * span + (np.clip(self._tt_from, base, None) - base)
+        self._tt_nfrom = nfrom[order]
+        first_true = np.full(max(self._n_known, int(triple.max(initial=-1)) + 1), OPEN, np.int64)
+        np.minimum.at(first_true, triple, vfrom)
+        self._first_true = first_true
+        # needed count per point: intervals [nfrom, tend) of the subject's triples covering t
+        subj = self._triple_subject[triple]
+        ok = nfrom < tend
+        lo = np.searchsorted(self._pt_key, subj[ok] * self._span + (np.clip(nfrom[ok], self._tmin, None) - self._tmin), "left")
+        hi = np.searchsorted(self._pt_key, subj[ok] * self._span + (np.clip(tend[ok], self._tmin, self._tmin + self._span - 1) - self._tmin), "left")
+        hi = np.minimum(hi, np.searchsorted(self._pt_key, (subj[ok] + 1) * self._span, "left"))
+        self._pt_needed = _cover_count(self._n_points, lo, hi)
+
+    def _prepare_sessions(self) -> None:
+        P = self.prepared
+        ev = P.events
+        # point index of each mention: (session, subject of the mention)
+        pt_index = pd.MultiIndex.from_arrays([self.points["session"].to_numpy(object), self._pt_subject])
+        m_subject = self._triple_subject[P.ev_triple]
+        where = pt_index.get_indexer(pd.MultiIndex.from_arrays([ev["session_id"].to_numpy(object), m_subject]))
+        keep = where >= 0  # sampled-out points drop their mentions
+        pe, tr = where[keep].astype(np.int64), P.ev_triple[keep]
+        n_tr = max(self._n_known, 1)
+        key = np.unique(pe * n_tr + tr)
+        self._sess_triple_key = key
+        self._pt_needed = np.bincount(key // n_tr, minlength=self._n_points).astype(np.float64)
+        n_pred = max(len(self._predicates), 1)
+        self._sess_pred_key = np.unique(pe * n_pred + self._triple_pred[tr])
+
+    # -- scoring ----------------------------------------------------------------------------------
+
+    def score(self, beliefs: pd.DataFrame | dict, params: MemoryParams, *, curve: bool = False) -> ContextScores:
+        """Score one parameter set's belief states (columns triple, kind, start, end, reason,
+        confidence, rate, fact)."""
+        b = {c: np.asarray(beliefs[c]) for c in ("triple", "start", "end", "reason", "confidence", "rate", "fact")}
+        triple = b["triple"].astype(np.int64)
+        known = triple < self._n_known
+        if not known.all():
+            # derived facts about triples the log never names: invented, so never true or needed;
+            # they still take context slots (their subject and tie order come from their strings)
+            self._extend(triple[~known])
+        start, end = b["start"].astype(np.int64), b["end"].astype(np.int64)
+        reason = b["reason"].astype(np.int64)
+        conf, rate = b["confidence"].astype(np.float64), b["rate"].astype(np.float64)
+        fact = b["fact"].astype(np.int64)
+        subj = self._triple_subject[triple]
+        first_seen = _group_min(fact, start)
+        thr = context_threshold(params)
+
+        # (state, point) pairs: points of the state's subject while it is held
+        by_event = (reason == EndReason.REINFORCED) | (reason == EndReason.SUPERSEDED)
+        vis_end = np.where(end == OPEN, OPEN, np.where(by_event, end + 1, end))
+        lo_t = np.clip(start + 1, self._tmin, self._tmin + self._span - 1) - self._tmin
+        hi_t = np.clip(vis_end, self._tmin, self._tmin + self._span - 1) - self._tmin
+        lo = np.searchsorted(self._pt_key, subj * self._span + lo_t, "left")
+        hi = np.searchsorted(self._pt_key, subj * self._span + hi_t, "left")
+        hi = np.where(vis_end >= self._tmin + self._span - 1,
+                      np.searchsorted(self._pt_key, (subj + 1) * self._span, "left"), hi)
+        cnt = np.maximum(hi - lo, 0)
+        pb = np.repeat(np.arange(len(triple)), cnt)
+        pe = np.repeat(lo, cnt) + (np.arange(int(cnt.sum())) - np.repeat(np.cumsum(cnt) - cnt, cnt))
+        keep = self._pt_valid[pe]
+        pb, pe = pb[keep], pe[keep]
+        t = self._pt_t[pe]
+        eff = conf[pb] * np.exp(-rate[pb] * np.maximum(0.0, (t - start[pb]) / SECONDS_PER_DAY))
+        believed = eff >= thr
+        pb, pe, t, eff = pb[believed], pe[believed], t[believed], eff[believed]
+
+        # rank within each point: effective confidence, later last_reinforced, later first_seen, (p, o)
+        order = np.lexsort((self._po_rank[triple[pb]], -first_seen[pb], -start[pb], -eff, pe))
+        pb, pe, t, eff = pb[order], pe[order], t[order], eff[order]
+        group_start = np.ones(len(pe), bool)
+        group_start[1:] = pe[1:] != pe[:-1]
+        idx = np.arange(len(pe))
+        rank = idx - np.maximum.accumulate(np.where(group_start, idx, 0))
+
+        tr = triple[pb]
+        needed, charged, stale, true_now = self._flags(pe, tr, t, params)
+        n_parts, n_subj, n_b = len(self.parts), len(self.subjects), len(self.budgets)
+        sums = np.zeros((n_parts, n_subj, n_b, len(FIELDS)))
+        valid = self._pt_valid
+        N = self._pt_needed
+        cell = self._pt_part * n_subj + self._pt_subject  # per point: (part, subject) cell
+        npts_cells = n_parts * n_subj
+
+        def per_point(mask: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
+            return np.bincount(pe[mask], weights=None if weights is None else weights[mask], minlength=self._n_points)
+
+        pc = np.clip(eff, _EPS, 1 - _EPS)
+        ll = -(true_now * np.log(pc) + (1 - true_now) * np.log1p(-pc))
+        for bi, k in enumerate(self.budgets):
+            inc = rank < k
+            H = per_point(inc & needed).astype(np.float64)
+            S = per_point(inc & charged).astype(np.float64)
+            St = per_point(inc & stale).astype(np.float64)
+            C = per_point(inc).astype(np.float64)
+            LL = per_point(inc, ll)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                util = (H - self.stale_cost * S) / np.maximum(1.0, N)
+                rec = np.where(N > 0, H / np.maximum(N, 1.0), 0.0)
+                prec = np.where(C > 0, H / np.maximum(C, 1.0), 0.0)
+            vals = {
+                "points": np.ones(self._n_points), "needed": N, "hits": H, "context": C, "charged": S,
+                "stale": St, "false": S - St, "utility": util, "recall": rec, "precision": prec,
+                "precise": (C > 0).astype(np.float64), "log_loss": LL, "scored": C,
+            }
+            for name, v in vals.items():
+                sums[:, :, bi, _F[name]] = np.bincount(cell[valid], weights=v[valid],
+                                                       minlength=npts_cells).reshape(n_parts, n_subj)
+        curve_arr = None
+        if curve and self.curve_k:
+            gain = (needed.astype(np.float64) - self.stale_cost * charged) / np.maximum(1.0, N[pe])
+            inr = rank < self.curve_k
+            per_rank = np.zeros((n_parts, n_subj, self.curve_k))
+            part, subj_pe = self._pt_part[pe], self._pt_subject[pe]
+            np.add.at(per_rank, (part[inr], subj_pe[inr], rank[inr]), gain[inr])
+            curve_arr = np.cumsum(per_rank, axis=2)
+        return ContextScores(self.budgets, self.parts, self.subjects, sums, curve_arr)
+
+    def _flags(self, pe: np.ndarray, tr: np.ndarray, t: np.ndarray, params: MemoryParams):
+        """Per (point, context fact): needed, charged, stale (a part of charged), true and relevant now."""
+        if self.needed_mode == "truth":
+            q = tr * self._tt_span + (np.clip(t, self._tt_key_base, None) - self._tt_key_base)
+            pos = np.searchsorted(self._tt_key, q, "right") - 1  # the last interval starting at or before t
+            posc = np.clip(pos, 0, max(len(self._tt_key) - 1, 0))
+            same = (pos >= 0) & (self._tt_triple[posc] == tr) if len(self._tt_key) else np.zeros(len(tr), bool)
+            true_now = same & (self._tt_from[posc] <= t) & (t < self._tt_end[posc])
+            needed = true_now & (self._tt_nfrom[posc] <= t)
+            charged = ~true_now
+            known = tr < len(self._first_true)
+            was_true = np.zeros(len(tr), bool)
+            was_true[known] = self._first_true[tr[known]] < t[known]
+            stale = charged & was_true
+            return needed, charged, stale, true_now.astype(np.float64)
+        n_tr = max(self._n_known, 1)
+        needed = _member(self._sess_triple_key, pe * n_tr + tr) & (tr < self._n_known)
+        multi = np.isin(np.asarray(self._predicates, dtype=object),
+                        list(params.multi_valued_predicates)) if len(self._predicates) else np.zeros(0, bool)
+        pred = self._triple_pred[tr]
+        n_pred = max(len(self._predicates), 1)
+        other = _member(self._sess_pred_key, pe * n_pred + pred) & ~needed
+        stale = other & ~multi[pred] if len(multi) else other
+        return needed, stale, stale, needed.astype(np.float64)
+
+    def _extend(self, unknown: np.ndarray) -> None:
+        """Subjects and tie order of triples the log never names (invented derived facts)."""
+        P = self.prepared
+        n = int(unknown.max()) + 1
+        names = P.extra_triples()
+        if len(names) < n - self._n_known:
+            raise InputError("belief states name triples the prepared log has not encoded")
+        subj = pd.Index(self.subjects).get_indexer(pd.Index([s for s, _, _ in names], dtype=object))
+        all_pred = np.concatenate([np.asarray(P.triples.get_level_values(1), object),
+                                   np.asarray([p for _, p, _ in names], object)])
+        all_obj = np.concatenate([np.asarray(P.triples.get_level_values(2), object),
+                                  np.asarray([o for _, _, o in names], object)])
+        sub = np.concatenate([self._triple_subject[: self._n_known], np.where(subj >= 0, subj, 0)])
+        self._triple_subject = sub.astype(np.int64)
+        self._po_rank = _lexicographic_rank(all_pred, all_obj)
+        pred_codes = pd.Index(self._predicates).get_indexer(pd.Index(all_pred[self._n_known:], dtype=object))
+        self._triple_pred = np.concatenate([self._triple_pred[: self._n_known],
+                                            np.where(pred_codes >= 0, pred_codes, 0)]).astype(np.int64)
+
+
+# -- helpers --------------------------------------------------------------------------------------------
+
+
+def _lexicographic_rank(predicates, objects) -> np.ndarray:
+    """Rank of each (predicate, object) pair in lexicographic order (equal pairs share a rank)."""
+    frame = pd.DataFrame({"p": np.asarray(predicates, dtype=object), "o": np.asarray(objects, dtype=object)})
+    order = np.lexsort((frame["o"].to_numpy(str), frame["p"].to_numpy(str)))
+    rank = np.empty(len(frame), np.int64)
+    rank[order] = np.arange(len(frame))
+    return rank
+
+
+def _group_min(group: np.ndarray, value: np.ndarray) -> np.ndarray:
+    """For each row, the minimum of ``value`` over the rows of its ``group``."""
+    codes, uniq = pd.factorize(group)
+    out = np.full(len(uniq), np.iinfo(np.int64).max, np.int64)
+    np.minimum.at(out, codes, value)
+    return out[codes]
+
+
+def _cover_count(n: int, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    ok = hi > lo
+    d = np.zeros(n + 1)
+    np.add.at(d, lo[ok], 1.0)
+    np.add.at(d, hi[ok], -1.0)
+    return np.cumsum(d[:-1])
+
+
+def _member(sorted_keys: np.ndarray, query: np.ndarray) -> np.ndarray:
+    if not len(sorted_keys):
+        return np.zeros(len(query), bool)
+    pos = np.minimum(np.searchsorted(sorted_keys, query), len(sorted_keys) - 1)
+    return sorted_keys[pos] == query

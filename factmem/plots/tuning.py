@@ -1,0 +1,98 @@
+"""Figures of a tuning run: utility against the context budget, and the objective against each
+searched parameter (a slice plot, which reads well for random search, where a heatmap would not).
+
+Both take plain DataFrames, ``ax=None``/``axes=None``, and return the figure.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+
+from factmem.errors import InputError
+from factmem.plots.common import PlotFigure, legend_outside, new_axes, require
+
+__all__ = ["budget_curves", "slices"]
+
+_ROLE_STYLE: dict[str, dict[str, Any]] = {
+    "recommended": {"color": "#0072B2", "lw": 2.2, "ls": "-"},
+    "baseline": {"color": "#555555", "lw": 1.8, "ls": "--"},
+    "seed defaults": {"color": "#E69F00", "lw": 1.6, "ls": ":"},
+    "current": {"color": "#009E73", "lw": 1.8, "ls": "-."},
+}
+
+
+def budget_curves(curves: pd.DataFrame, *, budgets: Sequence[int] = (), ax: Axes | None = None,
+                  title: str | None = None, ylabel: str = "utility@k (held out)") -> Figure:
+    """Utility@k (or any metric) against the budget k, one line per parameter set.
+
+    ``curves``: columns ``k``, ``value``, ``params`` (the line's role: recommended, baseline, seed
+    defaults, current, or any name). ``budgets``: k values to mark (the ones the tune chose for)."""
+    require(curves, ["k", "value", "params"], "curves")
+    fig, ax = new_axes(ax, (7.6, 4.6))
+    for name, g in curves.groupby("params", sort=False):
+        g = g.sort_values("k")
+        style = _ROLE_STYLE.get(str(name), {"lw": 1.5})
+        ax.plot(g["k"].to_numpy(), g["value"].to_numpy(), label=str(name), **style)
+    for k in budgets:
+        ax.axvline(k, color="#bbbbbb", lw=0.8, zorder=0)
+        ax.annotate(f"k = {k}", (k, 1.0), xycoords=("data", "axes fraction"), xytext=(3, -12),
+                    textcoords="offset points", fontsize="small", color="#666666")
+    ax.set_xlabel("context budget k (facts per person in the prompt)")
+    ax.set_ylabel(ylabel)
+    ax.set_xlim(left=0)
+    ax.grid(True, color="#e6e6e6", lw=0.8)
+    ax.set_axisbelow(True)
+    ax.set_title(title or "What each budget buys", loc="left", fontsize="medium")
+    legend_outside(ax)
+    return fig
+
+
+def slices(results: pd.DataFrame, parameters: Sequence[str], metric: str, *, highlight: dict[str, int] | None = None,
+           log_params: Sequence[str] = (), axes: Sequence[Axes] | None = None, lower_is_better: bool = False,
+           ncols: int = 4) -> Figure:
+    """The objective against each searched parameter, one panel per parameter, every candidate a dot;
+    ``highlight`` marks rows by name (``{"recommended": 12, "baseline": 0}``)."""
+    require(results, [metric, *parameters], "results")
+    if not parameters:
+        raise InputError("slices: give at least one parameter")
+    n = len(parameters)
+    cols = min(ncols, n)
+    rows = math.ceil(n / cols)
+    if axes is None:
+        fig: Figure = PlotFigure(figsize=(3.1 * cols + 0.6, 2.6 * rows + 0.6), layout="constrained")
+        grid = fig.subplots(rows, cols, squeeze=False)
+        panel_axes = list(grid.ravel())
+        for extra in panel_axes[n:]:
+            extra.set_visible(False)
+    else:
+        panel_axes = list(axes)
+        if len(panel_axes) < n:
+            raise InputError(f"slices: {n} parameters need {n} axes, got {len(panel_axes)}")
+        fig = panel_axes[0].get_figure(root=True)
+    y = pd.to_numeric(results[metric], errors="coerce").to_numpy(np.float64)
+    marks = highlight or {}
+    for ax, name in zip(panel_axes, parameters):
+        x = pd.to_numeric(results[name], errors="coerce").to_numpy(np.float64)
+        ax.scatter(x, y, s=9, color="#999999", alpha=0.6, lw=0, label="candidates")
+        for label, row in marks.items():
+            style = _ROLE_STYLE.get(label, {"color": "black"})
+            ax.scatter([x[row]], [y[row]], s=70 if label == "recommended" else 45, color=style["color"],
+                       marker="*" if label == "recommended" else "D", edgecolor="black", lw=0.6, zorder=5,
+                       label=label)
+        if name in log_params and np.nanmin(x) > 0:
+            ax.set_xscale("log")
+        ax.set_xlabel(name, fontsize="small")
+        ax.tick_params(labelsize="small")
+        ax.grid(True, color="#eeeeee", lw=0.6)
+        ax.set_axisbelow(True)
+    panel_axes[0].set_ylabel(f"{metric} ({'lower' if lower_is_better else 'higher'} is better)", fontsize="small")
+    handles, labels = panel_axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside lower center", ncols=len(labels), fontsize="small", frameon=False)
+    return fig

@@ -1,0 +1,345 @@
+"""The run folder a tune writes, and its ``report.md`` — the decision first, in the user's terms.
+
+Files: ``report.md``; ``params.toml`` (the parameters to keep at the first budget, with provenance:
+held-out metrics of these parameters and of the seed defaults) and ``params-k<K>.toml`` per budget;
+figures (``budget.png``: held-out utility against the budget; ``slices.png``: the objective against
+each searched parameter; ``pareto.png``: stale facts against recall in the context; ``calibration.png``;
+``trajectories.png``; ``checkpoints.png``); tables (``sweep``, ``heldout``, ``subjects``,
+``budget_curves``, ``checkpoints``, ``reliability``, ``lost``) as Parquet and in ``results.duckdb``;
+the replayed memory under the recommendation (``memory.duckdb``); ``manifest.json``.
+
+Every number in the report states its population (points, subjects), its baseline and, for the
+decision, its interval.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import math
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+
+from factmem.core.params import MemoryParams
+from factmem.evaluation.context import ContextEvaluator
+from factmem.evaluation.simulate import PreparedLog, kernel_beliefs, simulate
+from factmem.tuning.runs import default_run_dir, manifest, write_run
+
+if TYPE_CHECKING:
+    from factmem.tuning.tune import Recommendation, TuneResult
+
+__all__ = ["write_tune_run", "budget_curve_table", "render_report", "CURVE_K"]
+
+#: the largest budget the utility-against-budget figure shows
+CURVE_K = 100
+
+
+def _date(ts: int) -> str:
+    return _dt.datetime.fromtimestamp(int(ts), tz=_dt.UTC).strftime("%Y-%m-%d")
+
+
+def _fmt(v: Any, digits: int = 4) -> str:
+    if isinstance(v, (float, np.floating)):
+        return "n/a" if not math.isfinite(v) else f"{v:.{digits}g}"
+    if isinstance(v, (list, tuple, frozenset)):
+        return ", ".join(map(str, v)) or "—"
+    return str(v)
+
+
+def budget_curve_table(result: TuneResult, P: PreparedLog) -> pd.DataFrame:
+    """Held-out utility@k for k = 1 … :data:`CURVE_K` of the recommendation (as judged: each subject
+    by its fold's choice), the baseline and the seed defaults (and current): columns k, value, params,
+    budget (the budget whose recommendation it is)."""
+    res = result.sweep
+    obj, ho = res.objective, res.holdout
+    part = "all" if ho.mode == "subjects" else "test"
+    src = P if ho.mode != "log" else ho.log
+    parts = None
+    if ho.mode == "time":
+        assert res.split_at is not None
+        parts = {"test": (res.split_at, np.iinfo(np.int64).max)}
+    ctx = ContextEvaluator(src, budgets=obj.budgets, needed=obj.needed, stale_cost=obj.stale_cost,
+                           parts=parts, max_points_per_subject=obj.max_points_per_subject, seed=ho.seed,
+                           curve_k=CURVE_K)
+    grid = res.schedule.consolidations(src.start, src.end)
+    cache: dict[int, np.ndarray] = {}
+
+    def curve_of(index: int) -> np.ndarray:  # subject × k sums of utility@k
+        if index not in cache:
+            p = res.params[index]
+            bel = kernel_beliefs(src, [p], grid)[0]
+            sc = ctx.score(bel, p, curve=True)
+            assert sc.curve is not None
+            cache[index] = sc.curve[0]
+        return cache[index]
+
+    total = ctx.scored_points(part if part in ctx.parts else None)
+    rows = []
+    for k, rec in result.recommendations.items():
+        if rec.fold_choices:
+            folds = ho.subject_folds(len(ctx.subjects))
+            held = sum(curve_of(c)[folds == f].sum(axis=0) for f, c in enumerate(rec.fold_choices))
+        else:
+            held = curve_of(rec.index).sum(axis=0)
+        roles = {"recommended": held, "baseline": curve_of(0).sum(axis=0)}
+        i_def = next(i for i, p in enumerate(res.params) if p == MemoryParams())
+        roles["seed defaults"] = curve_of(i_def).sum(axis=0)
+        if result.current is not None:
+            roles["current"] = curve_of(res.params.index(result.current)).sum(axis=0)
+        for name, curve in roles.items():
+            rows.append(pd.DataFrame({"k": np.arange(1, CURVE_K + 1), "value": curve / max(total, 1),
+                                      "params": name, "budget": k}))
+    return pd.concat(rows, ignore_index=True)
+
+
+def write_tune_run(result: TuneResult, P: PreparedLog, *, out: str | os.PathLike | None = None,
+                   force: bool = False) -> Path:
+    """Write the run folder of ``result`` (see the module docstring); returns its path."""
+    from factmem import plots
+    from factmem.export import write_params_file
+
+    out = Path(out) if out is not None else default_run_dir()
+    out.mkdir(parents=True, exist_ok=True)
+    res = result.sweep
+    obj, ho = res.objective, res.holdout
+    tab = res.table
+    primary = result.primary
+    figs: dict[str, Path] = {}
+
+    curves = budget_curve_table(result, P)
+    first = curves[curves["budget"] == primary.budget]
+    fig = plots.budget_curves(first, budgets=obj.budgets,
+                              title=f"Held-out utility@k (w = {obj.stale_cost:g}), recommendation for k = {primary.budget}")
+    figs["budget"] = plots.save(fig, out / "budget.png")
+
+    swept = [c for c in _swept(result) if c in tab.columns and tab[c].nunique() > 1]
+    col = obj.column("all" if ho.mode == "subjects" else "train", primary.budget)
+    if swept and col in tab.columns:
+        logs = [c for c in swept if c.startswith("decay_rate")]
+        fig = plots.slices(tab, swept, col, highlight={"recommended": primary.index, "baseline": 0},
+                           log_params=logs, lower_is_better=obj.lower_is_better)
+        figs["slices"] = plots.save(fig, out / "slices.png")
+    part = "all" if ho.mode == "subjects" else "test"
+    px, py = f"{part}.charged@{primary.budget}", f"{part}.recall@{primary.budget}"
+    if px in tab.columns:
+        fig = plots.pareto(tab.rename(columns={px: "stale or false in context", py: "recall@k"}),
+                           x="stale or false in context", y="recall@k",
+                           highlight={"baseline": 0, "recommended": primary.index},
+                           title=f"Every candidate: stale or false facts against needed facts in a context of {primary.budget}")
+        figs["pareto"] = plots.save(fig, out / "pareto.png")
+
+    # the recommendation and the baseline replayed through a FactStore, for figures and inspection
+    sched = res.schedule
+    sim_rec = simulate(P, primary.params, sched, store_path=out / "memory.duckdb")
+    sim_base = simulate(P, result.baseline, sched)
+    try:
+        rel = pd.concat([sim_rec.evaluation.reliability.query("kind == 'all'").assign(params="recommended"),
+                         sim_base.evaluation.reliability.query("kind == 'all'").assign(params="baseline")])
+        figs["calibration"] = plots.save(plots.reliability(rel, by="params"), out / "calibration.png")
+        fig = plots.trajectories(sim_rec.trajectories, evidence=sim_rec.store.evidence(),
+                                 facts=sim_rec.store.facts(at=P.end), threshold=primary.params.archive_threshold)
+        figs["trajectories"] = plots.save(fig, out / "trajectories.png")
+        figs["checkpoints"] = plots.save(plots.checkpoint_metrics(sim_rec.checkpoints), out / "checkpoints.png")
+        ck = pd.concat([sim_rec.checkpoints.assign(params="recommended"),
+                        sim_base.checkpoints.assign(params="baseline")], ignore_index=True)
+        lost = sim_rec.evaluation.lost
+        calib = {"recommended": sim_rec.summary, "baseline": sim_base.summary}
+    finally:
+        sim_rec.store.close()
+        sim_base.store.close()
+
+    heldout = pd.concat([r.heldout.assign(budget=k) for k, r in result.recommendations.items()], ignore_index=True)
+    info = dict(
+        dataset={"path": str(P.dataset.path) if P.dataset.path else None, "sha256": P.sha256,
+                 "scenario": P.dataset.scenario, "events": int(len(P.events))},
+        holdout=ho.to_dict(), objective=obj.to_dict(), schedule=sched.to_dict(), split_at=res.split_at,
+        n_params=len(res.params), points=res.points, sampled_from=res.sampled_from,
+        recommendations={str(k): {"params": r.params.to_dict(), "promoted": r.promoted, "keep": r.keep,
+                                  "decision": r.decision, "versus_baseline": r.versus_baseline.to_dict(),
+                                  "stability": r.stability, "fold_choices": r.fold_choices}
+                         for k, r in result.recommendations.items()},
+        baseline=result.baseline.to_dict(), current=None if result.current is None else result.current.to_dict(),
+        start=None if result.start is None else result.start.to_dict(), seconds=round(result.seconds, 2),
+        search=result.search.to_dict(), compute=result.compute.to_dict(),
+    )
+    man = manifest("tune", **info)
+    write_run(out, man, {"sweep": tab, "heldout": heldout, "budget_curves": curves, "checkpoints": ck,
+                         "reliability": rel.reset_index(drop=True), "lost": lost,
+                         "subjects": _subject_table(result)})
+    for k, rec in result.recommendations.items():
+        chosen_row = rec.index if rec.keep == "recommended" else 0
+        prov = {"run_id": str(tab.loc[chosen_row, "run_id"]), "dataset_sha256": P.sha256,
+                "objective": f"{obj.name}@{k}" if obj.per_budget else obj.name,
+                "git_commit": man["git_commit"] or "", "notes": rec.decision,
+                "metrics": _metric_dict(rec, "recommended" if rec.keep == "recommended" else "baseline"),
+                "default_metrics": _metric_dict(rec, "seed defaults")}
+        path = out / ("params.toml" if k == primary.budget else f"params-k{k}.toml")
+        write_params_file(path, rec.chosen, prov)
+        if k == primary.budget and len(obj.budgets) > 1:
+            write_params_file(out / f"params-k{k}.toml", rec.chosen, prov)
+    (out / "report.md").write_text(render_report(result, P, figs, calib, curves), encoding="utf-8")
+    return out
+
+
+def _swept(result: TuneResult) -> list[str]:
+    """The flat parameters the search varied (an alias by the first parameter it sets)."""
+    from factmem.tuning.space import ALIASES
+
+    return [ALIASES.get(name, (name,))[0] for name in result.search.resolved_space]
+
+
+def _metric_dict(rec: Recommendation, column: str) -> dict[str, float]:
+    """Held-out metrics of one column of the held-out table, by key (``utility_at_20``, ``recall`` …)."""
+    h = rec.heldout
+    if column not in h.columns:
+        return {}
+    return {str(key): float(v) for key, v in zip(h["key"], h[column]) if isinstance(v, (int, float, np.floating))}
+
+
+def _subject_table(result: TuneResult) -> pd.DataFrame:
+    """Per subject and budget: held-out utility of the recommendation (as judged) and of the baseline."""
+    from factmem.evaluation.context import FIELDS
+
+    res = result.sweep
+    ho = res.holdout
+    part = "all" if ho.mode == "subjects" else "test"
+    subjects = res.subjects[part]
+    rows = []
+    for k, rec in result.recommendations.items():
+        if not res.objective.per_budget:
+            break
+        b = res.objective.budgets.index(k)
+        ctx = res.context[part][:, :, b, :]
+        if rec.fold_choices:
+            folds = ho.subject_folds(len(subjects))
+            chosen = np.asarray(rec.fold_choices)[folds]
+        else:
+            folds = np.full(len(subjects), -1)
+            chosen = np.full(len(subjects), rec.index)
+        r = ctx[chosen, np.arange(len(subjects)), :]
+        pts = r[:, FIELDS.index("points")]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            rows.append(pd.DataFrame({
+                "budget": k, "subject": subjects, "fold": folds, "chosen_row": chosen, "points": pts,
+                "utility_recommended": r[:, FIELDS.index("utility")] / pts,
+                "utility_baseline": ctx[0, :, FIELDS.index("utility")] / ctx[0, :, FIELDS.index("points")],
+                "recall_recommended": r[:, FIELDS.index("recall")] / pts,
+                "recall_baseline": ctx[0, :, FIELDS.index("recall")] / ctx[0, :, FIELDS.index("points")],
+            }))
+    return pd.concat(rows, ignore_index=True) if rows else pd.DataFrame()
+
+
+def render_report(result: TuneResult, P: PreparedLog, figs: dict[str, Path], calib: dict[str, dict],
+                  curves: pd.DataFrame) -> str:
+    res = result.sweep
+    obj, ho = res.objective, res.holdout
+    ds = P.dataset
+    name = ds.scenario.get("name") or (ds.path.name if ds.path else "log")
+    part = "all" if ho.mode == "subjects" else "test"
+    n_subj = len(res.subjects.get(part, []))
+    n_pts = res.points.get(part, 0)
+    needed = obj.needed or ("truth" if len(ds.truth) else "next-session")
+    needed_text = ("true and relevant then, and mentioned since it became true" if needed == "truth"
+                   else "mentioned in that session (no ground truth used)")
+    how = {"subjects": f"{ho.folds}-fold cross-fitting over subjects: each person is scored by the choice made on "
+                       "the other folds (no memory is shared between people)",
+           "time": f"chosen on session starts before {_date(res.split_at or 0)}, judged after",
+           "log": f"chosen on this log, judged on another (`{getattr(ho.log, 'dataset', None) and ho.log.dataset.path}`)"
+           }[ho.mode]
+    L = [f"# factmem tune — {name}", ""]
+    L += ["## Decision", ""]
+    for k, rec in result.recommendations.items():
+        h = rec.heldout.set_index("metric")
+        vb = rec.versus_baseline
+        if obj.per_budget:
+            rr = h.loc[f"recall@{k} (needed facts in the context)"]
+            st = h.loc["stale facts in the context"]
+            fa = h.loc["false facts in the context"]
+            L.append(
+                f"**Budget k = {k}** (the prompt holds at most {k} facts about a person). On held-out data the "
+                f"recommended parameters put **{100 * rr['recommended']:.1f}%** of the facts a session needs into "
+                f"the context, with **{st['recommended'] + fa['recommended']:.2f}** stale or false facts in it "
+                f"({st['recommended']:.2f} stale, {fa['recommended']:.2f} false), against "
+                f"{100 * rr['baseline']:.1f}% and {st['baseline'] + fa['baseline']:.2f} for the baseline. "
+                f"Utility@{k} {vb.a:.4f} against {vb.b:.4f}: difference **{vb.difference:+.4f}**, 95% interval "
+                f"[{vb.low:+.4f}, {vb.high:+.4f}] ({ho.bootstrap:,} bootstrap resamples of {vb.subjects} held-out "
+                f"people, {vb.points:,} session starts).")
+        L += ["", f"> {rec.decision}", ""]
+        if math.isfinite(rec.stability):
+            L.append(f"Selection stability: the recommendation is within the noise of the best (top "
+                     f"{100 * 0.05:.0f}% of {len(res.params)} candidates) in {100 * rec.stability:.0f}% of "
+                     f"{ho.bootstrap:,} bootstrap resamples of the tuning data."
+                     + (f" The folds chose rows {rec.fold_choices} (the final choice, on all subjects: row {rec.index})."
+                        if rec.fold_choices else ""))
+            L.append("")
+        if rec.notes:
+            L += ["**Check the search range:**", ""] + [f"- {n}" for n in rec.notes] + [""]
+    keep = result.primary
+    L += [f"`params.toml` holds the {'recommended' if keep.keep == 'recommended' else keep.keep} parameters for "
+          f"k = {keep.budget}" + (", `params-k<K>.toml` those for each budget" if len(obj.budgets) > 1 else "")
+          + ", ready for `factmem export params.toml --format rust --out memory_params.rs`.", ""]
+    L += ["**How this was measured.** "
+          f"Log `{ds.path}` (sha256 `{P.sha256[:16]}…`): {len(P.events):,} fact mentions about "
+          f"{P.events['subject'].nunique()} people, {_date(P.start)} → {_date(P.end)} "
+          f"({(P.end - P.start) / 86400:.0f} days). A context is assembled at each session start "
+          f"({n_pts:,} points with at least one needed fact"
+          + (f", sampled from {res.sampled_from.get(part, 0):,}" if obj.max_points_per_subject else "")
+          + f", {n_subj} people); a fact is *needed* there when it is {needed_text}; a context fact no longer "
+          f"true (stale) or never true (false) costs w = {obj.stale_cost:g}; utility@k = (needed facts in the "
+          f"context − w × stale or false ones) / needed facts, averaged over points. Held out: {how}. "
+          f"The baseline is the seed's numbers on the same base (multi-valued predicates: "
+          f"{_fmt(sorted(result.baseline.multi_valued_predicates))}); the pure seed defaults are shown beside it. "
+          f"{len(res.params)} candidates ({res.table['baseline'].sum()} baseline) in {result.seconds:.0f} s; "
+          f"consolidation every {res.schedule.consolidate_every_hours:g} h.", ""]
+
+    L += ["## What the recommendation changes", "", "| parameter | seed default | baseline | recommended |",
+          "|---|---|---|---|"]
+    defaults = MemoryParams().to_flat()
+    base = result.baseline.to_flat()
+    for key, (_, new) in keep.params.changes_from(MemoryParams()).items():
+        L.append(f"| `{key}` | {_fmt(defaults[key])} | {_fmt(base[key])} | {_fmt(new)} |")
+    if figs.get("budget"):
+        L += ["", "## What each budget buys", "", f"![held-out utility against the budget]({figs['budget'].name})",
+              f"*Held-out utility@k for k = 1…100 at the recommendation for k = {keep.budget} (as judged: "
+              f"each person by the choice made without them), the baseline and the seed defaults; {n_pts:,} "
+              f"session starts of {n_subj} people.*", ""]
+    L += ["## Held-out metrics", ""]
+    for k, rec in result.recommendations.items():
+        h = rec.heldout
+        cols = [c for c in h.columns if c not in ("metric", "key", "better", "scope")]
+        L += [f"At k = {k}:", "", "| metric | " + " | ".join(cols) + " | better | scope |",
+              "|---" * (len(cols) + 3) + "|"]
+        for _, row in h.iterrows():
+            L.append(f"| {row['metric']} | " + " | ".join(_fmt(row[c]) for c in cols)
+                     + f" | {row['better']} | {row['scope']} |")
+        L.append("")
+    L += ["*Context metrics* are per session start, averaged; *whole-memory* metrics are over every "
+          "checkpoint (daily) and every fact the memory holds: precision and recall of the believed set (active "
+          "facts above the retrieval threshold), believed-set size (context pressure), stale beliefs, lost facts "
+          "(archived while still true and mentioned again later). Log loss reads effective confidence as the "
+          "probability that a fact is true and relevant, clipped to [1e-4, 1 − 1e-4]: over the facts the memory "
+          "holds, over every fact mentioned so far (a forgotten fact predicts 1e-4), and over context facts.", ""]
+    L += ["## Calibration", "",
+          f"Log loss over held facts (whole log): recommended {_fmt(calib['recommended'].get('held_log_loss'))}, "
+          f"baseline {_fmt(calib['baseline'].get('held_log_loss'))}; over every fact mentioned: "
+          f"{_fmt(calib['recommended'].get('log_loss'))} and {_fmt(calib['baseline'].get('log_loss'))}. "
+          "Calibration describes the memory; the decision above rests on the context metrics.", ""]
+    captions = {"slices": f"The objective on the tuning data against each searched parameter ({len(res.params)} "
+                          "candidates; the star is the recommendation, the diamond the baseline)",
+                "pareto": "Every candidate: stale or false facts per context against recall@k (the front in black)",
+                "calibration": "Reliability over held facts: predicted confidence against observed frequency "
+                               "(whole log; bins with their counts)",
+                "trajectories": "Confidence trajectories of a few facts under the recommendation",
+                "checkpoints": "Believed set, precision and recall over time under the recommendation"}
+    L += ["## Figures", ""]
+    for key in ("slices", "pareto", "calibration", "trajectories", "checkpoints"):
+        if key in figs:
+            L += [f"![{captions[key]}]({figs[key].name})", f"*{captions[key]}.*", ""]
+    L += ["## Reproduce", "", "Results in `sweep.parquet` / `results.duckdb` (one row per candidate), per-person held-out "
+          "numbers in `subjects.parquet`, the replayed memory in `memory.duckdb`; "
+          "`factmem.tuning.runs.load_run(folder)` reloads everything.", ""]
+    del curves
+    return "\n".join(L)
