@@ -28,6 +28,8 @@ def add_generate(sub: argparse._SubParsersAction) -> None:
     src.add_argument("--preset", default=None, help="preset name (default: small)")
     src.add_argument("--scenario", default=None, metavar="FILE", help="scenario TOML file (e.g. a dataset's scenario.toml)")
     p.add_argument("--seed", type=int, default=None, help="random seed (default: the scenario's)")
+    p.add_argument("--personas", type=int, default=None, metavar="N",
+                   help="number of personas (default: the scenario's; recorded in the written scenario.toml)")
     p.add_argument("--out", required=False, metavar="DIR", help="output folder (created; dataset files replaced)")
     p.add_argument("--list-presets", action="store_true", help="list the presets and exit")
     p.add_argument("-q", "--quiet", action="store_true", help="print nothing on success")
@@ -51,7 +53,7 @@ def _run_generate(args: argparse.Namespace) -> int:
         spec: Scenario | str = Scenario.load(args.scenario)
     else:
         spec = args.preset or "small"
-    ds = generate(spec, seed=args.seed)
+    ds = generate(spec, seed=args.seed, personas=args.personas)
     out = write(ds, args.out)
     if not args.quiet:
         info = ds.to_dict()

@@ -30,7 +30,7 @@ from factmem.core.codes import MENTION_KINDS
 from factmem.errors import InputError
 
 __all__ = ["LOG_FILE", "TRUTH_FILE", "GENERALIZATIONS_FILE", "SCENARIO_FILE", "DATASET_FILES", "NOISE_LABELS",
-    "EVENT_COLUMNS", "MESSAGE_COLUMNS", "TRUTH_COLUMNS", "TRUTH_PERIOD_COLUMNS", "BOUND_PERIODS",
+    "NEVER_TRUE_NOISE", "EVENT_COLUMNS", "MESSAGE_COLUMNS", "TRUTH_COLUMNS", "TRUTH_PERIOD_COLUMNS", "BOUND_PERIODS",
     "GENERALIZATION_COLUMNS", "default_scenario", "empty_events", "empty_messages", "empty_truth",
     "empty_generalizations"]
 
@@ -42,7 +42,10 @@ DATASET_FILES = (LOG_FILE, TRUTH_FILE, GENERALIZATIONS_FILE, SCENARIO_FILE)
 
 #: Kinds a mention may carry: derived facts come from abstraction, never from a log.
 #: Values of truth's ``noise`` column (empty = an ordinary fact).
-NOISE_LABELS: tuple[str, ...] = ("misstatement", "irrelevant")
+NOISE_LABELS: tuple[str, ...] = ("misstatement", "irrelevant", "extraction")
+#: Noise whose truth row is never true (``valid_from == valid_to`` = the instant it was said):
+#: it explains a mention at exactly that instant.
+NEVER_TRUE_NOISE: tuple[str, ...] = ("misstatement", "extraction")
 
 EVENT_COLUMNS = ("ts", "subject", "predicate", "object", "kind", "session_id", "message_id", "note")
 MESSAGE_COLUMNS = ("session_id", "message_id", "ts", "speaker", "text")

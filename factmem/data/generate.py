@@ -16,11 +16,15 @@ rhythm, bursts, long absences). In every session of a persona, each fact true fo
 session comes up with probability ``salience``; a change of value or a new episode is first
 mentioned at the first session after its (exponential) mention delay, unless the change is one of
 the ``unmentioned_change`` share. Noise: misstatements (a wrong value, corrected in the next user
-message of the same session; truth row with an empty interval and ``noise = "misstatement"``) and
-one-off irrelevant facts (``noise = "irrelevant"``, relevant until the instant they were said).
+message of the same session; truth row with an empty interval and ``noise = "misstatement"``),
+one-off irrelevant facts (``noise = "irrelevant"``, relevant until the instant they were said) and
+extraction errors (``noise.extraction_rate``: a mention of a world fact whose extracted object is a
+value the persona never holds for that predicate, never corrected; the text still says the true
+object; truth row ``[ts, ts]`` with ``noise = "extraction"``).
 
 Every mention falls inside a truth interval of its fact (``valid_from <= ts < valid_to``; for
-episodes also ``ts < relevant_until``), except misstatements, whose interval is ``[ts, ts]``.
+episodes also ``ts < relevant_until``), except misstatements and extraction errors, whose interval
+is ``[ts, ts]``.
 Everything is vectorized over personas, facts, sessions and mentions; the only loops run over
 predicates, archetypes, and batches of geometric draws.
 """
@@ -47,7 +51,9 @@ __all__ = ["generate", "write", "PRESETS", "preset", "Scenario"]
 
 _BIG = 1 << 42  # separates personas (or groups) in one sorted int64 key; >> any relative time
 _NA = np.iinfo(np.int64).max  # "no end" sentinel for relative times
-_STAGES = ("personas", "sessions", "timelines", "episodes", "mentions", "noise", "layout", "text")
+# One random stream per stage (SeedSequence children by position): a new stage goes at the end, so
+# the streams of the others, and the bytes of scenarios that do not use it, stay as they were.
+_STAGES = ("personas", "sessions", "timelines", "episodes", "mentions", "noise", "layout", "text", "extraction")
 
 FIRST_NAMES = [
     "ava", "ben", "chloe", "dev", "elena", "farid", "grace", "hiro", "ines", "jonas", "kemi", "liam", "maya",
@@ -65,17 +71,26 @@ LAST_NAMES = [
 CORRECTION_NOTE = "corrects an earlier misstatement"
 
 
-def generate(preset_or_scenario: str | Path | Mapping[str, Any] | Scenario, seed: int | None = None) -> Dataset:
+def generate(
+    preset_or_scenario: str | Path | Mapping[str, Any] | Scenario, seed: int | None = None, *, personas: int | None = None
+) -> Dataset:
     """Generate a dataset in memory from a preset name, a scenario (file, dict or object) and a seed.
 
-    ``seed`` (if given) replaces the scenario's; the same scenario and seed give the same bytes
-    when written. The dataset's ``path`` is None until :func:`write`.
+    ``seed`` (if given) replaces the scenario's; ``personas`` (if given) replaces its number of
+    personas (``generate("drift", seed=1, personas=60)``, the same as
+    ``generate(preset("drift").replace(personas=60), seed=1)``); both are recorded in the dataset's
+    scenario, which regenerates it. The same scenario and seed give the same bytes when written.
+    The dataset's ``path`` is None until :func:`write`.
     """
     scenario = resolve(preset_or_scenario)
     if seed is not None:
         if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
             raise InputError(f"seed must be a non-negative integer, got {seed!r}")
         scenario = scenario.replace(seed=int(seed))
+    if personas is not None:
+        if isinstance(personas, bool) or not isinstance(personas, (int, np.integer)):
+            raise InputError(f"personas must be a positive integer, got {personas!r}")
+        scenario = scenario.replace(personas=int(personas))
     return _Generator(scenario).run()
 
 
@@ -232,6 +247,7 @@ class _Generator:
         self.f = f
         items = self._mentions(f)
         items = self._noise(items)
+        items = self._extraction(items)
         return self._assemble(items)
 
     def _personas(self) -> None:
@@ -448,6 +464,41 @@ class _Generator:
         out["p"] = self.s_p[out["sess"]]
         return out
 
+    def _extraction(self, it: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """Extraction errors (type 4): a share of world-fact mentions (type 0) get a wrong object.
+
+        ``said`` keeps the object the message text says (the true one). The wrong object is drawn
+        uniformly from the predicate's random vocabulary minus every value the persona holds for
+        that predicate at any time (facts and episodes of the whole log), so the extracted triple is
+        never true for the persona; mentions with no such value left stay correct.
+        """
+        it["said"] = it["obj"].copy()
+        rate = self.sc.noise.extraction_rate
+        if rate <= 0:  # no draws at all: scenarios without extraction noise keep their bytes
+            return it
+        rng, f = self.rng["extraction"], self.f
+        eligible = np.flatnonzero(it["type"] == 0)
+        pick = eligible[rng.random(len(eligible)) < rate]
+        u = rng.random(len(pick))
+        n_pred, width = len(self.preds), int(self.nrand.max())
+        # (persona, predicate, value) keys the persona ever holds, in the random vocabulary
+        local = f["obj"] - self.voff[f["j"]]
+        in_rand = local < self.nrand[f["j"]]
+        held = np.unique(((f["p"] * n_pred + f["j"]) * width + local)[in_rand])
+        pj = it["j"][pick]
+        cand = ((it["p"][pick] * n_pred + pj) * width)[:, None] + np.arange(width)[None, :]
+        pos = np.minimum(np.searchsorted(held, cand), max(len(held) - 1, 0))
+        taken = held[pos] == cand if len(held) else np.zeros(cand.shape, dtype=bool)
+        allowed = ~taken & (np.arange(width)[None, :] < self.nrand[pj][:, None])
+        size = allowed.sum(axis=1)
+        rank = np.floor(u * size).astype(np.int64)  # the rank-th allowed value, 0-based
+        choice = np.argmax(np.cumsum(allowed, axis=1) > rank[:, None], axis=1)
+        ok = size > 0
+        pick, choice = pick[ok], choice[ok]
+        it["obj"][pick] = choice + self.voff[it["j"][pick]]
+        it["type"][pick] = 4
+        return it
+
     def _assemble(self, it: dict[str, np.ndarray]) -> Dataset:
         sc, rng = self.sc, self.rng["layout"]
         S = len(self.s_p)
@@ -514,7 +565,7 @@ class _Generator:
         rng, sc = self.rng["text"], self.sc
         n_msg = len(m_sess)
         t = self.tmpl_off[it["j"]] + np.floor(rng.random(len(it["j"])) * self.n_tmpl[it["j"]]).astype(np.int64)
-        obj = _col(self.vocab[it["obj"]])
+        obj = _col(self.vocab[it["said"]])  # what was said (an extraction error changes only the fact)
         sentence = _join(_col(self.tmpl_pre[t]), obj, _col(self.tmpl_suf[t]))
         corr = np.flatnonzero(it["type"] == 3)
         if len(corr):
@@ -550,15 +601,19 @@ class _Generator:
         f, start = self.f, self.sc.start
         mis = e["type"] == 2
         irr = e["type"] == 1
+        ext = e["type"] == 4  # extraction errors: never true, like misstatements, but never corrected
         n_f = len(f["p"])
-        p = np.concatenate([f["p"], e["p"][mis], e["p"][irr]])
-        j = np.concatenate([f["j"], e["j"][mis], e["j"][irr]])
-        obj = np.concatenate([f["obj"], e["obj"][mis], e["obj"][irr]])
-        frm = np.concatenate([f["from"] + start, e_ts[mis], e_ts[irr]])
-        to = np.concatenate([np.where(f["to"] == _NA, _NA, f["to"] + start), e_ts[mis], np.full(irr.sum(), _NA)])
-        rel = np.concatenate([np.where(f["rel"] == _NA, _NA, f["rel"] + start), np.full(mis.sum(), _NA), e_ts[irr]])
+        p = np.concatenate([f["p"], e["p"][mis], e["p"][irr], e["p"][ext]])
+        j = np.concatenate([f["j"], e["j"][mis], e["j"][irr], e["j"][ext]])
+        obj = np.concatenate([f["obj"], e["obj"][mis], e["obj"][irr], e["obj"][ext]])
+        frm = np.concatenate([f["from"] + start, e_ts[mis], e_ts[irr], e_ts[ext]])
+        to = np.concatenate([np.where(f["to"] == _NA, _NA, f["to"] + start), e_ts[mis], np.full(irr.sum(), _NA),
+                             e_ts[ext]])
+        rel = np.concatenate([np.where(f["rel"] == _NA, _NA, f["rel"] + start), np.full(mis.sum(), _NA), e_ts[irr],
+                              np.full(ext.sum(), _NA)])
         noise = np.concatenate([np.full(n_f, None, dtype=object), np.full(mis.sum(), "misstatement", dtype=object),
-                                np.full(irr.sum(), "irrelevant", dtype=object)])
+                                np.full(irr.sum(), "irrelevant", dtype=object),
+                                np.full(ext.sum(), "extraction", dtype=object)])
         o = np.lexsort((obj, j, p, frm))
         return pd.DataFrame(
             {

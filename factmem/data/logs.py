@@ -41,6 +41,7 @@ from factmem.data.format import (
     GENERALIZATIONS_FILE,
     LOG_FILE,
     MESSAGE_COLUMNS,
+    NEVER_TRUE_NOISE,
     NOISE_LABELS,
     SCENARIO_FILE,
     TRUTH_COLUMNS,
@@ -203,8 +204,9 @@ def unexplained_mentions(dataset: Dataset) -> pd.DataFrame:
 
     A mention at ``ts`` is explained by the latest-starting truth row of its (subject, predicate,
     object) with ``valid_from <= ts`` when ``ts < valid_to`` (or valid_to is empty) and
-    ``ts <= relevant_until`` (or that is empty); a misstatement row explains the mention at its
-    own instant (``valid_from == valid_to == ts``).
+    ``ts <= relevant_until`` (or that is empty); a never-true row (a misstatement or an extraction
+    error, :data:`NEVER_TRUE_NOISE`) explains the mention at its own instant
+    (``valid_from == valid_to == ts``).
     """
     ev = dataset.events.reset_index(drop=True)
     if not len(ev):
@@ -218,7 +220,7 @@ def unexplained_mentions(dataset: Dataset) -> pd.DataFrame:
             "ts": tr["valid_from"].to_numpy(np.int64),
             "_to": tr["valid_to"].astype("float64").to_numpy(),
             "_rel": tr["relevant_until"].astype("float64").to_numpy(),
-            "_mis": (tr["noise"] == "misstatement").fillna(False).to_numpy(bool),
+            "_mis": tr["noise"].isin(NEVER_TRUE_NOISE).to_numpy(bool),
         }
     )
     m = pd.merge_asof(left.sort_values("ts", kind="stable"), right.sort_values("ts", kind="stable"), on="ts", by=key,
@@ -427,4 +429,5 @@ __all__ = [
     "BOUND_PERIODS",
     "GENERALIZATION_COLUMNS",
     "NOISE_LABELS",
+    "NEVER_TRUE_NOISE",
 ]

@@ -1,7 +1,12 @@
 """The default predicate catalogue, archetypes and named presets of the generator.
 
 Each preset is the default scenario (:func:`base_dict`) with a few overrides, and a one-line
-statement of what it stresses (:data:`PRESETS`).
+statement of what it stresses (:data:`PRESETS`). :func:`churn_catalogue` holds fast-churn predicates
+(values that change every two to three weeks); they are not in the default catalogue (adding them
+there would change every preset's bytes) and are added by the ``realistic`` preset's overrides.
+
+More personas for any preset: ``preset("drift").replace(personas=60)`` or
+``generate("drift", seed=1, personas=60)`` (``factmem generate --preset drift --personas 60``).
 """
 
 from __future__ import annotations
@@ -17,8 +22,8 @@ from factmem.errors import InputError
 
 __all__ = ["CITIES", "JOBS", "COMPANIES", "LANGUAGES", "PETS", "PROJECTS", "CLUBS", "RELATIONSHIP", "CARS",
     "CUISINES", "DRINKS", "EDITORS", "GENRES", "WORKOUT", "AUTHORS", "HOBBIES", "DISLIKES", "EVENTS", "PEOPLE",
-    "MOVIES", "TASKS", "ILLNESSES", "LUNCHES", "SIGHTS", "WEATHER", "default_catalogue", "default_archetypes",
-    "base_dict", "PRESETS", "preset", "resolve"]
+    "MOVIES", "TASKS", "ILLNESSES", "LUNCHES", "SIGHTS", "WEATHER", "BOOKS", "WORK_TASKS", "SERIES",
+    "default_catalogue", "churn_catalogue", "default_archetypes", "base_dict", "PRESETS", "preset", "resolve"]
 
 CITIES = [
     "Lisbon", "Berlin", "Toronto", "Osaka", "Nairobi", "Austin", "Lyon", "Krakow", "Melbourne", "Seoul",
@@ -130,6 +135,33 @@ SIGHTS = [
     "a vintage car", "a huge queue at the bakery", "a film crew downtown", "a lost balloon", "a fox in the garden",
 ]
 WEATHER = ["rainy", "sunny", "foggy", "windy", "freezing", "humid", "stormy", "mild"]
+# fast-churn vocabularies: large, so that a persona who changes value every two or three weeks
+# still has values it never holds (room for extraction errors that are never true)
+BOOKS = [
+    "Middlemarch", "Dune", "Beloved", "The Remains of the Day", "Piranesi", "Station Eleven", "Circe",
+    "The Overstory", "Pachinko", "Small Gods", "The Left Hand of Darkness", "Kindred", "Invisible Cities",
+    "Normal People", "The Road", "Never Let Me Go", "Anxious People", "The Vanishing Half", "Educated",
+    "Sapiens", "Atomic Habits", "Project Hail Mary", "The Name of the Rose", "Americanah", "A Gentleman in Moscow",
+    "The Hobbit", "Klara and the Sun", "Braiding Sweetgrass", "The Night Circus", "Lincoln in the Bardo",
+    "Homegoing", "The Secret History", "Exhalation", "The Dispossessed", "The Martian", "Shuggie Bain",
+]
+WORK_TASKS = [
+    "fixing the login bug", "the Q3 slide deck", "migrating the database", "a vendor contract review",
+    "hiring a new designer", "the release checklist", "cleaning up the backlog", "a customer escalation",
+    "the budget spreadsheet", "writing test cases", "the API documentation", "a security audit",
+    "the team offsite agenda", "onboarding a new colleague", "a pricing analysis", "the monthly newsletter",
+    "refactoring the payment module", "a board presentation", "the inventory count", "a grant report",
+    "updating the style guide", "the performance reviews", "a load test", "the holiday rota",
+    "a data cleanup", "the supplier invoices", "a user interview round", "the shift schedule",
+    "a proof of concept", "the accessibility fixes", "the year-end close", "a training workshop",
+]
+SERIES = [
+    "Severance", "The Bear", "Succession", "Shogun", "Slow Horses", "The Crown", "Fleabag", "Dark",
+    "Arcane", "Blue Eye Samurai", "Only Murders in the Building", "The Expanse", "Ted Lasso", "Andor",
+    "Mare of Easttown", "Reservation Dogs", "Abbott Elementary", "The Last of Us", "Bluey", "Chernobyl",
+    "Normal People", "Atlanta", "Derry Girls", "Ripley", "Hacks", "Beef", "Baby Reindeer", "Fargo",
+    "Better Call Saul", "Mr Robot",
+]
 
 
 def _p(kind: str, values: list[str], templates: list[str], **kw: Any) -> dict[str, Any]:
@@ -199,6 +231,25 @@ def default_catalogue() -> dict[str, dict[str, Any]]:
                       cardinality="multi", salience=0.0),
         "weather_was": _p("episodic", WEATHER, ["It was {o} today.", "Ugh, so {o} out."], irrelevant=True,
                           cardinality="multi", salience=0.0),
+    }
+
+
+def churn_catalogue() -> dict[str, dict[str, Any]]:
+    """Fast-churn predicates: a value holds two to three weeks on average (exponential lifetimes).
+
+    Often mentioned while they hold (salience 0.12-0.15), first mentioned about a day after a
+    change, and one change in ten never mentioned: a memory that keeps them too long fills a
+    budgeted context with stale values. Not part of :func:`default_catalogue`.
+    """
+    return {
+        "currently_reading": _p("explicit", BOOKS, ["I'm reading {o} at the moment.", "Just started {o}.",
+                                                    "I'm halfway through {o}."],
+                                lifetime_days=21.0, salience=0.12, change_delay_days=1.0, unmentioned_change=0.1),
+        "working_on_task": _p("explicit", WORK_TASKS, ["This week I'm on {o}.", "Today it's {o} again.",
+                                                       "My main task right now is {o}."],
+                              lifetime_days=14.0, salience=0.15, change_delay_days=1.0, unmentioned_change=0.1),
+        "current_show": _p("user_preference", SERIES, ["I'm hooked on {o} right now.", "Can't stop watching {o}."],
+                           lifetime_days=18.0, salience=0.12, change_delay_days=1.0, unmentioned_change=0.1),
     }
 
 
@@ -276,6 +327,13 @@ def _preset_dicts() -> dict[str, tuple[str, dict[str, Any]]]:
         "long-absence": ("personas who vanish for months and come back: stresses decay over long gaps (forgetting regret)",
                          {"days": 365, "personas": 16, "sessions": {"rate_per_day": 1.2, "absences_per_year": 2.5,
                                                                     "absence_days": 45.0}}),
+        "realistic": ("10% of extracted facts wrong and never corrected, plus facts that change every two to three "
+                      "weeks: stresses keeping what will be needed while keeping stale and false facts out of a "
+                      "budgeted context",
+                      {"days": 270, "personas": 40, "sessions": {"rate_per_day": 1.2},
+                       "messages": {"assistant_replies": False, "facts_per_message": 3},
+                       "noise": {"extraction_rate": 0.1},
+                       "predicates": churn_catalogue()}),
         "large": (">= 1M mentions for benchmarks (not committed; generate on demand)",
                   {"days": 365, "personas": 900, "sessions": {"rate_per_day": 2.0},
                    "messages": {"assistant_replies": False}}),

@@ -2,8 +2,13 @@
 
 A :class:`Scenario` says who talks (personas), how often (session rhythm), about what (a
 predicate catalogue: kind, cardinality, lifetime, salience, change-mention delay, episodes,
-templates), with which noise, and which archetypes (planted generalizations) hold. Its plain-dict
+templates), with which noise (:class:`Noise`: corrected misstatements, irrelevant one-offs, and
+uncorrected extraction errors), and which archetypes (planted generalizations) hold. Its plain-dict
 form is what ``scenario.toml`` holds; ``Scenario.from_dict(s.to_dict()) == s``.
+
+Changing settings: ``Scenario.replace`` changes top-level ones (``preset("drift").replace(personas=60)``;
+:func:`factmem.data.generate.generate` also takes ``personas=``); nested ones go through the plain
+dict (``d = s.to_dict(); d["noise"]["extraction_rate"] = 0.1; Scenario.from_dict(d)``).
 
 Units: times in days unless the name says otherwise; ``salience`` is the probability that a true
 fact comes up in a given session of its persona (beyond its first mention, which is forced for
@@ -163,16 +168,38 @@ class Messages:
 
 @dataclass(frozen=True)
 class Noise:
-    """Deliberate noise, identifiable in truth by its ``noise`` column."""
+    """Deliberate noise, identifiable in truth by its ``noise`` column.
+
+    - ``misstatement_rate``: share of mentions of single-valued lasting facts said wrong first and
+      corrected in the next user message (truth: ``noise = "misstatement"``, never true).
+    - ``irrelevant_per_session``: mean one-off irrelevant facts per session (predicates marked
+      ``irrelevant``; truth: ``noise = "irrelevant"``, true but never needed again).
+    - ``extraction_rate``: share of mentions of world facts (every mention except misstatement pairs
+      and irrelevant one-offs) whose object the extractor got wrong: the message text says the true
+      object, the extracted fact carries a wrong one, and nothing ever corrects it. The wrong object
+      comes from the predicate's vocabulary (not an archetype's planted object) and is one the persona
+      never holds for that predicate anywhere in the log, so believing it is false, never stale
+      (truth: ``noise = "extraction"``, ``valid_from == valid_to`` = the mention's instant). A mention
+      whose predicate has no such value left stays correct. Default 0; written to ``scenario.toml``
+      only when non-zero, so scenarios from before it existed keep their bytes.
+    """
 
     misstatement_rate: float = 0.01  # share of mentions of single-valued lasting facts said wrong first, then corrected
     irrelevant_per_session: float = 0.15  # mean one-off irrelevant facts per session (predicates marked irrelevant)
+    extraction_rate: float = 0.0  # share of world-fact mentions extracted with a wrong object, never corrected
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        if d["extraction_rate"] == 0.0:  # absent = 0: older scenario files stay byte-identical
+            del d["extraction_rate"]
+        return d
 
     @staticmethod
     def from_dict(data: Mapping[str, Any], path: str = "noise") -> Noise:
         checks = {
             "misstatement_rate": lambda p, v: _num(p, v, 0.0, 1.0),
             "irrelevant_per_session": lambda p, v: _num(p, v, 0.0, 50.0),
+            "extraction_rate": lambda p, v: _num(p, v, 0.0, 1.0),
         }
         return _build(Noise, path, data, checks)
 
@@ -319,7 +346,15 @@ class Archetype:
 
 @dataclass(frozen=True)
 class Scenario:
-    """Every generator setting and the seed; see the module docstring."""
+    """Every generator setting and the seed; see the module docstring.
+
+    ``noise`` (:class:`Noise`) holds three kinds of deliberate noise, each marked in truth's
+    ``noise`` column: ``misstatement_rate`` (a wrong value corrected in the next message: never
+    true), ``irrelevant_per_session`` (true one-offs never needed again) and ``extraction_rate``
+    (default 0: a share of world-fact mentions extracted with a wrong object the persona never
+    holds, never corrected; truth row ``noise = "extraction"`` with ``valid_from == valid_to`` = the
+    mention's instant, so believing it counts as false, not stale).
+    """
 
     name: str = "custom"
     description: str = ""
@@ -368,7 +403,7 @@ class Scenario:
             "multi_valued_predicates": list(self.multi_valued_predicates),
             "sessions": {k: (list(v) if isinstance(v, tuple) else v) for k, v in dataclasses.asdict(self.sessions).items()},
             "messages": {k: (list(v) if isinstance(v, tuple) else v) for k, v in dataclasses.asdict(self.messages).items()},
-            "noise": dataclasses.asdict(self.noise),
+            "noise": self.noise.to_dict(),
             "predicates": {p.name: p.to_dict() for p in self.predicates},
             "archetypes": {a.name: a.to_dict() for a in self.archetypes},
         }
