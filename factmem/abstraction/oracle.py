@@ -341,7 +341,7 @@ class OracleProvider:
             for subject, g in df.groupby("subject", sort=True)
         }
         # per generalization code, the ids of its supporting pairs (to cite them in support answers)
-        self._gen_keys = [frozenset() for _ in range(len(gen_ids))]
+        self._gen_keys: list[frozenset[int]] = [frozenset() for _ in range(len(gen_ids))]
         for code, g in df.groupby("code", sort=True):
             self._gen_keys[int(code)] = frozenset(g["key_id"].tolist())
         # vocabulary for invented facts, and every triple that must never be "invented"
