@@ -41,6 +41,7 @@ from factmem.core.codes import LINK_SCOPES
 from factmem.core.params import MemoryParams
 from factmem.data.generate import generate
 from factmem.errors import CassetteMiss, InputError, ParamsError, ProviderError, ResponseRejected
+from factmem.evaluation.links import LinkSummary, link_relevance, link_summary, pruned_children
 from factmem.export.document import load_params_file, params_fingerprint, write_params_file
 from factmem.export.rust import render_rust
 from factmem.export.sqlite import export_db, import_db
@@ -704,3 +705,37 @@ def test_reference_model_sees_both_rules_differ():
                      max_facts=2, link_scope=scope)
         assert (len(bad.links) > 0) == (scope == "cluster")
     assert called["cluster"] == (["ada"], [], [1, 2, 3]) and called["support"] == (["ada"], [], [1])
+
+
+# --------------------------------------------------------------------------------------------------
+# link relevance against the truth (factmem.evaluation.links)
+# --------------------------------------------------------------------------------------------------
+
+def test_link_summary_counts_unrelated_pruned_children(llm_server):
+    gens = pd.DataFrame({"gen_id": ["g1", "g1"], "subject": ["ada", "ada"], "predicate": ["is_a", "is_a"],
+                         "object": ["programmer", "programmer"], "support_predicate": ["uses", "likes"],
+                         "support_object": ["vim", "rust"]})
+    llm_server.handler = lambda request: answer(item(support=[0, 1]), item("is_from", "norway", support=[2]))
+    provider = http("openai", llm_server.url)
+    summaries = {}
+    for scope in LINK_SCOPES:
+        s = make_store(MemoryParams(link_scope=scope))
+        for i in range(3):  # derived, then reinforced twice (new members in between): pruned
+            if i:
+                s.remember("ada", f"new_{i}", "fact", at=AT + i * DAY - 60)
+            abstract(s, provider, at=AT + i * DAY)
+        rel = link_relevance(s, gens)
+        prog = s.query("SELECT id FROM memory_facts WHERE object = 'programmer'")["id"].tolist()
+        assert rel.loc[rel["parent_id"].isin(prog) & rel["related"], "child_id"].tolist() == s.query("SELECT id FROM memory_facts WHERE predicate IN ('uses', 'likes') ORDER BY id")["id"].tolist()
+        assert not rel.loc[~rel["parent_id"].isin(prog), "related"].any()  # "is_from norway" is no planted one
+        kids = pruned_children(s, gens)
+        summaries[scope] = link_summary(s, gens)
+        assert summaries[scope].pruned == len(kids) and summaries[scope].pruned_unrelated == int((~kids["related"]).sum())
+    # cluster links: both derived facts link all 7 members, all 7 pruned, 5 of them unrelated;
+    # support links: 2 + 1 links, the 3 cited facts pruned, 1 of them (lives_in oslo) unrelated to g1's truth
+    assert summaries["cluster"] == LinkSummary(links=14, related_links=2, pruned=7, pruned_unrelated=5)
+    assert summaries["support"] == LinkSummary(links=3, related_links=2, pruned=3, pruned_unrelated=1)
+    assert summaries["support"].to_dict()["unrelated_share"] == pytest.approx(1 / 3)
+    assert np.isnan(LinkSummary(0, 0, 0, 0).unrelated_share)
+    with pytest.raises(InputError, match="support_predicate"):
+        link_summary(FactStore(), gens.drop(columns="support_predicate"))
