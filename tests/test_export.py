@@ -60,6 +60,7 @@ def param_sets(draw, int_max=2**63 - 1):
         temperature=draw(nonneg),
         reinforce_base=draw(st.sampled_from(["stored", "effective"])),
         multi_valued_predicates=draw(st.sets(predicate, max_size=4)),
+        link_scope=draw(st.sampled_from(["cluster", "support"])),
     )
 
 
