@@ -6,6 +6,7 @@ design line by line; the store is held to it by the property tests.
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass, field
 
@@ -90,3 +91,105 @@ class RefMemory:
 
     def table(self) -> list[dict]:
         return [self.facts[i] for i in sorted(self.facts)]
+
+    # -- the abstraction pass --------------------------------------------------------------------
+    # (factmem.abstraction.passes, read line by line: clusters, the unchanged rule of each link
+    # scope, the strict answer contract, links to the cluster or to the cited support, pruning)
+
+    examined: list = field(default_factory=list)  # (subject, member ids, examined_at, pass_id, outcome)
+
+    def abstract(self, at, answer, *, min_cluster, max_facts, link_scope, prune=True) -> list[str]:
+        """One pass; ``answer(subject, members)`` returns the model's text or raises. Returns the
+        subjects called, in order."""
+        facts = self.facts
+        active_obs = [f for f in facts.values() if f["status"] == "active" and f["kind"] != "derived"]
+        called = []
+        for subject in sorted({f["subject"] for f in active_obs}):
+            ids = sorted(f["id"] for f in active_obs if f["subject"] == subject)
+            if len(ids) < min_cluster:
+                continue
+            live_derived = [f for f in facts.values() if f["status"] == "active" and f["kind"] == "derived"]
+            stale = sorted({f["id"] for f in live_derived if f["stale"] and any(
+                p == f["id"] and facts[c]["subject"] == subject for p, c, _ in self.links)})
+            records = [r for r in self.examined if r[0] == subject and list(r[1]) == ids]
+            if link_scope == "cluster":
+                linked = any(
+                    not f["stale"] and sorted(c for p, c, _ in self.links if p == f["id"]
+                                              and facts[c]["status"] == "active" and facts[c]["kind"] != "derived") == ids
+                    for f in live_derived)
+                known = linked or any(r[4] == "empty" for r in records)
+            else:
+                known = bool(records)
+            if known and not stale:
+                continue
+            called.append(subject)
+            members = [facts[i] for i in ids]
+            try:
+                text = answer(subject, members)
+            except Exception:  # a provider failure: skipped, nothing written
+                continue
+            items = self._accept(text, subject, members, max_facts, link_scope)
+            if items is None:  # rejected: failed, nothing written
+                continue
+            for predicate, obj, note, support in items:
+                fid = self.remember(subject, predicate, obj, "derived", at, f"abstraction:{at}",
+                                    f"cluster:{subject}", note, source="abstraction")
+                children = ids if link_scope == "cluster" else [ids[i] for i in support]
+                have = {(p, c) for p, c, _ in self.links}
+                self.links += [(fid, c, at) for c in children if (fid, c) not in have]
+            self.examined.append((subject, tuple(ids), at, str(at), "derived" if items else "empty"))
+            for i in stale:
+                facts[i]["stale"] = False
+        if prune:
+            validated = {f["id"] for f in facts.values() if f["kind"] == "derived" and f["status"] == "active"
+                         and f["reinforcement_count"] >= self.params.prune_min_reinforcements}
+            for parent, child, _ in self.links:
+                if parent in validated and facts[child]["status"] == "active":
+                    facts[child].update(status="archived", status_changed_at=at, status_reason="pruned")
+        return called
+
+    def _accept(self, text, subject, members, max_facts, link_scope):
+        """The answer contract: (predicate, object, note, support) per item, or None if rejected."""
+        body = text.strip()
+        if body.startswith("```"):
+            body = body[3:].removeprefix("json").strip().removesuffix("```").strip()
+        try:
+            data = json.loads(body)
+        except ValueError:
+            return None
+        if not isinstance(data, list) or len(data) > max_facts:
+            return None
+        items, seen, single = [], set(), set()
+        pairs = {(m["predicate"], m["object"]) for m in members}
+        member_preds = {m["predicate"] for m in members}
+        for raw in data:
+            if not isinstance(raw, dict):
+                return None
+            values = [raw.get(k) for k in ("subject", "predicate", "object")]
+            if not all(isinstance(v, str) and v.strip() for v in values):
+                return None
+            s, p, o = (v.strip() for v in values)
+            note = raw.get("note")
+            if note is not None and not isinstance(note, str):
+                return None
+            note = (note.strip() or None) if note is not None else None
+            if s != subject.strip() or (p, o) in seen:
+                return None
+            seen.add((p, o))
+            support = ()
+            if link_scope == "support":
+                support = raw.get("support")
+                if not isinstance(support, list) or not support:
+                    return None
+                if any(isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < len(members) for i in support):
+                    return None
+                support = tuple(sorted(set(support)))
+            # may not restate, contradict, or set one single-valued predicate twice
+            if (p, o) in pairs:
+                return None
+            if p not in self.params.multi_valued_predicates:
+                if p in member_preds or p in single:
+                    return None
+                single.add(p)
+            items.append((p, o, note, support))
+        return items

@@ -60,6 +60,7 @@ def param_sets(draw, int_max=2**63 - 1):
         temperature=draw(nonneg),
         reinforce_base=draw(st.sampled_from(["stored", "effective"])),
         multi_valued_predicates=draw(st.sets(predicate, max_size=4)),
+        link_scope=draw(st.sampled_from(["cluster", "support"])),
     )
 
 
@@ -394,12 +395,13 @@ def test_diff_lists_changes_and_metrics(tmp_path):
         "run_id": "base", "dataset_sha256": "a" * 64, "metrics": {"log_loss": 0.45}, "default_metrics": {"log_loss": 0.45}})
     b = write_params_file(tmp_path / "b.json", MemoryParams(
         decay_rate={"episodic": 0.25}, reinforce_gain=0.2, archive_threshold=0.0,
-        multi_valued_predicates={"member_of"}, reinforce_base="effective"), {
+        multi_valued_predicates={"member_of"}, reinforce_base="effective", link_scope="support"), {
         "run_id": "tuned", "dataset_sha256": "a" * 64, "objective": "log_loss",
         "metrics": {"log_loss": 0.41, "recall": 0.9}, "default_metrics": {"log_loss": 0.45, "recall": 0.8}})
     d = diff_params(a, b).set_index("parameter")
     assert list(d.index) == ["decay_rate.episodic", "reinforce_gain", "archive_threshold", "reinforce_base",
-                             "multi_valued_predicates"]
+                             "multi_valued_predicates", "link_scope"]
+    assert d.loc["link_scope", "old"] == "cluster" and d.loc["link_scope", "new"] == "support"
     assert d.loc["decay_rate.episodic", "old"] == 0.3 and d.loc["decay_rate.episodic", "new"] == 0.25
     assert d.loc["decay_rate.episodic", "relative_change"] == pytest.approx(-1 / 6)
     assert d.loc["archive_threshold", "relative_change"] == -1.0
@@ -412,7 +414,7 @@ def test_diff_lists_changes_and_metrics(tmp_path):
     assert m.loc["log_loss", "b_minus_a"] == pytest.approx(-0.04)
     assert math.isnan(m.loc["recall", "a"]) and m.loc["recall", "b_defaults"] == 0.8
     text = render_diff(a, b)
-    assert "5 of 18 changed" in text and "-16.7%" in text and "objective: log_loss" in text
+    assert "6 of 19 changed" in text and "link_scope" in text and "-16.7%" in text and "objective: log_loss" in text
     assert "different datasets" not in text
     # zero to nonzero, and a sign flip on zero
     z = diff_params(MemoryParams(temperature=0.0), MemoryParams(temperature=0.5)).iloc[0]

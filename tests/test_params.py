@@ -98,6 +98,7 @@ def params(draw):
         temperature=draw(st.floats(min_value=0.0, max_value=2.0)),
         reinforce_base=draw(st.sampled_from(["stored", "effective"])),
         multi_valued_predicates=draw(st.frozensets(st.text(min_size=1, max_size=8))),
+        link_scope=draw(st.sampled_from(["cluster", "support"])),
     )
 
 

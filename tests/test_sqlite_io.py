@@ -44,9 +44,8 @@ def tables(store: FactStore) -> dict[str, pd.DataFrame]:
         "links": store.query("SELECT * FROM memory_fact_links ORDER BY parent_id, child_id"),
         "evidence": store.query("SELECT * FROM memory_evidence ORDER BY id"),
     }
-    if has_table(store, "memory_abstraction_empty"):
-        out["empty"] = store.query("SELECT subject, CAST(member_ids AS VARCHAR) AS ids, examined_at, pass_id "
-                                   "FROM memory_abstraction_empty ORDER BY ALL")
+    out["examined"] = store.query("SELECT subject, CAST(member_ids AS VARCHAR) AS ids, examined_at, pass_id, outcome "
+                                  "FROM memory_abstraction_examined ORDER BY ALL")
     return out
 
 
@@ -54,7 +53,8 @@ def test_every_store_table_is_exported():
     """A table added to the store must be added to export_db/import_db too, or the round trip loses it."""
     with FactStore() as s:
         names = set(s.query("SELECT table_name FROM information_schema.tables WHERE table_schema = 'main'")["table_name"])
-    assert names <= {"factmem_meta", "memory_facts", "memory_fact_links", "memory_evidence", "memory_abstraction_empty"}
+    assert names <= {"factmem_meta", "memory_facts", "memory_fact_links", "memory_evidence",
+                     "memory_abstraction_examined"}
 
 
 def assert_same_tables(a: FactStore, b: FactStore) -> None:
@@ -176,9 +176,8 @@ def test_sqlite_has_the_seeds_schema_exactly(sample, tmp_path):
     sql = dict(sq.execute("SELECT name, sql FROM sqlite_master WHERE type = 'table'").fetchall())
     assert sql["memory_facts"] in SEED_FACTS_DDL.replace("IF NOT EXISTS ", "")
     assert sql["memory_fact_links"] in SEED_LINKS_DDL.replace("IF NOT EXISTS ", "")
-    assert set(sql) - {"factmem_abstraction_empty"} == {"memory_facts", "memory_fact_links", "memory_evidence",
-                                                         "factmem_fact_state", "factmem_meta"}
-    assert ("factmem_abstraction_empty" in sql) == has_table(sample, "memory_abstraction_empty")
+    assert set(sql) == {"memory_facts", "memory_fact_links", "memory_evidence", "factmem_fact_state", "factmem_meta",
+                        "factmem_abstraction_examined"}
     # the extras live only in the side table, and only for facts that have one set
     state = sq.execute("SELECT * FROM factmem_fact_state ORDER BY id").fetchall()
     expected = sample.con.execute(
@@ -362,6 +361,17 @@ BAD_FILES = {
                                    "TEXT NOT NULL, examined_at INTEGER NOT NULL, pass_id TEXT); INSERT INTO "
                                    "factmem_abstraction_empty VALUES ('ada', '[1, \"x\"]', 5, NULL);"),
                               "factmem_abstraction_empty: column 'member_ids': '[1, \"x\"]' is not a JSON array of integer"),
+    "bad examined outcome": (dict(extra_sql="CREATE TABLE factmem_abstraction_examined (subject TEXT NOT NULL, "
+                                  "member_ids TEXT NOT NULL, examined_at INTEGER NOT NULL, pass_id TEXT, outcome TEXT "
+                                  "NOT NULL); INSERT INTO factmem_abstraction_examined VALUES ('ada', '[1]', 5, NULL, "
+                                  "'failed');"), "factmem_abstraction_examined: column 'outcome': unknown value 'failed'"),
+    "bad examined ids": (dict(extra_sql="CREATE TABLE factmem_abstraction_examined (subject TEXT NOT NULL, member_ids "
+                              "TEXT NOT NULL, examined_at INTEGER NOT NULL, pass_id TEXT, outcome TEXT NOT NULL); "
+                              "INSERT INTO factmem_abstraction_examined VALUES ('ada', '{\"a\": 1}', 5, NULL, 'empty');"),
+                         "factmem_abstraction_examined: column 'member_ids'"),
+    "examined missing outcome": (dict(extra_sql="CREATE TABLE factmem_abstraction_examined (subject TEXT NOT NULL, "
+                                      "member_ids TEXT NOT NULL, examined_at INTEGER NOT NULL, pass_id TEXT);"),
+                                 "table factmem_abstraction_examined: missing column 'outcome'"),
     "bad meta params": (dict(extra_sql="CREATE TABLE factmem_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL); "
                              "INSERT INTO factmem_meta VALUES ('params', '{\"reinforce_gain\": 7}');"),
                         "factmem_meta: key 'params': reinforce_gain = 7.0 is invalid"),

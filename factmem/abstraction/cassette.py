@@ -2,7 +2,7 @@
 
 A cassette is a JSONL file, one line per recorded answer::
 
-    {"key": "<sha256>", "model": "...", "temperature": 0.0, "prompt_version": "1",
+    {"key": "<sha256>", "model": "...", "temperature": 0.0, "prompt_version": "2",
      "messages": [...], "response": "<the model's text>"}
 
 or, for a recorded failure, ``"error": {"kind": "timeout", "message": "...", "url": ..., "status": ...}``
@@ -63,8 +63,11 @@ def canonical_json(obj: Any) -> str:
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
-def cassette_key(model: str, messages: Sequence[dict], temperature: float, prompt_version: str = "1") -> str:
-    """sha256 (hex) of the canonical JSON of ``(model, messages, temperature, prompt_version)``."""
+def cassette_key(model: str, messages: Sequence[dict], temperature: float, prompt_version: str | None = None) -> str:
+    """sha256 (hex) of the canonical JSON of ``(model, messages, temperature, prompt_version)``
+    (``prompt_version`` default: the abstraction prompt's current version)."""
+    if prompt_version is None:  # imported late: oracle imports this module
+        from factmem.abstraction.prompts import PROMPT_VERSION as prompt_version
     payload = {
         "model": str(model),
         "messages": list(messages),
@@ -104,6 +107,8 @@ class Cassette:
     ``provider`` may be None in ``replay`` mode. ``model`` is the default model when ``complete`` is
     called without one (else the wrapped provider's ``model``). Counters: ``hits`` (answered from the
     file), ``misses`` (replay-mode misses), ``recorded`` (lines appended). Thread-safe.
+    ``prompt_version`` keys every answer (default: the abstraction prompt's current
+    :data:`~factmem.abstraction.oracle.PROMPT_VERSION`, so answers recorded for an older prompt miss).
     """
 
     def __init__(
@@ -111,7 +116,7 @@ class Cassette:
         provider: Any,
         path: str | os.PathLike,
         mode: str = "record",
-        prompt_version: str = "1",
+        prompt_version: str | None = None,
         *,
         model: str | None = None,
         record_errors: Iterable[str] = DEFAULT_RECORD_ERRORS,
@@ -127,6 +132,8 @@ class Cassette:
         self.provider = provider
         self.path = Path(path)
         self.mode = mode
+        if prompt_version is None:  # the abstraction prompt's current version (imported late: oracle imports us)
+            from factmem.abstraction.prompts import PROMPT_VERSION as prompt_version
         self.prompt_version = str(prompt_version)
         self.record_errors = record_errors
         self._model = model

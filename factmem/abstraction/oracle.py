@@ -23,17 +23,22 @@ import numpy as np
 import pandas as pd
 
 from factmem.abstraction.cassette import canonical_json
+from factmem.abstraction.prompts import PROMPT_VERSION
 from factmem.errors import InputError, ProviderError
 
 __all__ = [
+    "PROMPT_VERSION",
     "OracleProvider",
     "OracleDraw",
     "ORACLE_ERRORS",
+    "SUPPORT_ERRORS",
     "GENERALIZATION_COLUMNS",
     "cluster_payload",
     "parse_cluster_prompt",
     "messages_hash",
 ]
+
+
 
 
 def _check_temperature(temperature: float) -> float:
@@ -49,16 +54,22 @@ def _check_temperature(temperature: float) -> float:
 # --------------------------------------------------------------------------------------------------
 
 _FACT_FIELDS = ("id", "subject", "predicate", "object", "note")
+_INDEXED_FIELDS = ("index", "subject", "predicate", "object", "note")
 _FENCE_RE = re.compile(r"```[A-Za-z0-9_-]*[ \t]*\n(.*?)```", re.S)
 
 
-def cluster_payload(subject: str, max_facts: int, facts: pd.DataFrame | Sequence[Mapping]) -> str:
+def cluster_payload(subject: str, max_facts: int, facts: pd.DataFrame | Sequence[Mapping],
+                    link_scope: str = "cluster") -> str:
     """The cluster as the JSON object the prompt must carry (and the oracle reads).
 
     ``facts``: a DataFrame or records with ``id, subject, predicate, object`` and optional ``note``.
     Returns the JSON text of ``{"subject", "max_facts", "facts": [{"id","subject","predicate","object","note"}]}``
-    with facts in the given order and missing notes as ``""``.
+    with facts in the given order and missing notes as ``""``. With ``link_scope="support"`` each
+    fact carries its position ``"index"`` (0, 1, …) in place of its store ``"id"``: the model cites
+    supporting facts by these indices, and a store id would only invite citing the wrong number.
     """
+    if link_scope not in ("cluster", "support"):
+        raise InputError(f"link_scope must be 'cluster' or 'support', got {link_scope!r}")
     if isinstance(facts, pd.DataFrame):
         missing = [c for c in ("id", "subject", "predicate", "object") if c not in facts.columns]
         if missing:
@@ -75,6 +86,9 @@ def cluster_payload(subject: str, max_facts: int, facts: pd.DataFrame | Sequence
                 raise InputError(f"cluster facts[{i}] lacks {missing}")
             records.append({"id": f["id"], "subject": str(f["subject"]), "predicate": str(f["predicate"]),
                             "object": str(f["object"]), "note": "" if f.get("note") is None else str(f["note"])})
+    if link_scope == "support":
+        records = [dict(zip(_INDEXED_FIELDS, (i, r["subject"], r["predicate"], r["object"], r["note"])))
+                   for i, r in enumerate(records)]
     payload = {"subject": str(subject), "max_facts": int(max_facts), "facts": records}
     return json.dumps(payload, ensure_ascii=False, default=_json_default)
 
@@ -120,7 +134,9 @@ def parse_cluster_prompt(messages: Sequence[Mapping]) -> dict:
     """Find the cluster JSON object in the last user message (see :func:`cluster_payload`).
 
     The message may be bare JSON, prose with a fenced JSON block, or prose with a bare JSON object;
-    the first JSON object having a ``facts`` key is used. Raises ValueError naming what is missing.
+    the first JSON object having a ``facts`` key is used. Returns ``subject``, ``max_facts``,
+    ``facts`` and ``link_scope``: ``support`` when every fact carries an integer ``index`` (the
+    support prompt), ``cluster`` when none does. Raises InputError naming what is missing.
     """
     users = [m for m in messages if isinstance(m, Mapping) and m.get("role") == "user"]
     if not users:
@@ -139,13 +155,22 @@ def parse_cluster_prompt(messages: Sequence[Mapping]) -> dict:
         raise InputError(f"oracle prompt: 'max_facts' must be an integer >= 0, got {max_facts!r}")
     if not isinstance(facts, list):
         raise InputError(f"oracle prompt: 'facts' must be a list, got {type(facts).__name__}")
+    indexed = 0
     for i, fact in enumerate(facts):  # validation of a prompt-sized list, not a hot path
         if not isinstance(fact, dict):
             raise InputError(f"oracle prompt: facts[{i}] is not an object")
         for field in ("predicate", "object"):
             if not isinstance(fact.get(field), str):
                 raise InputError(f"oracle prompt: facts[{i}].{field} missing or not a string")
-    return {"subject": subject, "max_facts": max_facts, "facts": facts}
+        if "index" in fact:
+            index = fact["index"]
+            if isinstance(index, bool) or not isinstance(index, int) or index < 0:
+                raise InputError(f"oracle prompt: facts[{i}].index must be an integer >= 0, got {index!r}")
+            indexed += 1
+    if indexed not in (0, len(facts)):
+        raise InputError(f"oracle prompt: {indexed} of {len(facts)} facts carry an 'index'; all or none must")
+    scope = "support" if facts and indexed == len(facts) else "cluster"
+    return {"subject": subject, "max_facts": max_facts, "facts": facts, "link_scope": scope}
 
 
 def messages_hash(messages: Sequence[Mapping]) -> str:
@@ -158,7 +183,12 @@ def messages_hash(messages: Sequence[Mapping]) -> str:
 # --------------------------------------------------------------------------------------------------
 
 #: Error draws of the oracle, in the fixed order their uniforms are drawn.
-ORACLE_ERRORS: tuple[str, ...] = ("prose", "fence", "invalid_json", "too_many", "invented", "timeout")
+ORACLE_ERRORS: tuple[str, ...] = ("prose", "fence", "invalid_json", "too_many", "invented", "timeout",
+                                   "wrong_support", "missing_support", "invalid_support")
+#: The errors of a support answer's indices: drawn from their own generator (so the first six draw
+#: exactly as before they existed) and fired only on support prompts.
+SUPPORT_ERRORS: tuple[str, ...] = ("wrong_support", "missing_support", "invalid_support")
+_N_BASE_ERRORS = len(ORACLE_ERRORS) - len(SUPPORT_ERRORS)
 GENERALIZATION_COLUMNS: tuple[str, ...] = (
     "gen_id", "subject", "predicate", "object", "note", "support_predicate", "support_object",
 )
@@ -202,15 +232,25 @@ class OracleProvider:
     ``ceil(min_support * n)`` of its ``n`` distinct supporting (predicate, object) pairs appear among
     the cluster's facts (and at least one); ``min_support=1.0`` (default) requires all of them.
     The truthful answer is the JSON array of supported generalizations, best first (matched fraction,
-    then matched count, descending; then gen_id order), cut to ``max_facts``; ``[]`` when none.
+    then matched count, descending; then gen_id order), cut to ``max_facts``; ``[]`` when none. To a
+    support prompt (facts carrying ``index``, see :func:`cluster_payload`) each item also carries
+    ``"support"``: the indices, ascending, of the cluster's facts that state one of its supporting
+    (predicate, object) pairs.
 
     ``error_rates`` maps each of :data:`ORACLE_ERRORS` to an independent probability (default 0):
     ``prose`` (answer wrapped in prose: must be rejected), ``fence`` (inside a markdown fence: valid),
     ``invalid_json``, ``too_many`` (``max_facts + 1`` items), ``invented`` (one fact absent from the
     ground truth added, or replacing one when the answer is full), ``timeout`` (raises
-    ``ProviderError`` kind ``timeout`` without sleeping). The draws come from a Generator seeded by
-    ``(seed, sha256 of the messages)``, so an answer depends on the seed and the prompt only, never
-    on call order. Invented facts avoid every (subject, predicate, object) in the generalizations and
+    ``ProviderError`` kind ``timeout`` without sleeping); on support prompts only (see
+    :data:`SUPPORT_ERRORS`), for one item chosen at random: ``wrong_support`` (the index of a cluster
+    fact that does not support it is added: a valid answer with a wrong link; nothing changes when
+    every fact supports it), ``missing_support`` (one of its indices is dropped: a valid answer with a
+    link missing, or an empty list, which rejects the answer, when it had one index) and
+    ``invalid_support`` (its ``support`` left out, empty, or holding an index past the last fact,
+    one of the three at random: the answer is rejected). Support errors act on the truthful items
+    before ``invented`` and ``too_many`` add theirs (which carry one random valid index). The draws
+    come from Generators seeded by ``(seed, sha256 of the messages)`` (and ``(…, 1)`` for the support
+    errors), so an answer depends on the seed and the prompt only, never on call order. Invented facts avoid every (subject, predicate, object) in the generalizations and
     in ``facts_truth`` (optional DataFrame with subject, predicate, object), so metrics can tell them.
 
     ``calls`` counts calls (timeouts included); ``error_counts`` counts fired errors.
@@ -297,6 +337,10 @@ class OracleProvider:
             subject: (g["code"].to_numpy(), g["key_id"].to_numpy())
             for subject, g in df.groupby("subject", sort=True)
         }
+        # per generalization code, the ids of its supporting pairs (to cite them in support answers)
+        self._gen_keys: list[frozenset[int]] = [frozenset() for _ in range(len(gen_ids))]
+        for code, g in df.groupby("code", sort=True):
+            self._gen_keys[int(code)] = frozenset(g["key_id"].tolist())
         # vocabulary for invented facts, and every triple that must never be "invented"
         vocab = self._gen[["predicate", "object"]].drop_duplicates().sort_values(["predicate", "object"])
         self._vocab_pred = vocab["predicate"].to_numpy(dtype=object)
@@ -333,6 +377,14 @@ class OracleProvider:
         order = np.lexsort((uniq, -matched, -(matched / np.maximum(n, 1))))
         return uniq[order], matched[order], n[order]
 
+    def _support_indices(self, code: int, subject: str, facts: Sequence[Mapping]) -> list[int]:
+        """The ``index`` of every fact of ``facts`` (about ``subject``) stating a supporting pair of
+        generalization ``code``, ascending."""
+        keys = self._gen_keys[code]
+        return sorted(int(f["index"]) for f in facts  # a prompt-sized list
+                      if f.get("subject", subject) in (subject, None)
+                      and self._key_id.get(f"{f['predicate']}{_SEP}{f['object']}", -1) in keys)
+
     def supported(self, subject: str, facts: Sequence[Mapping] | pd.DataFrame) -> pd.DataFrame:
         """The ground-truth generalizations of ``subject`` supported by ``facts``, best first, with
         ``matched`` and ``n_support`` columns (the truthful answer before the ``max_facts`` cut)."""
@@ -344,17 +396,26 @@ class OracleProvider:
         return out
 
     # -- the error model ------------------------------------------------------------------------
-    def _draw(self, messages: Sequence[Mapping]) -> tuple[OracleDraw, np.random.Generator]:
+    def _draw(self, messages: Sequence[Mapping], support: bool = False
+              ) -> tuple[OracleDraw, np.random.Generator, np.random.Generator | None]:
+        """The draw, the generator of the answer's other choices, and (support prompts) the generator
+        of the support errors' choices, each advanced past the uniforms that decided the draw."""
         key = messages_hash(messages)
         rng = np.random.default_rng([self.seed, int(key, 16)])
         # all uniforms are always drawn, in a fixed order, so one rate never shifts another's draws
-        u = rng.random(len(ORACLE_ERRORS))
-        fired = tuple(k for k, hit in zip(ORACLE_ERRORS, u < self._rates) if hit)
-        return OracleDraw(key, fired), rng
+        u = rng.random(_N_BASE_ERRORS)
+        fired = [k for k, hit in zip(ORACLE_ERRORS, u < self._rates[:_N_BASE_ERRORS]) if hit]
+        support_rng = None
+        if support:
+            support_rng = np.random.default_rng([self.seed, int(key, 16), 1])
+            u_support = support_rng.random(len(SUPPORT_ERRORS))
+            fired += [k for k, hit in zip(SUPPORT_ERRORS, u_support < self._rates[_N_BASE_ERRORS:]) if hit]
+        return OracleDraw(key, tuple(fired)), rng, support_rng
 
     def draw(self, messages: Sequence[Mapping]) -> OracleDraw:
         """Which errors fire for this prompt (pure: depends on seed and messages only)."""
-        return self._draw(messages)[0]
+        support = parse_cluster_prompt(messages)["link_scope"] == "support"
+        return self._draw(messages, support)[0]
 
     def _invent(self, subject: str, rng: np.random.Generator, taken: Sequence[dict]) -> dict:
         """A plausible fact about ``subject`` that the ground truth does not hold (nor ``taken``)."""
@@ -376,7 +437,8 @@ class OracleProvider:
         with self._lock:
             self.calls += 1
         cluster = parse_cluster_prompt(messages)
-        draw, rng = self._draw(messages)
+        support = cluster["link_scope"] == "support"
+        draw, rng, support_rng = self._draw(messages, support)
         with self._lock:
             for k in draw.errors:
                 self.error_counts[k] += 1
@@ -389,8 +451,15 @@ class OracleProvider:
             )
         codes = self._rank(subject, facts)[0]
         items = [dict(self._items[c]) for c in codes[:max_facts]]
+        if support_rng is not None:
+            indices = [int(f["index"]) for f in facts]
+            for item, code in zip(items, codes):
+                item["support"] = self._support_indices(int(code), subject, facts)
+            _support_errors(items, indices, draw.errors, support_rng)
         if "invented" in draw.errors:
             fake = self._invent(subject, rng, items)
+            if support_rng is not None:
+                fake["support"] = [indices[int(support_rng.integers(len(indices)))]]
             if items and len(items) >= max_facts:
                 items[int(rng.integers(len(items)))] = fake
             else:
@@ -401,8 +470,12 @@ class OracleProvider:
             pool += [{"subject": subject, "predicate": str(f["predicate"]), "object": str(f["object"])} for f in facts]
             seen = {_triple(i) for i in items}
             pool = [p for p in pool if _triple(p) not in seen]
+            first_padded = len(items)
             while len(items) <= max_facts:
                 items.append(pool.pop(0) if pool else self._invent(subject, rng, items))
+            if support_rng is not None:
+                for padded in items[first_padded:]:
+                    padded["support"] = [indices[int(support_rng.integers(len(indices)))]]
         text = json.dumps(items, ensure_ascii=False)
         if "invalid_json" in draw.errors:
             text = _corrupt(text, rng)
@@ -430,6 +503,34 @@ class OracleProvider:
         if "facts_truth" not in kwargs and truth_path is not None:
             kwargs["facts_truth"] = _read_table(truth_path)
         return cls(_read_table(gens_path), **kwargs)
+
+
+def _support_errors(items: list[dict], indices: list[int], errors: Sequence[str], rng: np.random.Generator) -> None:
+    """Apply the fired support errors (see :class:`OracleProvider`) to the truthful ``items`` in place.
+
+    ``indices``: the cluster's fact indices. Each error picks its own item; draws come from ``rng``
+    in a fixed order, whether or not an error has something to act on."""
+    if not items:
+        return
+    if "wrong_support" in errors:
+        item = items[int(rng.integers(len(items)))]
+        unrelated = [i for i in indices if i not in item["support"]]
+        pick = rng.integers(max(len(unrelated), 1))
+        if unrelated:
+            item["support"] = sorted(item["support"] + [unrelated[int(pick)]])
+    if "missing_support" in errors:
+        item = items[int(rng.integers(len(items)))]
+        drop = int(rng.integers(max(len(item["support"]), 1)))
+        item["support"] = [i for j, i in enumerate(item["support"]) if j != drop]
+    if "invalid_support" in errors:
+        item = items[int(rng.integers(len(items)))]
+        how = int(rng.integers(3))
+        if how == 0:
+            del item["support"]
+        elif how == 1:
+            item["support"] = []
+        else:
+            item["support"] = sorted(item["support"]) + [max(indices, default=-1) + 1 + int(rng.integers(3))]
 
 
 def _triple(item: Mapping) -> str:

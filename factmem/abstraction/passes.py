@@ -4,24 +4,41 @@ One pass (:func:`abstract`, called as ``abstract(store, provider, ...)``):
 
 1. **Clusters** are the active, non-derived facts grouped by subject, in subject order, facts in id
    order. A cluster is *eligible* when it holds at least ``min_cluster`` facts.
-2. An eligible cluster is **unchanged** (no call, no write) when its exact membership, the set of
-   its fact ids, equals the set of *active* children of an active, non-stale derived fact (or a
-   membership for which the model already answered ``[]``), and no
-   active derived fact linked to a fact of that subject is stale. Active children, not all links:
-   links are never deleted, so after a membership change the re-derived fact keeps its links to
-   superseded members, and comparing all links would re-ask that cluster on every pass.
+2. An eligible cluster is **unchanged** (no call, no write) when no active derived fact linked to a
+   fact of that subject is stale and its exact membership, the set of its fact ids, was answered
+   for before — how that is known depends on ``link_scope`` (``MemoryParams.link_scope``):
+
+   * ``"cluster"`` (the seed): the membership equals the set of *active* children of an active,
+     non-stale derived fact, or the model answered ``[]`` for it (an ``empty`` examined record).
+     Active children, not all links: links are never deleted, so after a membership change the
+     re-derived fact keeps its links to superseded members, and comparing all links would re-ask
+     that cluster on every pass.
+   * ``"support"``: a derived fact's children are only its supporting facts, so they say nothing
+     about the cluster; the membership must have an examined record (``derived`` or ``empty``)
+     instead. A member leaving (superseded, decayed, pruned) or arriving changes the membership; a
+     supporting member leaving also stales its parents.
 3. Every other eligible cluster gets **one call** ``provider.complete(messages, model=...,
-   temperature=...)``: a system prompt (:data:`SYSTEM_PROMPT`, versioned by :data:`PROMPT_VERSION`)
-   and a user message holding the cluster as JSON (:func:`factmem.abstraction.oracle.cluster_payload`).
+   temperature=...)``: a system prompt (:data:`SYSTEM_PROMPT`, or :data:`SUPPORT_SYSTEM_PROMPT` under
+   support links; both versioned by :data:`PROMPT_VERSION`) and a user message holding the cluster as
+   JSON (:func:`factmem.abstraction.oracle.cluster_payload`: facts with their store ``id``, or under
+   support links with their position ``index``).
 4. The answer is **parsed** strictly (:func:`parse_response`, :func:`check_against_cluster`); a
    rejected answer counts the cluster as ``failed``, a ``ProviderError`` as ``skipped``; both write
    nothing and leave the stale flags as they were, so the cluster is retried on the next pass. A
-   :class:`~factmem.errors.CassetteMiss` is not a provider failure: it propagates.
+   :class:`~factmem.errors.CassetteMiss` is not a provider failure: it propagates. Under support
+   links every item must carry ``"support"``, a non-empty array of fact indices of the prompt
+   (integers in ``[0, size)``; repeats collapse): an item whose list is missing, empty, not an array
+   of integers, or holds an index out of range **rejects the whole answer** (the cluster is
+   ``failed``), as any other malformed item does — the contract stays all-or-nothing, so a cluster
+   is either answered (and recorded as examined) or retried.
 5. Each accepted item is **remembered** with kind ``derived`` at ``at`` (an identical active derived
    fact is reinforced: ``reinforced``, else ``created``), with evidence ``source="abstraction"``,
    ``session_id="abstraction:<pass_id>"``, ``message_id="cluster:<subject>"``, and **linked** to every
-   cluster member. The stale flags of the cluster's stale derived facts are cleared. All of one
-   cluster's writes are one transaction: an error midway leaves no trace of that cluster.
+   cluster member (``cluster``) or to the members its ``support`` cites (``support``; a re-derived
+   fact keeps its earlier links, so its children are the union of its supports). The membership is
+   recorded as examined (``derived`` or ``empty``, :mod:`factmem.store.examined`), and the stale flags
+   of the cluster's stale derived facts are cleared. All of one cluster's writes are one
+   transaction: an error midway leaves no trace of that cluster.
 6. If ``prune``, the active children of every active derived fact reinforced at least
    ``prune_min_reinforcements`` times are **archived** (``status_reason='pruned'``): the prune half of
    ``consolidate``, without its decay half.
@@ -34,9 +51,11 @@ has not looked again since", not "wrong". A derived fact the model does not re-d
 decays at the derived rate unless re-derived later. A stale fact whose subject has no eligible cluster
 stays stale until it has one.
 
-**An empty answer is remembered** (``memory_abstraction_empty``: subject and exact membership), so
-a cluster for which the model found nothing is not asked again until its membership changes: a
-pass over unchanged clusters makes no calls, whatever the answers were.
+**Every answer is remembered** (``memory_abstraction_examined``: subject, exact membership, time,
+pass, outcome), so a cluster for which the model found nothing is not asked again until its
+membership changes, and under support links neither is one it answered: a pass over unchanged
+clusters makes no calls, whatever the answers were. Under cluster links the derived answers'
+records are kept for audit; the rule reads the links, as it always did.
 """
 
 from __future__ import annotations
@@ -51,7 +70,8 @@ import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
-from factmem.abstraction.oracle import cluster_payload
+from factmem.abstraction.oracle import PROMPT_VERSION, cluster_payload
+from factmem.core.codes import LINK_SCOPES, LinkScope
 from factmem.core.timeutil import resolve_at
 from factmem.errors import InputError, ProviderError, ResponseRejected
 from factmem.store.factstore import Evidence, FactStore
@@ -59,6 +79,7 @@ from factmem.store.factstore import Evidence, FactStore
 __all__ = [
     "PROMPT_VERSION",
     "SYSTEM_PROMPT",
+    "SUPPORT_SYSTEM_PROMPT",
     "OUTCOMES",
     "COUNTERS",
     "DerivedItem",
@@ -72,10 +93,6 @@ __all__ = [
     "prune_children",
 ]
 
-#: Version of the prompt and of the answer contract; part of every cassette key. Bump it when the
-#: prompt text, the payload or the parsing rules change, so recorded answers are not replayed
-#: against a different question.
-PROMPT_VERSION = "1"
 
 SYSTEM_PROMPT = (
     "You consolidate the long-term memory of an assistant. The user message is a JSON object holding "
@@ -88,6 +105,20 @@ SYSTEM_PROMPT = (
     'with the string keys "subject" (exactly the given subject), "predicate" (short, snake_case, for '
     'example is_a) and "object", and optionally "note" (a few words on why). If no generalization is '
     "safely supported, answer []."
+)
+
+SUPPORT_SYSTEM_PROMPT = (
+    "You consolidate the long-term memory of an assistant. The user message is a JSON object holding "
+    "one subject and the facts currently believed about it, each with an index: "
+    '{{"subject": ..., "max_facts": ..., "facts": [{{"index", "subject", "predicate", "object", "note"}}, ...]}}.\n'
+    "Reply with at most {max_facts} higher-level facts about that subject which some of the listed facts, "
+    "taken together, clearly support: generalizations, not copies of a listed fact. Never add anything the "
+    "facts do not support; when in doubt, leave it out.\n"
+    "Answer with a JSON array and nothing else: no prose, no explanation. Each element is an object "
+    'with the string keys "subject" (exactly the given subject), "predicate" (short, snake_case, for '
+    'example is_a) and "object", the key "support" (a non-empty array of the indices of the listed facts '
+    'that support it, and only those), and optionally "note" (a few words on why). If no generalization '
+    "is safely supported, answer []."
 )
 
 #: Per-cluster outcomes of an eligible cluster.
@@ -109,15 +140,21 @@ _PREVIEW = 80
 
 @dataclass(frozen=True)
 class DerivedItem:
-    """One generalization the model proposed (fields stripped of surrounding whitespace)."""
+    """One generalization the model proposed (fields stripped of surrounding whitespace).
+
+    ``support``: under support links, the indices (ascending, distinct) of the prompt's facts that
+    support it; empty under cluster links."""
 
     subject: str
     predicate: str
     object: str
     note: str | None = None
+    support: tuple[int, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        d = asdict(self)
+        d["support"] = list(self.support)
+        return d
 
 
 @dataclass(frozen=True)
@@ -128,6 +165,8 @@ class ClusterOutcome:
     (created or reinforced), in answer order. ``error_kind``: the ``ProviderError`` kind of a skipped
     cluster, ``"rejected"`` for a failed one. ``response``: the raw answer of a failed cluster.
     ``stale``: the cluster had stale derived facts; ``stale_cleared``: how many flags were cleared.
+    ``linked_ids``: per derived fact (aligned with ``derived_ids``), the store ids it was linked to by
+    this answer — every member under cluster links, its cited support under support links.
     """
 
     subject: str
@@ -141,10 +180,12 @@ class ClusterOutcome:
     error_kind: str | None = None
     error: str | None = None
     response: str | None = None
+    linked_ids: tuple[tuple[int, ...], ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["derived_ids"] = list(self.derived_ids)
+        d["linked_ids"] = [list(ids) for ids in self.linked_ids]
         return d
 
 
@@ -200,13 +241,22 @@ class AbstractResult:
 # Prompt and parsing
 # --------------------------------------------------------------------------------------------------
 
-def build_messages(subject: str, facts: pd.DataFrame | Sequence[dict], max_facts: int) -> list[dict]:
-    """The chat messages of one cluster: the system prompt, then the cluster as JSON
-    (:func:`factmem.abstraction.oracle.cluster_payload`, facts in the given order)."""
+def build_messages(subject: str, facts: pd.DataFrame | Sequence[dict], max_facts: int,
+                   link_scope: LinkScope = "cluster") -> list[dict]:
+    """The chat messages of one cluster: the system prompt of ``link_scope``, then the cluster as
+    JSON (:func:`factmem.abstraction.oracle.cluster_payload`, facts in the given order)."""
+    _check_scope(link_scope)
+    prompt = SUPPORT_SYSTEM_PROMPT if link_scope == "support" else SYSTEM_PROMPT
     return [
-        {"role": "system", "content": SYSTEM_PROMPT.format(max_facts=int(max_facts))},
-        {"role": "user", "content": cluster_payload(subject, int(max_facts), facts)},
+        {"role": "system", "content": prompt.format(max_facts=int(max_facts))},
+        {"role": "user", "content": cluster_payload(subject, int(max_facts), facts, link_scope)},
     ]
+
+
+def _check_scope(link_scope: Any) -> LinkScope:
+    if link_scope not in LINK_SCOPES:
+        raise InputError(f"link_scope must be one of {', '.join(LINK_SCOPES)}, got {link_scope!r}")
+    return link_scope
 
 
 def _preview(text: str) -> str:
@@ -214,7 +264,8 @@ def _preview(text: str) -> str:
     return flat if len(flat) <= _PREVIEW else flat[:_PREVIEW] + "…"
 
 
-def parse_response(text: str, max_facts: int, subject: str | None = None) -> list[DerivedItem]:
+def parse_response(text: str, max_facts: int, subject: str | None = None,
+                   n_facts: int | None = None) -> list[DerivedItem]:
     """Parse one answer under the response contract; raise :class:`ResponseRejected` otherwise.
 
     Surrounding whitespace and at most one markdown code fence (```` ``` ```` or ```` ```json ````,
@@ -224,6 +275,11 @@ def parse_response(text: str, max_facts: int, subject: str | None = None) -> lis
     "confidence" or "evidence"; they carry nothing the store keeps). Prose before or after the JSON,
     invalid JSON, another shape or too many items reject the whole answer. If ``subject`` is given,
     every item must be about it exactly, and two items may not be the same fact.
+
+    ``n_facts`` (support links: the number of facts in the prompt) makes ``"support"`` required in
+    every item: a non-empty JSON array of integers in ``[0, n_facts)`` (JSON integers only: ``1.0``
+    and ``true`` are not indices); repeats collapse, the item keeps them ascending. A missing, empty
+    or malformed list, or an index out of range, rejects the whole answer like any malformed item.
     """
     if not isinstance(text, str):
         raise ResponseRejected(f"answer is {type(text).__name__}, not text")
@@ -262,13 +318,32 @@ def parse_response(text: str, max_facts: int, subject: str | None = None) -> lis
             if values[0] != subject.strip():
                 raise ResponseRejected(f"item {i} is about {values[0]!r}, not the cluster's subject {subject!r}")
             values[0] = subject  # the cluster's own spelling, surrounding whitespace included
-        item = DerivedItem(values[0], values[1], values[2], note)
+        support = _parse_support(raw, i, n_facts) if n_facts is not None else ()
+        item = DerivedItem(values[0], values[1], values[2], note, support)
         key3 = (item.subject, item.predicate, item.object)
         if key3 in seen:
             raise ResponseRejected(f"items {seen[key3]} and {i} are the same fact {key3}")
         seen[key3] = i
         items.append(item)
     return items
+
+
+def _parse_support(raw: dict, i: int, n_facts: int) -> tuple[int, ...]:
+    """The ``support`` of item ``i`` under support links (see :func:`parse_response`)."""
+    if "support" not in raw:
+        raise ResponseRejected(f"item {i}: 'support' is missing (the indices of the facts that support it)")
+    support = raw["support"]
+    if not isinstance(support, list):
+        raise ResponseRejected(f"item {i}: 'support' must be an array of fact indices, got {support!r}")
+    if not support:
+        raise ResponseRejected(f"item {i}: 'support' is empty (at least one supporting fact is required)")
+    for index in support:  # at most a prompt's worth of indices
+        if isinstance(index, bool) or not isinstance(index, int):
+            raise ResponseRejected(f"item {i}: 'support' holds {index!r}, not an integer fact index")
+        if not 0 <= index < n_facts:
+            raise ResponseRejected(f"item {i}: 'support' index {index} is out of range (the prompt lists "
+                                   f"{n_facts} facts, indices 0 to {n_facts - 1})")
+    return tuple(sorted(set(support)))
 
 
 def check_against_cluster(items: Sequence[DerivedItem], members: pd.DataFrame,
@@ -321,8 +396,9 @@ WITH members AS (
     GROUP BY l.parent_id
 ), matched AS (
     SELECT ids, min(parent_id) AS parent_id FROM live GROUP BY ids
-), answered_empty AS (  -- exact clusters the model found nothing to generalize in
-    SELECT DISTINCT subject, member_ids AS ids FROM memory_abstraction_empty
+), answered AS (  -- exact clusters the model answered for: any answer, and empty ones
+    SELECT subject, member_ids AS ids, bool_or(outcome = 'empty') AS empty
+    FROM {examined} GROUP BY subject, member_ids
 ), stale AS (  -- active stale derived facts, by the subject of their children
     SELECT c.subject, list(DISTINCT p.id ORDER BY p.id) AS stale_ids
     FROM memory_fact_links l
@@ -334,14 +410,16 @@ WITH members AS (
 SELECT m.subject, m.size, matched.parent_id AS linked_parent,
        coalesce(stale.stale_ids, []::BIGINT[]) AS stale_ids,
        stale.subject IS NOT NULL AS stale,
+       a.subject IS NOT NULL AS answered,
        m.size >= $min_cluster AS eligible,
        CASE WHEN m.size < $min_cluster THEN 'ineligible'
-            WHEN (matched.parent_id IS NOT NULL OR e.subject IS NOT NULL) AND stale.subject IS NULL
-                 THEN 'unchanged'
+            WHEN stale.subject IS NOT NULL THEN 'examine'
+            WHEN $support AND a.subject IS NOT NULL THEN 'unchanged'
+            WHEN NOT $support AND (matched.parent_id IS NOT NULL OR coalesce(a.empty, false)) THEN 'unchanged'
             ELSE 'examine' END AS action
 FROM members m
 LEFT JOIN matched ON matched.ids = m.ids
-LEFT JOIN answered_empty e ON e.subject = m.subject AND e.ids = m.ids
+LEFT JOIN answered a ON a.subject = m.subject AND a.ids = m.ids
 LEFT JOIN stale ON stale.subject = m.subject
 ORDER BY m.subject
 """
@@ -353,18 +431,23 @@ def _check_count(name: str, value: Any) -> int:
     return int(value)
 
 
-def cluster_plan(store: FactStore, min_cluster: int | None = None) -> pd.DataFrame:
+def cluster_plan(store: FactStore, min_cluster: int | None = None,
+                 link_scope: LinkScope | None = None) -> pd.DataFrame:
     """What a pass would do with each cluster, without calling anything or writing.
 
     One row per subject with active non-derived facts, in subject order: ``size``,
     ``linked_parent`` (the lowest-id active derived fact whose active children are exactly the
     cluster, or NA), ``stale_ids`` (active stale derived facts linked to facts of this subject),
-    ``stale``, ``eligible`` and ``action``: ``ineligible``, ``unchanged`` (eligible, linked, not
-    stale) or ``examine``. A stale matching parent is in ``stale_ids`` too, so "linked and not
+    ``stale``, ``answered`` (this exact membership has an examined record), ``eligible`` and
+    ``action``: ``ineligible``, ``unchanged`` (eligible, not stale, and under ``link_scope``
+    (default ``store.params.link_scope``) ``cluster`` linked or answered ``[]``, under ``support``
+    answered) or ``examine``. A stale matching parent is in ``stale_ids`` too, so "linked and not
     stale" is exactly "linked to an active, non-stale derived fact and nothing stale about it".
     """
     min_cluster = _check_count("min_cluster", store.params.min_cluster if min_cluster is None else min_cluster)
-    plan = store.query(_PLAN_SQL, {"min_cluster": min_cluster})
+    link_scope = _check_scope(store.params.link_scope if link_scope is None else link_scope)
+    plan = store.query(_PLAN_SQL.format(examined=store.examined_relation),
+                       {"min_cluster": min_cluster, "support": link_scope == "support"})
     plan["size"] = plan["size"].astype(np.int64)
     plan["linked_parent"] = plan["linked_parent"].astype("Int64")
     plan["stale_ids"] = [tuple(ids.tolist()) for ids in plan["stale_ids"]]  # per cluster, not per fact
@@ -398,9 +481,12 @@ def prune_children(store: FactStore, at: Any = None) -> int:
 
 
 def _write_cluster(store: FactStore, subject: str, members: pd.DataFrame, items: Sequence[DerivedItem],
-                   stale_ids: Sequence[int], at: int, pass_id: str) -> tuple[list[int], int, int, int]:
-    """Remember, link and un-stale one cluster in one transaction; (ids, created, reinforced, cleared)."""
+                   stale_ids: Sequence[int], at: int, pass_id: str, link_scope: LinkScope = "cluster"
+                   ) -> tuple[list[int], int, int, int, list[tuple[int, ...]]]:
+    """Remember, link, record and un-stale one cluster in one transaction; (ids, created, reinforced,
+    cleared, linked ids per derived fact)."""
     member_ids = members["id"].astype(np.int64).tolist()
+    linked: list[tuple[int, ...]] = []
     evidence = Evidence(session_id=f"abstraction:{pass_id}", message_id=f"cluster:{subject}", source="abstraction")
     ids: list[int] = []
     created = reinforced = 0
@@ -413,18 +499,20 @@ def _write_cluster(store: FactStore, subject: str, members: pd.DataFrame, items:
         for item in items:  # at most max_facts
             fid = store.remember(item.subject, item.predicate, item.object, kind="derived", at=at,
                                  evidence=evidence, note=item.note)
-            store.link(fid, member_ids, at=at)
+            children = member_ids if link_scope == "cluster" else [member_ids[i] for i in item.support]
+            store.link(fid, children, at=at)
+            linked.append(tuple(sorted(children)))
             ids.append(fid)
             if fid in existing:
                 reinforced += 1
             else:
                 created += 1
                 existing.add(fid)
-        if not items:  # so that this exact cluster is not asked again
-            store.record_empty_answer(subject, member_ids, at=at, pass_id=pass_id)
+        # so that this exact cluster is not asked again (under cluster links, only "[]" is read back)
+        store.record_examined(subject, member_ids, "derived" if items else "empty", at=at, pass_id=pass_id)
         if stale_ids:
             store.set_stale(stale_ids, False)
-    return ids, created, reinforced, len(stale_ids)
+    return ids, created, reinforced, len(stale_ids), linked
 
 
 # --------------------------------------------------------------------------------------------------
@@ -444,10 +532,11 @@ def _check_prompt_version(provider: Any) -> None:
 def abstract(store: FactStore, provider: Any, model: str | None = None, at: Any = None, *,
              min_cluster: int | None = None, max_facts: int | None = None, prune: bool = True,
              temperature: float | None = None, pass_id: str | None = None,
-             progress: bool | None = None, quiet: bool = False) -> AbstractResult:
+             progress: bool | None = None, quiet: bool = False,
+             link_scope: LinkScope | None = None) -> AbstractResult:
     """Run one abstraction pass over ``store`` with ``provider`` (see the module docstring).
 
-    ``min_cluster``, ``max_facts`` and ``temperature`` default to ``store.params``. ``model`` is
+    ``min_cluster``, ``max_facts``, ``temperature`` and ``link_scope`` default to ``store.params``. ``model`` is
     passed to every ``provider.complete`` call (None: the provider's own default). ``at`` (default:
     the wall clock) stamps derived facts, evidence, links and pruning. ``pass_id`` (default
     ``str(at)``) names the pass in evidence as ``session_id="abstraction:<pass_id>"``. ``progress``:
@@ -461,6 +550,7 @@ def abstract(store: FactStore, provider: Any, model: str | None = None, at: Any 
     min_cluster = _check_count("min_cluster", p.min_cluster if min_cluster is None else min_cluster)
     max_facts = _check_count("max_facts", p.max_facts if max_facts is None else max_facts)
     temperature = p.temperature if temperature is None else temperature
+    link_scope = _check_scope(p.link_scope if link_scope is None else link_scope)
     if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not np.isfinite(temperature) \
             or temperature < 0:
         raise InputError(f"temperature must be a finite number >= 0, got {temperature!r}")
@@ -474,7 +564,7 @@ def abstract(store: FactStore, provider: Any, model: str | None = None, at: Any 
     with store.transaction():  # fail now, before any call, if the store is closed or read-only
         pass
 
-    plan = cluster_plan(store, min_cluster)
+    plan = cluster_plan(store, min_cluster, link_scope)
     result = AbstractResult(pass_id=pass_id, at=at, model=model if model is not None else getattr(provider, "model", None))
     result.clusters = int(len(plan))
     result.eligible = int(plan["eligible"].sum())
@@ -493,7 +583,8 @@ def abstract(store: FactStore, provider: Any, model: str | None = None, at: Any 
                 result.outcomes.append(ClusterOutcome(subject, int(size), "unchanged"))
                 continue
             outcome = _examine(store, provider, subject, members[subject], list(stale_ids), model=model,
-                               temperature=temperature, max_facts=max_facts, multi=multi, at=at, pass_id=pass_id)
+                               temperature=temperature, max_facts=max_facts, multi=multi, at=at, pass_id=pass_id,
+                               link_scope=link_scope)
             result.calls += 1
             result.outcomes.append(outcome)
             result.created += outcome.created
@@ -511,19 +602,21 @@ def abstract(store: FactStore, provider: Any, model: str | None = None, at: Any 
 
 def _examine(store: FactStore, provider: Any, subject: str, members: pd.DataFrame, stale_ids: list[int], *,
              model: str | None, temperature: float, max_facts: int, multi: Iterable[str], at: int,
-             pass_id: str) -> ClusterOutcome:
+             pass_id: str, link_scope: LinkScope = "cluster") -> ClusterOutcome:
     """One call for one cluster, then its writes (or none)."""
     size, stale = int(len(members)), bool(stale_ids)
-    messages = build_messages(subject, members, max_facts)
+    messages = build_messages(subject, members, max_facts, link_scope)
     try:
         text = provider.complete(messages, model=model, temperature=temperature)
     except ProviderError as exc:
         return ClusterOutcome(subject, size, "skipped", stale, error_kind=exc.kind, error=str(exc))
     try:
-        items = parse_response(text, max_facts, subject)
+        items = parse_response(text, max_facts, subject, size if link_scope == "support" else None)
         check_against_cluster(items, members, multi)
     except ResponseRejected as exc:
         return ClusterOutcome(subject, size, "failed", stale, error_kind="rejected", error=str(exc),
                               response=text if isinstance(text, str) else repr(text))
-    ids, created, reinforced, cleared = _write_cluster(store, subject, members, items, stale_ids, at, pass_id)
-    return ClusterOutcome(subject, size, "derived" if items else "empty", stale, tuple(ids), created, reinforced, cleared)
+    ids, created, reinforced, cleared, linked = _write_cluster(store, subject, members, items, stale_ids, at,
+                                                               pass_id, link_scope)
+    return ClusterOutcome(subject, size, "derived" if items else "empty", stale, tuple(ids), created, reinforced,
+                          cleared, linked_ids=tuple(linked))

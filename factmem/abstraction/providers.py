@@ -28,6 +28,8 @@ from factmem.abstraction.cassette import Cassette, CassetteError, CassetteMiss, 
 from factmem.abstraction.oracle import (
     GENERALIZATION_COLUMNS,
     ORACLE_ERRORS,
+    PROMPT_VERSION,
+    SUPPORT_ERRORS,
     OracleDraw,
     OracleProvider,
     _check_temperature,
@@ -45,6 +47,8 @@ __all__ = [
     "OracleProvider",
     "OracleDraw",
     "ORACLE_ERRORS",
+    "SUPPORT_ERRORS",
+    "PROMPT_VERSION",
     "GENERALIZATION_COLUMNS",
     "Cassette",
     "CassetteError",
@@ -290,7 +294,7 @@ def make_provider(
     cassette: str | os.PathLike | None = None,
     *,
     cassette_mode: str = "auto",
-    prompt_version: str = "1",
+    prompt_version: str | None = None,
     timeout: float = 30.0,
     api_key_env: str | None = None,
     generalizations: pd.DataFrame | None = None,
@@ -305,7 +309,8 @@ def make_provider(
 
     openai needs ``base_url``; ollama defaults to ``http://localhost:11434``; oracle needs
     ``generalizations`` (DataFrame) or ``dataset`` (folder or file, see
-    :meth:`OracleProvider.from_dataset`). In ``replay`` mode a real provider is not needed: a missing
+    :meth:`OracleProvider.from_dataset`). ``prompt_version`` keys the cassette (default: the current
+    :data:`PROMPT_VERSION`). In ``replay`` mode a real provider is not needed: a missing
     ``base_url`` is then allowed and ``model`` becomes the cassette's default model.
     """
     if kind not in PROVIDER_KINDS:

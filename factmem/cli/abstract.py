@@ -41,6 +41,9 @@ def add_abstract(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--min-cluster", type=int, default=None, metavar="N", help="default: the store's parameters")
     p.add_argument("--max-facts", type=int, default=None, metavar="N", help="default: the store's parameters")
     p.add_argument("--temperature", type=float, default=None, help="default: the store's parameters (0)")
+    p.add_argument("--link-scope", choices=("cluster", "support"), default=None,
+                   help="link derived facts to the whole cluster or to the facts the model cites as support "
+                        "(default: the store's parameters)")
     p.add_argument("--pass-id", default=None, metavar="ID", help="names the pass in evidence (default: the time)")
     p.add_argument("--no-prune", action="store_true", help="do not archive the children of validated derived facts")
     p.add_argument("--json", action="store_true", help="print the result (counters and per-cluster outcomes) as JSON")
@@ -79,7 +82,7 @@ def _run_abstract(args: argparse.Namespace) -> int:
         with FactStore(db) as store:
             result = abstract(store, provider, model=args.model, at=at, min_cluster=args.min_cluster,
                               max_facts=args.max_facts, prune=not args.no_prune, temperature=args.temperature,
-                              pass_id=args.pass_id, quiet=args.quiet or args.json)
+                              pass_id=args.pass_id, quiet=args.quiet or args.json, link_scope=args.link_scope)
     finally:
         for obj in (provider, getattr(provider, "provider", None)):
             close = getattr(obj, "close", None)

@@ -30,7 +30,7 @@ import numpy as np
 __all__ = [
     "Kind", "KINDS", "KIND_CODES", "MENTION_KINDS", "Status", "StatusName", "STATUSES", "StatusReason",
     "STATUS_REASONS", "EndReason", "OPEN", "DAY", "HOUR", "SECONDS_PER_DAY", "ReinforceBase", "REINFORCE_BASES",
-    "SearchMode", "SEARCH_MODES",
+    "SearchMode", "SEARCH_MODES", "LinkScope", "LINK_SCOPES",
 ]
 
 # -- kinds ------------------------------------------------------------------------------------------
@@ -93,6 +93,11 @@ SECONDS_PER_DAY: float = 86400.0
 ReinforceBase = Literal["stored", "effective"]
 #: ``stored``: reinforcement applies to the stored confidence (the seed); ``effective``: to the decayed one.
 REINFORCE_BASES: tuple[ReinforceBase, ...] = get_args(ReinforceBase)
+
+LinkScope = Literal["cluster", "support"]
+#: What an abstraction pass links a derived fact to: ``cluster``, every member of the cluster it was
+#: derived from (the seed); ``support``, only the members the model cites as supporting it.
+LINK_SCOPES: tuple[LinkScope, ...] = get_args(LinkScope)
 
 SearchMode = Literal["grid", "random"]
 SEARCH_MODES: tuple[SearchMode, ...] = get_args(SearchMode)

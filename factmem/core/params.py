@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from factmem.core.codes import KIND_CODES, KINDS, REINFORCE_BASES, ReinforceBase
+from factmem.core.codes import KIND_CODES, KINDS, LINK_SCOPES, REINFORCE_BASES, LinkScope, ReinforceBase
 from factmem.errors import ParamsError
 
 __all__ = ["SEED_DECAY_RATE", "SEED_INITIAL_CONFIDENCE", "PER_KIND_FIELDS", "PerKind", "MemoryParams",
@@ -114,6 +114,7 @@ class MemoryParams:
     temperature: float = 0.0
     reinforce_base: ReinforceBase = "stored"
     multi_valued_predicates: frozenset[str] = frozenset()
+    link_scope: LinkScope = "cluster"
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
@@ -165,6 +166,8 @@ class MemoryParams:
             raise bad("temperature", self.temperature, "must be >= 0")
         if self.reinforce_base not in REINFORCE_BASES:
             raise bad("reinforce_base", self.reinforce_base, f"must be one of {', '.join(REINFORCE_BASES)}")
+        if not isinstance(self.link_scope, str) or self.link_scope not in LINK_SCOPES:
+            raise ParamsError(f"link_scope = {self.link_scope!r} is invalid: must be one of {', '.join(LINK_SCOPES)}")
 
     # -- derivation -------------------------------------------------------------------------
 
@@ -263,9 +266,9 @@ class MemoryParams:
                 if isinstance(value, str) or not isinstance(value, (list, tuple, set, frozenset)):
                     raise ParamsError(f"multi_valued_predicates must be a list of strings, got {value!r}")
                 kwargs[name] = frozenset(value)
-            elif name == "reinforce_base":
+            elif name in ("reinforce_base", "link_scope"):
                 if not isinstance(value, str):
-                    raise ParamsError(f"reinforce_base must be a string, got {value!r}")
+                    raise ParamsError(f"{name} must be a string, got {value!r}")
                 kwargs[name] = value
             else:
                 kwargs[name] = value

@@ -2,5 +2,6 @@
 
 ``simulate`` (a FactStore replay on a schedule, and the vectorized kernel's belief states),
 ``metrics`` (precision, recall, stale, lost, calibration), ``cardinality`` (which predicates hold
-several values at once, and what each choice costs).
+several values at once, and what each choice costs), ``links`` (abstraction links against the
+planted generalizations: which pruned children were unrelated).
 """

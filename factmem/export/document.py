@@ -29,8 +29,9 @@ JSON as the strings ``"nan"``, ``"inf"``, ``"-inf"`` so that the file stays stri
 :meth:`MemoryParams.save`: it loads with the same checks of keys and types, missing parameters take
 the seed's defaults (that is how such files were always read), and its provenance is empty. A
 ``provenance`` table in a file without ``schema`` is an error (it cannot be a legacy file). A
-versioned document, in contrast, must list every parameter: a production export never fills in a
-number silently.
+versioned document, in contrast, must list every parameter — a production export never fills in a
+number silently — except the options of :data:`ADDED_FIELDS` (``link_scope``), added after the
+schema's first files: absent, they take the seed's value, as the memory that wrote the file behaved.
 
 **Validation** on load: the schema version, unknown keys (top level, per-kind tables, provenance),
 wrong types (a string where a number is expected, a bool or a float where an integer is expected,
@@ -116,6 +117,11 @@ def _field_types() -> dict[str, str]:
 
 
 FIELD_TYPES: dict[str, str] = _field_types()
+
+#: Parameters added after ``factmem.params/1`` documents were first written. A versioned document
+#: written before one existed does not list it; it loads with the seed's value, which is what the
+#: memory that wrote the file did (a non-number option only: numbers are never filled in silently).
+ADDED_FIELDS: frozenset[str] = frozenset({"link_scope"})
 
 
 # -- the document ------------------------------------------------------------------------------------
@@ -257,7 +263,7 @@ def _parse_params(data: Mapping[str, Any], where: str, *, complete: bool) -> Mem
         else:  # pragma: no cover - FIELD_TYPES has no other type today
             raise _err(where, key, value, f"no validation for type {ftype}")
     if complete:
-        missing = [k for k in FIELD_TYPES if k not in clean]
+        missing = [k for k in FIELD_TYPES if k not in clean and k not in ADDED_FIELDS]
         if missing:
             raise ParamsFileError(f"{where}: missing key {missing[0]} (a versioned document lists every parameter)")
     try:
@@ -434,8 +440,14 @@ def load_params_file(path: str | os.PathLike) -> tuple[MemoryParams, dict[str, A
 
 
 def params_fingerprint(params: MemoryParams) -> str:
-    """sha256 of the canonical JSON of the parameters: equal fingerprints, equal parameters."""
-    canon = json.dumps(params.to_dict(), sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    """sha256 of the canonical JSON of the parameters: equal fingerprints, equal parameters.
+
+    An option of :data:`ADDED_FIELDS` at its seed value is left out, so parameters that existed
+    before it keep the fingerprint they always had."""
+    seed = MemoryParams()
+    data = {k: v for k, v in params.to_dict().items()
+            if not (k in ADDED_FIELDS and getattr(params, k) == getattr(seed, k))}
+    canon = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
     return hashlib.sha256(canon.encode("ascii")).hexdigest()
 
 

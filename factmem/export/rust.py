@@ -3,7 +3,8 @@
 The module holds ``impl FactKind { fn decay_rate, fn initial_confidence }``, one ``pub const`` per
 other parameter (``REINFORCE_GAIN``, ``CONFIDENCE_CAP``, ``ARCHIVE_THRESHOLD``,
 ``RETRIEVAL_THRESHOLD``, ``PRUNE_MIN_REINFORCEMENTS``, ``MIN_CLUSTER``, ``MAX_FACTS``,
-``TEMPERATURE``, ``REINFORCE_BASE``, ``MULTI_VALUED_PREDICATES``), a ``reinforced`` helper with
+``TEMPERATURE``, ``REINFORCE_BASE``, ``MULTI_VALUED_PREDICATES``, ``LINK_SCOPE`` with its enum
+``LinkScope { Cluster, Support }``), a ``reinforced`` helper with
 the seed's bounded gain, the provenance in the module's doc comment, and a ``#[cfg(test)]`` module
 asserting every value bit for bit (``f64::to_bits`` against the bits Python holds).
 
@@ -29,7 +30,7 @@ import struct
 from collections.abc import Sequence
 from typing import Any
 
-from factmem.core.codes import KINDS, REINFORCE_BASES
+from factmem.core.codes import KINDS, LINK_SCOPES, REINFORCE_BASES
 from factmem.core.decay import reinforce
 from factmem.core.params import MemoryParams
 from factmem.errors import ExportError, InputError
@@ -53,6 +54,7 @@ RUST_CONSTS: dict[str, str] = {
     "temperature": "TEMPERATURE",
     "reinforce_base": "REINFORCE_BASE",
     "multi_valued_predicates": "MULTI_VALUED_PREDICATES",
+    "link_scope": "LINK_SCOPE",
 }
 _PER_KIND_DOCS = {
     "decay_rate": "Per-day decay rate λ: effective = confidence × exp(−λ × days since last reinforcement).",
@@ -69,6 +71,8 @@ _CONST_DOCS = {
     "temperature": "Abstraction: sampling temperature of the model call.",
     "reinforce_base": "Which confidence the gain applies to: the stored one (the seed) or the decayed one at reinforcement time.",
     "multi_valued_predicates": "Predicates that may hold several objects at once and never supersede each other (sorted).",
+    "link_scope": ("Abstraction: a derived fact is linked to (and prunes) every member of its cluster (the seed) "
+                   "or only the members the model cites as its support."),
 }
 
 
@@ -232,6 +236,8 @@ def render_rust(source: Any, *, with_enum: bool = True, enum_path: str = "super:
         elif field == "multi_valued_predicates":
             items = ", ".join(rust_str(p) for p in sorted(value))
             L.append(f"pub const {const}: &[&str] = &[{items}];")
+        elif field == "link_scope":
+            L.append(f"pub const {const}: LinkScope = LinkScope::{_variant(value)};")
         else:  # pragma: no cover - RUST_CONSTS and FIELD_TYPES agree today
             raise ExportError(f"no Rust rendering for {field} ({ftype})")
         L.append("")
@@ -240,6 +246,12 @@ def render_rust(source: Any, *, with_enum: bool = True, enum_path: str = "super:
         "#[derive(Debug, Clone, Copy, PartialEq, Eq)]",
         "pub enum ReinforceBase {",
         *[f"    {_variant(b)}," for b in REINFORCE_BASES],
+        "}",
+        "",
+        "/// What an abstraction pass links a derived fact to, and so what pruning archives under it.",
+        "#[derive(Debug, Clone, Copy, PartialEq, Eq)]",
+        "pub enum LinkScope {",
+        *[f"    {_variant(b)}," for b in LINK_SCOPES],
         "}",
         "",
         "/// True when `predicate` may hold several objects at once (never supersedes).",
@@ -274,6 +286,8 @@ def _rust_tests(params: MemoryParams, variants: Sequence[tuple[str, str]]) -> li
             T.append(f"        assert_eq!({const}, {value}, \"{const}\");")
         elif field == "reinforce_base":
             T.append(f"        assert_eq!({const}, ReinforceBase::{_variant(value)});")
+        elif field == "link_scope":
+            T.append(f"        assert_eq!({const}, LinkScope::{_variant(value)});")
         elif field == "multi_valued_predicates":
             preds = sorted(value)
             T.append(f"        assert_eq!({const}.len(), {len(preds)});")

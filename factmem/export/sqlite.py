@@ -14,9 +14,12 @@
   columns, one row only for facts where one of them is set (a fact that left ``active``, or a stale
   derived fact). A production crate ignores the table; it makes the round trip lossless without
   adding a column to the seed's table;
-* ``factmem_abstraction_empty(subject, member_ids, examined_at, pass_id)``: the store's record of
-  clusters the abstraction model found nothing in (``member_ids`` as a JSON array), when the store
-  has that table;
+* ``factmem_abstraction_examined(subject, member_ids, examined_at, pass_id, outcome)``: the store's
+  record of every cluster membership the abstraction model answered for (``member_ids`` as a JSON
+  array, ``outcome`` ``derived`` or ``empty``; :mod:`factmem.store.examined`), which keeps "a pass
+  over unchanged clusters makes no calls" true after the round trip. Files written before it hold
+  ``factmem_abstraction_empty(subject, member_ids, examined_at, pass_id)`` (empty answers only):
+  import reads them as ``empty`` records;
 * ``factmem_meta(key, value)``: the file format (``factmem.sqlite/1``), the factmem version, and the
   store's parameters as JSON, so an import restores them.
 
@@ -64,11 +67,12 @@ from factmem.core.codes import KINDS
 from factmem.core.params import MemoryParams
 from factmem.errors import ExportError, InputError, ProductionDBError, StoreError
 from factmem.export.atomic import atomic_write
+from factmem.store.examined import EXAMINED_OUTCOMES, EXAMINED_TABLE
 from factmem.store.factstore import FactStore
 from factmem.store.schema import STATUSES
 
 __all__ = ["SQLITE_FORMAT", "SEED_FACTS_DDL", "SEED_LINKS_DDL", "EVIDENCE_DDL", "EVIDENCE_INDEX", "STATE_DDL",
-    "EMPTY_DDL", "META_DDL", "ExportResult", "ImportResult", "export_db", "validate_sqlite", "import_db",
+    "EXAMINED_DDL", "LEGACY_EMPTY_DDL", "META_DDL", "ExportResult", "ImportResult", "export_db", "validate_sqlite", "import_db",
     "compare_memories"]
 
 SQLITE_FORMAT = "factmem.sqlite/1"
@@ -116,7 +120,16 @@ STATE_DDL = """CREATE TABLE IF NOT EXISTS factmem_fact_state (
     stale             INTEGER NOT NULL DEFAULT 0
 );"""
 
-EMPTY_DDL = """CREATE TABLE IF NOT EXISTS factmem_abstraction_empty (
+EXAMINED_DDL = """CREATE TABLE IF NOT EXISTS factmem_abstraction_examined (
+    subject     TEXT NOT NULL,
+    member_ids  TEXT NOT NULL,
+    examined_at INTEGER NOT NULL,
+    pass_id     TEXT,
+    outcome     TEXT NOT NULL
+);"""
+
+#: The side table of files written before examined memberships (empty answers only); read on import.
+LEGACY_EMPTY_DDL = """CREATE TABLE IF NOT EXISTS factmem_abstraction_empty (
     subject     TEXT NOT NULL,
     member_ids  TEXT NOT NULL,
     examined_at INTEGER NOT NULL,
@@ -143,6 +156,10 @@ _STATE = [("id", "INTEGER", False), ("status_changed_at", "INTEGER", True), ("st
           ("stale", "INTEGER", False)]
 _EMPTY = [("subject", "TEXT", False), ("member_ids", "TEXT", False), ("examined_at", "INTEGER", False),
           ("pass_id", "TEXT", True)]
+_EXAMINED = _EMPTY + [("outcome", "TEXT", False)]
+_ID_ARRAY_RULE = [(
+    "member_ids", "NOT json_valid(member_ids) OR json_type(member_ids) <> 'array' OR EXISTS "
+    "(SELECT 1 FROM json_each(member_ids) WHERE type <> 'integer')", "a JSON array of integer fact ids")]
 
 # facts that get a factmem_fact_state row: those with one of factmem's extras set
 _HAS_STATE = "status_changed_at IS NOT NULL OR status_reason IS NOT NULL OR stale"
@@ -160,7 +177,7 @@ class ExportResult:
     evidence: int
     fact_state_rows: int
     seconds: float
-    abstraction_empty: int = 0
+    abstraction_examined: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -168,15 +185,16 @@ class ExportResult:
         return d
 
     def __str__(self) -> str:
-        empty = f", {self.abstraction_empty} empty-cluster records" if self.abstraction_empty else ""
+        examined = f", {self.abstraction_examined} examined-cluster records" if self.abstraction_examined else ""
         return (f"wrote {self.path}: {self.facts} facts, {self.links} links, {self.evidence} evidence rows, "
-                f"{self.fact_state_rows} factmem_fact_state rows{empty} ({self.seconds:.2f}s)")
+                f"{self.fact_state_rows} factmem_fact_state rows{examined} ({self.seconds:.2f}s)")
 
 
 @dataclass(frozen=True)
 class ImportResult:
     """What :func:`import_db` read. ``filled`` counts evidence values completed because the file held
-    NULL (production rows): ``{"action": n, "confidence": n, "source": n}``."""
+    NULL (production rows): ``{"action": n, "confidence": n, "source": n}``. ``abstraction_examined``:
+    examined-cluster records read (legacy empty-answer records included)."""
 
     path: Path
     facts: int
@@ -186,7 +204,7 @@ class ImportResult:
     params_from: str
     filled: dict[str, int] = field(default_factory=dict)
     seconds: float = 0.0
-    abstraction_empty: int = 0
+    abstraction_examined: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -236,11 +254,11 @@ def export_db(store_or_path: FactStore | str | os.PathLike, out_sqlite: str | os
             raise ExportError(f"{out}: {bad[0]} facts have a NaN confidence or decay_rate (first id {bad[1]}); "
                               "the seed's columns are REAL NOT NULL and SQLite stores NaN as NULL")
         counts: dict[str, int] = {}
-        has_empty = _duck_has(con, "memory_abstraction_empty")
+        examined = store.examined_relation  # the table, or a schema-1 file's empty answers (read-only)
         total = con.execute(f"SELECT (SELECT count(*) FROM memory_facts) + (SELECT count(*) FROM memory_fact_links) "
                             f"+ (SELECT count(*) FROM memory_evidence) "
-                            f"+ (SELECT count(*) FROM memory_facts WHERE {_HAS_STATE})"
-                            + (" + (SELECT count(*) FROM memory_abstraction_empty)" if has_empty else "")).fetchall()[0][0]
+                            f"+ (SELECT count(*) FROM memory_facts WHERE {_HAS_STATE}) "
+                            f"+ (SELECT count(*) FROM {examined})").fetchall()[0][0]
         bar = tqdm(total=total, desc="export-db", unit="row", unit_scale=True,
                    disable=None if progress is None else not progress)
 
@@ -251,8 +269,8 @@ def export_db(store_or_path: FactStore | str | os.PathLike, out_sqlite: str | os
                 sq.execute("PRAGMA synchronous = OFF")
                 sq.execute("PRAGMA locking_mode = EXCLUSIVE")
                 sq.execute("PRAGMA cache_size = -262144")  # 256 MiB of page cache while loading
-                sq.executescript("\n".join((SEED_FACTS_DDL, SEED_LINKS_DDL, EVIDENCE_DDL, STATE_DDL, META_DDL)
-                                            + ((EMPTY_DDL,) if has_empty else ())))
+                sq.executescript("\n".join((SEED_FACTS_DDL, SEED_LINKS_DDL, EVIDENCE_DDL, STATE_DDL, META_DDL,
+                                            EXAMINED_DDL)))
                 sq.execute("BEGIN")
                 counts["facts"] = _copy(con, sq, bar, "memory_facts", [c for c, _, _ in _FACTS],
                                         "SELECT {cols} FROM memory_facts ORDER BY id")
@@ -264,11 +282,11 @@ def export_db(store_or_path: FactStore | str | os.PathLike, out_sqlite: str | os
                     con, sq, bar, "factmem_fact_state", [c for c, _, _ in _STATE],
                     "SELECT id, status_changed_at, status_reason, CAST(stale AS BIGINT) AS stale FROM memory_facts "
                     f"WHERE {_HAS_STATE} ORDER BY id")
-                if has_empty:  # the clusters an abstraction model found nothing in; member ids as a JSON array
-                    counts["empty"] = _copy(
-                        con, sq, bar, "factmem_abstraction_empty", [c for c, _, _ in _EMPTY],
-                        "SELECT subject, CAST(to_json(member_ids) AS VARCHAR) AS member_ids, examined_at, pass_id "
-                        "FROM memory_abstraction_empty ORDER BY examined_at, subject, member_ids")
+                # the clusters an abstraction model answered for; member ids as a JSON array
+                counts["examined"] = _copy(
+                    con, sq, bar, "factmem_abstraction_examined", [c for c, _, _ in _EXAMINED],
+                    "SELECT subject, CAST(to_json(member_ids) AS VARCHAR) AS member_ids, examined_at, pass_id, "
+                    f"outcome FROM {examined} ORDER BY examined_at, subject, member_ids, outcome, pass_id")
                 sq.execute(EVIDENCE_INDEX)  # built once after the load, not row by row
                 sq.executemany("INSERT INTO factmem_meta VALUES (?, ?)", [
                     ("format", SQLITE_FORMAT), ("factmem_version", __version__),
@@ -285,13 +303,7 @@ def export_db(store_or_path: FactStore | str | os.PathLike, out_sqlite: str | os
         if own:
             store.close()
     return ExportResult(path, counts["facts"], counts["links"], counts["evidence"], counts["state"],
-                        time.perf_counter() - t0, counts.get("empty", 0))
-
-
-def _duck_has(con, table: str) -> bool:
-    """Whether the store's schema has ``table`` (a table added by a newer store version)."""
-    return bool(con.execute("SELECT count(*) FROM information_schema.tables WHERE table_schema = 'main' "
-                            "AND table_name = ?", [table]).fetchall()[0][0])
+                        time.perf_counter() - t0, counts["examined"])
 
 
 def _copy(con, sq: sqlite3.Connection, bar, table: str, cols: list[str], select: str) -> int:
@@ -423,14 +435,14 @@ def _validate(path: Path, sq: sqlite3.Connection) -> dict[str, Any]:
         specs["factmem_fact_state"] = (_STATE, set())
     if "factmem_abstraction_empty" in tables:
         specs["factmem_abstraction_empty"] = (_EMPTY, set())
+    if "factmem_abstraction_examined" in tables:
+        specs["factmem_abstraction_examined"] = (_EXAMINED, set())
     present = {}
     for table, (spec, optional) in specs.items():
         present[table] = _check_table(path, sq, table, spec, optional)
-    domains: dict[str, dict[str, tuple]] = {"memory_facts": {"kind": KINDS, "status": STATUSES},
-                                            "factmem_fact_state": {"stale": (0, 1)}}
-    rules = {"factmem_abstraction_empty": [(
-        "member_ids", "NOT json_valid(member_ids) OR json_type(member_ids) <> 'array' OR EXISTS "
-        "(SELECT 1 FROM json_each(member_ids) WHERE type <> 'integer')", "a JSON array of integer fact ids")]}
+    domains: dict[str, dict[str, tuple]] = {"memory_facts": {"kind": KINDS, "status": STATUSES}, "factmem_fact_state": {"stale": (0, 1)},
+               "factmem_abstraction_examined": {"outcome": EXAMINED_OUTCOMES}}
+    rules = {"factmem_abstraction_empty": _ID_ARRAY_RULE, "factmem_abstraction_examined": _ID_ARRAY_RULE}
     counts = {table: _scan(path, sq, table, spec, present[table], domains.get(table), rules.get(table))
               for table, (spec, _) in specs.items()}
     pk = {r[1]: (r[2], r[5]) for r in sq.execute('PRAGMA table_info("memory_facts")').fetchall()}
@@ -519,11 +531,15 @@ def import_db(sqlite_path: str | os.PathLike, out_duckdb: str | os.PathLike, *,
                                    f"{'id' if 'id' in ev_present else 'rowid'}",
                                [(c, _ARROW[a]) for c, a, _ in _EVIDENCE])
         n_state = info["counts"].get("factmem_fact_state", 0)
-        empty = None
-        if "factmem_abstraction_empty" in info["tables"]:
-            empty = _read_arrow(sq, bar, "SELECT subject, member_ids, examined_at, pass_id FROM "
-                                         "factmem_abstraction_empty ORDER BY rowid",
-                                [(c, _ARROW[a]) for c, a, _ in _EMPTY])
+        # examined clusters: this format's table, and a legacy file's empty answers as 'empty' records
+        parts = [f"SELECT subject, member_ids, examined_at, pass_id, {outcome} AS outcome FROM {table}"
+                 for table, outcome in (("factmem_abstraction_empty", "'empty'"),
+                                        ("factmem_abstraction_examined", "outcome"))
+                 if table in info["tables"]]
+        examined = None
+        if parts:
+            examined = _read_arrow(sq, bar, " UNION ALL ".join(parts),
+                                   [(c, _ARROW[a]) for c, a, _ in _EXAMINED])
     finally:
         sq.close()
         if bar is not None:
@@ -553,14 +569,12 @@ def import_db(sqlite_path: str | os.PathLike, out_duckdb: str | os.PathLike, *,
                     FROM _fm_ev ORDER BY id""")
                 for name in ("_fm_facts", "_fm_links", "_fm_ev"):
                     con.unregister(name)
-                if empty is not None and empty.num_rows:
-                    if not _duck_has(con, "memory_abstraction_empty"):
-                        raise ProductionDBError(f"{src}: has factmem_abstraction_empty rows but this factmem's store "
-                                                "has no memory_abstraction_empty table; upgrade factmem")
-                    con.register("_fm_empty", empty)
-                    con.execute("INSERT INTO memory_abstraction_empty SELECT subject, CAST(member_ids AS BIGINT[]), "
-                                "examined_at, pass_id FROM _fm_empty")
-                    con.unregister("_fm_empty")
+                if examined is not None and examined.num_rows:
+                    con.register("_fm_examined", examined)
+                    # member ids sorted, as the store keeps them (the pass compares them with sorted ids)
+                    con.execute(f"INSERT INTO {EXAMINED_TABLE} SELECT subject, list_sort(CAST(member_ids AS "
+                                "BIGINT[])), examined_at, pass_id, outcome FROM _fm_examined")
+                    con.unregister("_fm_examined")
             store._refresh_counters()
         except duckdb.ConstraintException as exc:
             raise ProductionDBError(f"{src}: violates the store's constraints: {str(exc).splitlines()[0]}") from None
@@ -569,7 +583,7 @@ def import_db(sqlite_path: str | os.PathLike, out_duckdb: str | os.PathLike, *,
 
     path = atomic_write(out, write)
     return ImportResult(path, facts.num_rows, links.num_rows, evidence.num_rows, n_state, params_from, filled,
-                        time.perf_counter() - t0, 0 if empty is None else empty.num_rows)
+                        time.perf_counter() - t0, 0 if examined is None else examined.num_rows)
 
 
 # -- comparing a production memory with a replay ------------------------------------------------------------

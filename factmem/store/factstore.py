@@ -30,6 +30,7 @@ from factmem.core.decay import age_days, effective_confidence, reinforce
 from factmem.core.params import MemoryParams
 from factmem.core.timeutil import resolve_at
 from factmem.errors import InputError, SchemaVersionError, StoreError, StoreLockedError
+from factmem.store.examined import ExaminedRecords, migrate_examined
 from factmem.store.reads import Fact, Reads  # noqa: F401 - part of the API
 from factmem.store.schema import DDL, SCHEMA_VERSION, effective_sql
 from factmem.store.writes import BatchWrites, IngestResult, ReplayResult  # noqa: F401 - part of the API
@@ -56,7 +57,7 @@ class ConsolidateResult(NamedTuple):
     pruned: int
 
 
-class FactStore(BatchWrites, Reads):
+class FactStore(BatchWrites, Reads, ExaminedRecords):
     """A fact memory in DuckDB: in memory (``FactStore()``) or in a file that persists and reopens.
 
     ``params`` default to those saved in the file (or the seed's for a new store); passing params
@@ -118,6 +119,13 @@ class FactStore(BatchWrites, Reads):
                 )
             if version < 1:
                 raise SchemaVersionError(f"{self.path}: unknown schema version {meta.get('schema_version')!r}")
+            if version == 1:  # schema 2 records every examined cluster, not only empty answers
+                if self.read_only:
+                    self._use_legacy_examined(tables)
+                else:
+                    self.db.begin()
+                    migrate_examined(self.db, tables)
+                    self.db.commit()
             saved = MemoryParams.from_json(meta["params"]) if "params" in meta else MemoryParams()
             self._params = params if params is not None else saved
             if params is not None and params != saved and not self.read_only:
@@ -311,13 +319,6 @@ class FactStore(BatchWrites, Reads):
         with self._transaction():
             return self._prune(at)
 
-    def record_empty_answer(self, subject: str, member_ids: Iterable[int], at: Any = None,
-                            pass_id: str | None = None) -> None:
-        """Note that the abstraction model found nothing to generalize in this exact cluster."""
-        self._writable()
-        with self._transaction():
-            self.db.execute("INSERT INTO memory_abstraction_empty VALUES (?, ?, ?, ?)",
-                             [subject, sorted(int(i) for i in member_ids), resolve_at(at), pass_id])
 
 def _quiet(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
     """No DuckDB progress bar: the library reports progress itself, and scripts want clean output."""

@@ -5,8 +5,14 @@
 ``contradiction``) and ``stale`` (a derived fact one of whose children was superseded or archived by
 decay since it was derived).
 
-``memory_abstraction_empty`` remembers the clusters (subject and exact membership) for which the
-abstraction model answered ``[]``, so that a pass over unchanged clusters makes no calls.
+``memory_abstraction_examined`` remembers every cluster membership an abstraction model answered
+for (subject, sorted member ids, time, pass, and ``outcome``: ``derived`` or ``empty`` for ``[]``), so
+that a pass over unchanged clusters makes no calls (see :mod:`factmem.store.examined`).
+
+**Versions.** Schema 2 replaced schema 1's ``memory_abstraction_empty`` (the same columns, empty
+answers only) by ``memory_abstraction_examined``. A schema-1 file opened for writing is migrated in
+one transaction (:func:`factmem.store.examined.migrate_examined`: its rows become
+``outcome = 'empty'`` rows); opened read-only it is read as it is (:data:`LEGACY_EXAMINED_SQL`).
 
 No index or key constraint sits on ``memory_facts``: ids are assigned by the store, and DuckDB
 bulk-loads and scans much faster without an ART index (which would also hold every id in memory).
@@ -19,7 +25,7 @@ from factmem.core.codes import STATUSES  # noqa: F401 - part of the schema's voc
 __all__ = ["SCHEMA_VERSION", "SEED_FACT_COLUMNS", "FACT_COLUMNS", "EVIDENCE_COLUMNS", "LINK_COLUMNS", "DDL",
     "TABLES", "effective_sql"]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 SEED_FACT_COLUMNS: tuple[str, ...] = (
     "id", "subject", "predicate", "object", "note", "kind", "confidence", "reinforcement_count",
@@ -61,11 +67,12 @@ CREATE TABLE IF NOT EXISTS memory_fact_links (
     created_at  BIGINT NOT NULL,
     PRIMARY KEY (parent_id, child_id)
 );
-CREATE TABLE IF NOT EXISTS memory_abstraction_empty (
+CREATE TABLE IF NOT EXISTS memory_abstraction_examined (
     subject     VARCHAR NOT NULL,
-    member_ids  BIGINT[] NOT NULL,
+    member_ids  BIGINT[] NOT NULL,  -- sorted
     examined_at BIGINT NOT NULL,
-    pass_id     VARCHAR
+    pass_id     VARCHAR,
+    outcome     VARCHAR NOT NULL    -- derived | empty
 );
 CREATE TABLE IF NOT EXISTS memory_evidence (
     id          BIGINT NOT NULL,
@@ -80,6 +87,12 @@ CREATE TABLE IF NOT EXISTS memory_evidence (
 """
 
 TABLES: tuple[str, ...] = ("memory_facts", "memory_fact_links", "memory_evidence")
+
+EXAMINED_COLUMNS: tuple[str, ...] = ("subject", "member_ids", "examined_at", "pass_id", "outcome")
+
+#: The examined records of a schema-1 file opened read-only (which cannot be migrated).
+LEGACY_EXAMINED_SQL = ("(SELECT subject, list_sort(member_ids) AS member_ids, examined_at, pass_id, "
+                       "'empty' AS outcome FROM memory_abstraction_empty)")
 
 
 def effective_sql(at_param: str = "$at", prefix: str = "") -> str:
