@@ -61,7 +61,7 @@ def _check_space(space: Mapping[str, Any], base: MemoryParams) -> None:
         raise InputError("a sweep space maps parameter names to lists of values (or Range)")
     names = MemoryParams.field_names()
     for name, values in space.items():
-        if name not in names:
+        if not MemoryParams.is_flat_name(name):  # a fixed name, or decay_rate_by_predicate.<predicate>
             raise InputError(f"unknown parameter {name!r} in the sweep space; known: {', '.join(names)}")
         if isinstance(values, Range):
             if not values.low < values.high:
