@@ -18,4 +18,8 @@ def __getattr__(name: str):
         from factmem.store import factstore as store
 
         return getattr(store, name)
+    if name == "fit":  # factmem.fit(...) is the function; it pulls in scipy, so it loads on first use
+        from factmem.fitting.fit import fit
+
+        return fit
     raise AttributeError(f"module 'factmem' has no attribute {name!r}")

@@ -345,6 +345,7 @@ def _run_import_db(args: argparse.Namespace) -> int:
     return 0
 
 
+from factmem.cli import fit as _cli_fit  # noqa: E402
 from factmem.cli import tune as _cli_tune  # noqa: E402
 
 #: Subcommand registry: add yours here.
@@ -360,6 +361,7 @@ COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [
     _cli_tune._add_simulate,
     _cli_tune._add_sweep,
     _cli_tune._add_cardinality,
+    _cli_fit._add_fit,
 ]
 
 
