@@ -51,7 +51,9 @@ class RefMemory:
             self.facts[fid] = dict(
                 id=fid, subject=subject, predicate=predicate, object=obj, note=note, kind=kind,
                 confidence=conf, reinforcement_count=0, first_seen=at, last_reinforced=at,
-                decay_rate=p.decay_rate[kind], status="active",
+                # the predicate's own rate if the parameters give it one, else the kind's
+                decay_rate=p.decay_rate_by_predicate[predicate] if predicate in p.decay_rate_by_predicate
+                else p.decay_rate[kind], status="active",
                 supersedes_id=conflict["id"] if conflict else None,
                 status_changed_at=None, status_reason=None, stale=False,
             )

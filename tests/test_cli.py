@@ -22,13 +22,26 @@ def test_every_command_has_help_text():
     action, _ = subcommands()
     helps = {c.dest: c.help for c in action._choices_actions}
     assert {"tune", "simulate", "sweep", "cardinality", "generate", "import-triples", "abstract", "export",
-            "params", "export-db", "import-db"} <= set(action.choices)
+            "params", "export-db", "import-db", "fit"} <= set(action.choices)
     for name, sub in action.choices.items():
         assert helps.get(name), f"{name} has no one-line help"
         assert sub.description, f"{name} has no description"
         for a in sub._actions:
             if a.dest != "help" and not isinstance(a, argparse._SubParsersAction):
                 assert a.help, f"{name}: option {a.option_strings or a.dest} has no help"
+
+
+def test_readme_command_table_lists_every_command():
+    import re
+    from pathlib import Path
+
+    action, _ = subcommands()
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    section = readme[readme.index("## The command line"):]
+    section = section[:section.index("\n## ", 1)]
+    rows = [line for line in section.splitlines() if line.startswith("| `")]
+    listed = {m for row in rows for m in re.findall(r"`(?:factmem )?([a-z][a-z-]*)[ `]", row.split(" | ")[0])}
+    assert set(action.choices) <= listed, f"missing from the README's command table: {set(action.choices) - listed}"
 
 
 def test_module_entry_point_prints_help():

@@ -61,6 +61,7 @@ def param_sets(draw, int_max=2**63 - 1):
         reinforce_base=draw(st.sampled_from(["stored", "effective"])),
         multi_valued_predicates=draw(st.sets(predicate, max_size=4)),
         link_scope=draw(st.sampled_from(["cluster", "support"])),
+        decay_rate_by_predicate=draw(st.dictionaries(predicate, nonneg, max_size=3)),
     )
 
 
@@ -213,6 +214,9 @@ def _drop(d: dict, key: str) -> dict:
 
 
 BAD_DOCS += [
+    (doc_with(decay_rate_by_predicate={"works_on": -0.01}), "decay_rate_by_predicate.works_on", ">= 0"),
+    (doc_with(decay_rate_by_predicate={"works_on": "slow"}), "decay_rate_by_predicate.works_on", "expected a number"),
+    (doc_with(decay_rate_by_predicate=0.01), "decay_rate_by_predicate", "expected a table"),
     (_drop(doc_with(), "temperature"), "missing key temperature", "versioned document"),
     (_drop(doc_with(), "decay_rate.derived"), "missing key decay_rate.derived", "versioned document"),
 ]
@@ -317,7 +321,9 @@ EDGE_PARAMS = [
                  initial_confidence={"explicit": 5e-324, "derived": 1.0}, confidence_cap=1.0, reinforce_gain=1.0,
                  archive_threshold=-0.0, retrieval_threshold=1.0, temperature=0.7,
                  prune_min_reinforcements=2**32 - 1, min_cluster=1, max_facts=7, reinforce_base="effective",
-                 multi_valued_predicates={'quote"back\\slash', "new\nline\r\tcr", "nul\x00del\x7f", "café ☕", "*/ //"}),
+                 multi_valued_predicates={'quote"back\\slash', "new\nline\r\tcr", "nul\x00del\x7f", "café ☕", "*/ //"},
+                 decay_rate_by_predicate={"works_on": 0.0103, "born_in": 0.0, "neg_zero": -0.0, "tiny": 5e-324,
+                                          'q"{x}\\': 1.7976931348623157e308, "nul\x00 ☕\n": 1e16, "_": 0.3}),
 ]
 
 
@@ -335,7 +341,8 @@ def test_rust_module_compiles_and_its_tests_pass_standalone(tmp_path):
             initial_confidence={k: float(rng.uniform(0.001, cap)) for k in KINDS},
             reinforce_gain=float(rng.uniform(0.001, 1.0)), confidence_cap=cap,
             archive_threshold=float(rng.uniform(0, cap * 0.99)), retrieval_threshold=float(rng.uniform(0, cap)),
-            prune_min_reinforcements=int(rng.integers(1, 10)))))
+            prune_min_reinforcements=int(rng.integers(1, 10)),
+            decay_rate_by_predicate={f"p{i}": float(rng.exponential(0.05)) for i in range(int(rng.integers(0, 4)))})))
     src = tmp_path / "params_0.toml"
     write_params_file(src, docs[0].params, docs[0].provenance, stamp=False)
     rs = tmp_path / "memory_params.rs"
@@ -421,6 +428,32 @@ def test_diff_lists_changes_and_metrics(tmp_path):
     assert z["relative_change"] == math.inf
     assert list(diff_params(MemoryParams(archive_threshold=0.0), MemoryParams(archive_threshold=-0.0))["parameter"]) \
         == ["archive_threshold"]
+
+
+def test_per_predicate_rates_in_documents_rust_and_diff(tmp_path, capsys):
+    """The table is written only when it has entries (old documents and fingerprints unchanged), read
+    back exactly, rendered as a match before the kind, and diffed per predicate."""
+    plain = write_params_file(tmp_path / "plain.toml", MemoryParams(), stamp=False)
+    assert "decay_rate_by_predicate" not in plain.read_text()
+    assert params_fingerprint(MemoryParams()) == params_fingerprint(MemoryParams(decay_rate_by_predicate={}))
+    fitted = MemoryParams(decay_rate_by_predicate={"works_on": 0.0103, "born_in": 0.0})
+    for fmt in ("toml", "json"):
+        path = write_params_file(tmp_path / f"fitted.{fmt}", fitted, stamp=False)
+        assert load_params_file(path)[0] == fitted
+    assert "[decay_rate_by_predicate]\nborn_in = 0.0\nworks_on = 0.0103\n" in (tmp_path / "fitted.toml").read_text()
+    assert params_fingerprint(fitted) != params_fingerprint(MemoryParams())
+    text = render_rust(fitted)
+    match = text[text.index("pub fn decay_rate_for"):]
+    assert match.index('"born_in" => 0.0,') < match.index('"works_on" => 0.0103,') < match.index("_ => self.decay_rate(),")
+    assert 'pub const DECAY_RATE_BY_PREDICATE: &[(&str, f64)] = &[("born_in", 0.0), ("works_on", 0.0103)];' in text
+    d = diff_params(MemoryParams(decay_rate_by_predicate={"born_in": 0.0, "lives_in": 0.01}), fitted).set_index("parameter")
+    assert list(d.index) == ["decay_rate_by_predicate.lives_in", "decay_rate_by_predicate.works_on"]
+    assert d.loc["decay_rate_by_predicate.works_on", "note"].startswith("added")
+    assert d.loc["decay_rate_by_predicate.lives_in", "note"].startswith("removed")
+    assert main(["params", "diff", str(plain), str(tmp_path / "fitted.toml")]) == 0
+    out = capsys.readouterr().out
+    n = len(MemoryParams.field_names()) + 2  # the fixed parameters and the two predicates with a rate
+    assert f"2 of {n} changed" in out and "decay_rate_by_predicate.works_on" in out and "added" in out
 
 
 def test_params_diff_cli(tmp_path, capsys):

@@ -16,7 +16,7 @@ from factmem.data.presets import preset
 from factmem.data.scenario import Scenario
 from factmem.errors import InputError
 from factmem.export import load_params_file
-from factmem.fitting.fit import ESTIMATE_COLUMNS, LOG_PARAM_KINDS, fit
+from factmem.fitting.fit import ESTIMATE_COLUMNS, LOG_PARAM_KINDS, PREDICATE_RATE_COLUMNS, fit
 from factmem.fitting.models import (
     SpellData,
     bin_ages,
@@ -121,6 +121,29 @@ def test_seed_model_mle_recovers_a_known_lambda(c0, lam):
                           start=(got_c0, got_lam))
     low, high = percentile_interval(boot[:, 1])
     assert low <= lam <= high
+
+
+def test_seed_model_lambda_at_a_fixed_initial_confidence():
+    """The profile λ with c0 held: the true λ at the true c0, a smaller λ at a lower c0 (the curve must
+    fall less to meet the data), equal to a one-dimensional optimiser on the raw likelihood."""
+    from scipy.optimize import minimize_scalar
+
+    rng = np.random.default_rng(4)
+    n = 30_000
+    age = rng.uniform(0.0, 60.0, size=n)
+    y = (rng.random(n) < 0.8 * np.exp(-0.05 * age)).astype(float)
+    bins = bin_ages(rng.integers(0, 40, size=n), age, y, n_subjects=40)
+    c0, lam = fit_seed_model(bins, fixed_c0=0.8)[0]
+    assert c0 == 0.8 and lam == pytest.approx(0.05, rel=0.03)
+    low_c0 = fit_seed_model(bins, fixed_c0=0.5)[0][1]
+    nll = lambda rate: -float(np.sum(y * np.log(0.5 * np.exp(-rate * age)) + (1 - y) * np.log(1 - 0.5 * np.exp(-rate * age))))
+    assert low_c0 == pytest.approx(minimize_scalar(nll, bounds=(0.0, 1.0), method="bounded").x, rel=2e-3)
+    assert low_c0 < lam
+    boot = fit_seed_model(bins, fixed_c0=0.8, subject_weights=bootstrap_weights(40, 40, np.random.default_rng(1)),
+                          start=(0.8, lam))
+    assert (boot[:, 0] == 0.8).all() and percentile_interval(boot[:, 1])[0] <= 0.05 <= percentile_interval(boot[:, 1])[1]
+    with pytest.raises(ValueError, match="fixed_c0"):
+        fit_seed_model(bins, fixed_c0=1.0)
 
 
 def test_seed_model_edge_cases():
@@ -271,6 +294,52 @@ def test_result_table_params_and_fallbacks(medium):
     assert len(e[(e["scope"] == "predicate") & (e["quantity"] == "seed_lambda")]) >= 10
 
 
+def test_per_predicate_rates_follow_the_stated_rule(medium):
+    """decay_rate_by_predicate holds exactly the predicates whose λ at their kind's c0 has a 95%
+    interval excluding their kind's rate; fast changers decay faster than their kind, never-changing
+    ones slower."""
+    _, result = medium
+    table, e = result.predicate_rates, result.estimates
+    assert tuple(table.columns) == PREDICATE_RATE_COLUMNS
+    assert set(table["predicate"]) == set(result.predicate_kinds)
+    for _, row in table.iterrows():  # one row per predicate
+        informative = (row["kind"] in ("explicit", "user_preference", "episodic") and np.isfinite(row["low"])
+                       and not row["low"] <= row["kind_rate"] <= row["high"])
+        assert row["exported"] == informative, row.to_dict()
+        assert row["kind_rate"] == result.params.decay_rate[row["kind"]]
+        if np.isfinite(row["estimate"]):
+            assert row["estimate"] == result.value("seed_lambda_kind_c0", row["predicate"], source="truth")
+            assert row["n"] >= result.settings["min_observations"]
+    own = table[table["exported"]]
+    assert result.params.decay_rate_by_predicate == dict(zip(own["predicate"], own["estimate"]))
+    assert 3 <= len(own) < len(table)  # some predicates differ from their kind, not all
+    rates = result.params.decay_rate_by_predicate
+    assert rates["works_on"] > 2 * result.params.decay_rate.explicit  # changes every ~90 days
+    never = [p for p in ("born_in", "speaks", "drives") if p in rates]
+    assert never and all(rates[p] < result.params.decay_rate.explicit / 2 for p in never)
+    # a candidate's c0 is its kind's, so the memory's model for it is exactly the one fitted
+    assert "seed_lambda_kind_c0" in set(e["quantity"]) and (e.loc[e["quantity"] == "seed_lambda_kind_c0", "scope"]
+                                                           == "predicate").all()
+
+
+def test_fitted_per_predicate_rates_drive_both_engines(medium):
+    """The fitted params.toml runs: the store replay and the kernel agree with per-predicate rates."""
+    from factmem.evaluation.simulate import Schedule, kernel_beliefs, prepare, simulate
+
+    ds, result = medium
+    params = result.params.replace(multi_valued_predicates=ds.multi_valued_predicates)
+    prepared = prepare(ds)
+    run = simulate(prepared, params, Schedule())
+    kernel = kernel_beliefs(prepared, [params], Schedule().consolidations(prepared.start, prepared.end))[0]
+    cols = ["triple", "kind", "start", "end", "reason", "confidence", "rate"]
+    canon = lambda b: b[cols].sort_values(["triple", "start", "end"], kind="stable").reset_index(drop=True)
+    pd.testing.assert_frame_equal(canon(run.beliefs), canon(kernel), check_exact=True)
+    facts = run.store.facts(at=0)
+    works_on = facts[facts["predicate"] == "works_on"]
+    assert len(works_on) and (works_on["decay_rate"] == params.decay_rate_by_predicate["works_on"]).all()
+    run.store.close()
+
+
 def test_fit_is_deterministic_and_writes_its_folder(medium, tmp_path):
     ds, result = medium
     again = fit(ds, bootstrap=20, seed=5)
@@ -297,6 +366,9 @@ def test_log_only_fit_without_truth(medium):
     ds, _ = medium
     no_truth = make_dataset(ds.messages, ds.events, ds.truth.iloc[:0], ds.generalizations, ds.scenario)
     result = fit(no_truth, bootstrap=0)
+    assert result.params.decay_rate_by_predicate == {}  # no intervals: no per-predicate rate
+    assert (result.predicate_rates["reason"].str.contains("bootstrap = 0") | ~result.predicate_rates["kind"]
+            .isin(LOG_PARAM_KINDS)).all()
     assert result.sources == ("log",)
     assert set(result.estimates["source"]) == {"log"}
     for kind in LOG_PARAM_KINDS:
@@ -346,3 +418,67 @@ def test_bad_input_is_refused(medium, tmp_path):
         with pytest.raises(InputError, match=match):
             fit(ds, **kwargs)
 
+
+
+# -- the command ---------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def medium_dir(medium, tmp_path_factory):
+    from factmem.data.generate import write
+
+    ds, _ = medium
+    return write(ds, tmp_path_factory.mktemp("medium") / "ds")
+
+
+def test_fit_command_writes_the_folder_and_prints_a_summary(medium, medium_dir, tmp_path, capsys):
+    from factmem.cli.main import main
+
+    out = tmp_path / "fit"
+    assert main(["fit", "--log", str(medium_dir), "--out", str(out), "--bootstrap", "20", "--seed", "5",
+                 "--created-at", "2026-01-01T00:00:00Z", "--no-figures"]) == 0
+    printed = capsys.readouterr().out
+    assert "explicit" in printed and "fit (truth)" in printed and "works_on" in printed
+    assert "predicates get their own decay rate" in printed
+    params, provenance = load_params_file(out / "params.toml")
+    _, result = medium
+    assert params == result.params and params.decay_rate_by_predicate == result.params.decay_rate_by_predicate
+    assert "decay_rate_by_predicate" in provenance["notes"]
+    # the same bytes as the library writes (report.md names the dataset's folder, the library's is in memory)
+    lib = result.write(tmp_path / "lib", created_at="2026-01-01T00:00:00Z", figures=False)
+    for name in ("estimates.csv", "predicate_rates.csv", "fallbacks.csv", "params.toml"):
+        assert (out / name).read_bytes() == (lib / name).read_bytes(), name
+    assert "Per-predicate decay rates" in (out / "report.md").read_text()
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--min-observations", "1000000000"], "too few observations"),
+    (["--min-observations", "0"], "min_observations = 0 is invalid"),
+    (["--bootstrap", "-1"], "bootstrap = -1 is invalid"),
+    (["--base", "nope.toml"], "no such params file"),
+])
+def test_fit_command_bad_input_exits_2_with_one_line(medium_dir, tmp_path, capsys, extra, message):
+    from factmem.cli.main import main
+
+    out = tmp_path / "fit"
+    assert main(["fit", "--log", str(medium_dir), "--out", str(out), "--bootstrap", "0", *extra]) == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and len(err.splitlines()) == 1 and err.startswith("factmem fit: error:")
+    assert not out.exists()
+
+
+def test_fit_command_refuses_missing_folders_and_truth_without_truth(medium, tmp_path, capsys):
+    from factmem.cli.main import main
+    from factmem.data.generate import write
+
+    assert main(["fit", "--log", str(tmp_path / "missing"), "--out", str(tmp_path / "o")]) == 2
+    assert "no such dataset folder" in capsys.readouterr().err
+    ds, _ = medium
+    no_truth = write(make_dataset(ds.messages, ds.events, ds.truth.iloc[:0], ds.generalizations, ds.scenario),
+                     tmp_path / "no_truth")
+    assert main(["fit", "--log", str(no_truth), "--out", str(tmp_path / "o"), "--source", "truth"]) == 2
+    assert "source='truth' needs ground truth" in capsys.readouterr().err
+    (tmp_path / "file").write_text("x")
+    assert main(["fit", "--log", str(no_truth), "--out", str(tmp_path / "file")]) == 2
+    assert "is not a folder" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()

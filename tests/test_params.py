@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -46,6 +47,11 @@ def test_immutable_and_replace():
     ({"reinforce_gain": "0.3"}, "reinforce_gain must be a number, got '0.3'"),
     ({"multi_valued_predicates": "speaks"}, "multi_valued_predicates must be a set"),
     ({"initial_confidence": {"explicit": 0.0}}, "initial_confidence.explicit = 0.0 is invalid"),
+    ({"decay_rate_by_predicate": {"works_on": -0.01}}, "decay_rate_by_predicate.works_on = -0.01 is invalid: must be >= 0"),
+    ({"decay_rate_by_predicate.works_on": math.inf}, "decay_rate_by_predicate.works_on must be finite, got inf"),
+    ({"decay_rate_by_predicate.works_on": "fast"}, "decay_rate_by_predicate.works_on must be a number, got 'fast'"),
+    ({"decay_rate_by_predicate": {"": 0.1}}, "decay_rate_by_predicate: each predicate must be a non-empty string"),
+    ({"decay_rate_by_predicate": [("works_on", 0.1)]}, "decay_rate_by_predicate must be a table"),
 ])
 def test_invalid_values_name_field_and_value(changes, message):
     with pytest.raises(ValueError) as exc:
@@ -58,6 +64,30 @@ def test_unknown_field():
         MemoryParams().replace(gain=0.1)
     with pytest.raises(ValueError, match="unknown parameter 'colour'"):
         MemoryParams.from_dict({"colour": "red"})
+
+
+def test_per_predicate_decay_rates():
+    p = MemoryParams()
+    assert p.decay_rate_by_predicate == {} and "decay_rate_by_predicate" not in p.to_dict()
+    assert "decay_rate_by_predicate" not in p.to_toml()  # the seed's files are unchanged
+    q = p.replace(**{"decay_rate_by_predicate.works_on": 0.0103, "decay_rate_by_predicate.born_in": 0})
+    assert q.decay_rate_for("explicit", "works_on") == 0.0103 and q.decay_rate_for("explicit", "born_in") == 0.0
+    assert q.decay_rate_for("explicit", "lives_in") == 0.05 and q.decay_rate_for("episodic", "works_on") == 0.0103
+    assert list(q.decay_rate_by_predicate) == ["born_in", "works_on"]  # sorted
+    assert q.get("decay_rate_by_predicate.works_on") == 0.0103
+    assert q.flat_names()[-2:] == ["decay_rate_by_predicate.born_in", "decay_rate_by_predicate.works_on"]
+    assert MemoryParams.is_flat_name("decay_rate_by_predicate.anything") and not MemoryParams.is_flat_name("decay_rate_by_predicate.")
+    # a dotted name adds to the table, None removes, a mapping replaces it whole
+    assert q.replace(**{"decay_rate_by_predicate.born_in": None}).decay_rate_by_predicate == {"works_on": 0.0103}
+    assert q.replace(decay_rate_by_predicate={"lives_in": 0.1}).decay_rate_by_predicate == {"lives_in": 0.1}
+    both = q.replace(**{"decay_rate_by_predicate.x": 0.2}, decay_rate_by_predicate={"y": 0.3})
+    assert both.decay_rate_by_predicate == {"x": 0.2, "y": 0.3}  # the mapping first, then the dotted names
+    assert hash(q) != hash(p) and q != p and q == MemoryParams(decay_rate_by_predicate={"works_on": 0.0103, "born_in": 0.0})
+    with pytest.raises(ValueError, match="no per-predicate decay rate for 'lives_in'"):
+        q.get("decay_rate_by_predicate.lives_in")
+    rates = q.decay_rates_for(np.array([0, 0, 2, 1]), np.array([0, 1, 1, 2]), ["works_on", "born_in", "likes"])
+    assert rates.tolist() == [0.0103, 0.0, 0.0, 0.02]
+    assert MemoryParams.from_toml(q.to_toml()) == q and MemoryParams.from_json(q.to_json()) == q
 
 
 def test_flat_names():
@@ -99,6 +129,7 @@ def params(draw):
         reinforce_base=draw(st.sampled_from(["stored", "effective"])),
         multi_valued_predicates=draw(st.frozensets(st.text(min_size=1, max_size=8))),
         link_scope=draw(st.sampled_from(["cluster", "support"])),
+        decay_rate_by_predicate=draw(st.dictionaries(st.text(min_size=1, max_size=8), finite, max_size=3)),
     )
 
 

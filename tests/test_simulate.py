@@ -29,10 +29,14 @@ PARAMS = [
     MemoryParams(reinforce_base="effective", decay_rate={"episodic": 0.8}),
     MemoryParams(archive_threshold=0.2, reinforce_gain=0.6, retrieval_threshold=0.3),
     MemoryParams(decay_rate={"explicit": 0.0, "user_preference": 0.3}, initial_confidence={"explicit": 0.9}),
+    # per-predicate rates: a fast explicit predicate, a never-decaying one, an episodic one slowed down
+    MemoryParams(decay_rate_by_predicate={"works_on": 0.4, "born_in": 0.0, "attended": 0.01, "absent": 9.0},
+                 archive_threshold=0.1),
 ]
+IDS = ["seed", "effective", "high-threshold", "odd-rates", "per-predicate"]
 
 
-@pytest.mark.parametrize("params", PARAMS, ids=["seed", "effective", "high-threshold", "odd-rates"])
+@pytest.mark.parametrize("params", PARAMS, ids=IDS)
 @pytest.mark.parametrize("every", [24.0, 7.0])
 def test_kernel_equals_store_replay(tiny, params, every):
     params = params.replace(multi_valued_predicates=tiny.dataset.multi_valued_predicates)
@@ -53,6 +57,35 @@ def test_many_parameter_sets_at_once_equal_one_at_a_time(tiny):
     together = kernel_beliefs(tiny, ps, grid)
     for p, b in zip(ps, together):
         pd.testing.assert_frame_equal(canon(b), canon(kernel_beliefs(tiny, [p], grid)[0]), check_exact=True)
+
+
+def test_per_predicate_rates_in_a_batch_of_parameter_sets(tiny):
+    """Sets with different per-predicate tables (one overriding what another leaves to the kind) in
+    one kernel call: each equals its own store replay, and the rates are the predicate's or the kind's."""
+    mvp = tiny.dataset.multi_valued_predicates
+    ps = [MemoryParams(multi_valued_predicates=mvp),
+          MemoryParams(multi_valued_predicates=mvp, decay_rate_by_predicate={"works_on": 0.002}),
+          MemoryParams(multi_valued_predicates=mvp, decay_rate_by_predicate={"lives_in": 1.5, "watched": 0.0},
+                       reinforce_base="effective"),
+          MemoryParams(multi_valued_predicates=mvp, decay_rate={"explicit": 0.2},
+                       decay_rate_by_predicate={"works_on": 0.2})]  # equal to its kind's: same beliefs as by kind
+    sched = Schedule()
+    grid = sched.consolidations(tiny.start, tiny.end)
+    together = kernel_beliefs(tiny, ps, grid)
+    predicate = pd.Series(tiny.triples.get_level_values(1))
+    for p, b in zip(ps, together):
+        run = simulate(tiny, p, sched)
+        pd.testing.assert_frame_equal(canon(run.beliefs), canon(b), check_exact=True)
+        run.store.close()
+        pred = predicate.iloc[b["triple"].to_numpy()].to_numpy()
+        kind_rate = p.decay_rate.as_array()[b["kind"].to_numpy()]
+        want = [p.decay_rate_by_predicate.get(x, r) for x, r in zip(pred, kind_rate)]
+        assert b["rate"].tolist() == want
+    assert (together[1]["rate"][predicate.iloc[together[1]["triple"]].to_numpy() == "works_on"] == 0.002).all()
+    pd.testing.assert_frame_equal(canon(together[3]), canon(kernel_beliefs(
+        tiny, [MemoryParams(multi_valued_predicates=mvp, decay_rate={"explicit": 0.2})], grid)[0]), check_exact=True)
+    # the beliefs do change: works_on decaying 25x slower keeps more of its facts believed
+    assert not canon(together[0]).equals(canon(together[1]))
 
 
 def test_simulation_scores_are_sane(tiny):

@@ -123,7 +123,9 @@ def build_store(ops, params: MemoryParams) -> FactStore:
 @given(ops=st.lists(op, min_size=2, max_size=14),
        params=st.builds(MemoryParams, reinforce_gain=st.sampled_from([0.3, 0.05, 1.0]),
                         multi_valued_predicates=st.sets(st.sampled_from(PREDICATES), max_size=1),
-                        reinforce_base=st.sampled_from(["stored", "effective"])))
+                        reinforce_base=st.sampled_from(["stored", "effective"]),
+                        decay_rate_by_predicate=st.dictionaries(st.sampled_from(PREDICATES + ["is"]),
+                                                                st.sampled_from([0.0, 0.004, 0.7]), max_size=2)))
 def test_round_trip_random_stores(ops, params):
     src = build_store(ops, params)
     with tempfile.TemporaryDirectory() as tmp:

@@ -59,7 +59,14 @@ def param_sets(draw):
     rate = draw(st.sampled_from([0.3, 0.0, 2.0]))
     thr = draw(st.sampled_from([0.05, 0.3, 0.0]))
     return MemoryParams(reinforce_base=base, multi_valued_predicates=mvp, reinforce_gain=gain,
-                        archive_threshold=thr, decay_rate={"episodic": rate})
+                        archive_threshold=thr, decay_rate={"episodic": rate},
+                        decay_rate_by_predicate=draw(predicate_rates))
+
+
+# per-predicate decay rates: some predicates get their own rate (0 never decays, 2.0 fast), the rest
+# their kind's; "absent" is a predicate no stream mentions
+predicate_rates = st.dictionaries(st.sampled_from(PREDICATES + ["absent"]), st.sampled_from([0.0, 0.01, 0.3, 2.0]),
+                                  max_size=3)
 
 
 def frame(rows) -> pd.DataFrame:
@@ -225,3 +232,37 @@ def test_replay_equals_the_ingest_consolidate_loop(params, before, after, extra)
     a.replay(frame(rows), grid)
     loop_replay(b, rows, grid)
     assert_same_store(a, b)
+
+
+@settings(max_examples=150)
+@given(segments=streams(), first=predicate_rates, then=predicate_rates, base=st.sampled_from(["stored", "effective"]))
+def test_per_predicate_rates_are_stored_at_insert_and_kept_by_reinforcement(segments, first, then, base):
+    """Facts take their predicate's rate (else their kind's) when inserted; changing the table later
+    changes only the facts inserted after, through every path (reference, remember, ingest, replay)."""
+    before = MemoryParams(reinforce_base=base, decay_rate_by_predicate=first, archive_threshold=0.3)
+    after = before.replace(decay_rate_by_predicate=then)
+    ref = run_reference(before, segments, switch=after)
+    by_remember = run_remember(before, segments, switch=after)
+    assert_matches_reference(by_remember, ref)
+    assert_same_store(run_ingest(before, segments, switch=after), by_remember)
+    table = store_table(by_remember)
+    for _, fact in table.iterrows():  # a handful of rows: the clear form
+        own = [t[fact["predicate"]] for t in (first, then) if fact["predicate"] in t]
+        assert fact["decay_rate"] in own + [before.decay_rate[fact["kind"]]], (fact["predicate"], fact["decay_rate"])
+
+
+def test_per_predicate_rate_deterministic_case():
+    """works_on decays fast, born_in never: the same kind, different rates, through replay."""
+    p = MemoryParams(decay_rate_by_predicate={"works_on": 0.5, "born_in": 0.0})
+    rows = [(0, "a", "works_on", "x", "explicit", None), (0, "a", "born_in", "y", "explicit", None),
+            (0, "a", "lives_in", "z", "explicit", None), (86400, "a", "works_on", "x", "explicit", None)]
+    s = FactStore(params=p)
+    s.replay(frame(rows), [30 * 86400])
+    t = store_table(s).set_index("predicate")
+    assert t.loc["works_on", "decay_rate"] == 0.5 and t.loc["born_in", "decay_rate"] == 0.0
+    assert t.loc["lives_in", "decay_rate"] == 0.05  # no rate of its own: the kind's
+    # at day 30: works_on (0.58·e^(−0.5·29) ≈ 3e-7) archived; lives_in (0.4·e^(−0.05·30) ≈ 0.089) and
+    # born_in (0.4, no decay) above the 0.05 threshold
+    assert t.loc["works_on", "status"] == "archived"
+    assert t.loc["lives_in", "status"] == "active" and t.loc["born_in", "status"] == "active"
+    assert_matches_reference(s, run_reference(p, [(rows, 30 * 86400)]))

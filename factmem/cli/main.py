@@ -17,6 +17,7 @@ from collections.abc import Callable
 from factmem.cli.abstract import add_abstract
 from factmem.cli.data import add_generate, add_import_triples
 from factmem.cli.export import add_export, add_export_db, add_import_db, add_params
+from factmem.cli.fit import add_fit
 from factmem.cli.tune import add_cardinality, add_simulate, add_sweep, add_tune
 from factmem.errors import FactmemError
 
@@ -35,6 +36,7 @@ COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [
     add_simulate,
     add_sweep,
     add_cardinality,
+    add_fit,
 ]
 
 

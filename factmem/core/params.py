@@ -6,6 +6,22 @@
 >>> q = p.replace(reinforce_gain=0.2, decay_rate={"episodic": 0.25})
 >>> MemoryParams.from_toml(q.to_toml()) == q
 True
+
+**Per-predicate decay rates.** ``decay_rate_by_predicate`` maps a predicate to its own rate per day
+(empty by default: the seed, where a fact's rate is its kind's). A fact inserted with a predicate in
+the table takes that rate whatever its kind; any other takes its kind's rate
+(:meth:`MemoryParams.decay_rate_for`). Like the kind rates, the rate is stored with the fact at insert
+and kept by reinforcement.
+
+>>> r = p.replace(**{"decay_rate_by_predicate.works_on": 0.01})
+>>> r.decay_rate_for("explicit", "works_on"), r.decay_rate_for("explicit", "born_in")
+(0.01, 0.05)
+>>> r.to_flat()["decay_rate_by_predicate.works_on"]
+0.01
+
+An empty table is left out of :meth:`~MemoryParams.to_dict` (and so of TOML, JSON and the fingerprint
+of a params document): parameters without per-predicate rates serialize exactly as before the table
+existed.
 """
 
 from __future__ import annotations
@@ -14,7 +30,7 @@ import dataclasses
 import json
 import math
 import tomllib
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,6 +47,8 @@ SEED_DECAY_RATE = {"explicit": 0.05, "user_preference": 0.02, "episodic": 0.30, 
 SEED_INITIAL_CONFIDENCE = {"explicit": 0.4, "user_preference": 0.5, "episodic": 0.4, "derived": 0.5}
 
 PER_KIND_FIELDS: tuple[str, ...] = ("decay_rate", "initial_confidence")
+#: The predicate -> rate table; flat names are ``decay_rate_by_predicate.<predicate>``.
+PER_PREDICATE_FIELD = "decay_rate_by_predicate"
 
 
 def _is_number(value: Any) -> bool:
@@ -93,13 +111,81 @@ class PerKind:
         return cls(**merged)
 
 
+class PerPredicate(Mapping[str, float]):
+    """An immutable, hashable table predicate -> rate per day (``decay_rate_by_predicate``), sorted by
+    predicate. Each predicate is a non-empty string, each rate a finite number >= 0; errors name the
+    predicate and the value (``decay_rate_by_predicate.works_on = -0.1 is invalid: must be >= 0``).
+
+    >>> t = PerPredicate({"works_on": 0.01, "born_in": 0})
+    >>> list(t), t["born_in"], t == {"born_in": 0.0, "works_on": 0.01}
+    (['born_in', 'works_on'], 0.0, True)
+    """
+
+    __slots__ = ("_items",)
+    _items: tuple[tuple[str, float], ...]
+
+    def __init__(self, values: Mapping[str, Any] | None = None, *, name: str = PER_PREDICATE_FIELD):
+        if values is None:
+            values = {}
+        if isinstance(values, PerPredicate):
+            object.__setattr__(self, "_items", values._items)
+            return
+        if not isinstance(values, Mapping):
+            raise ParamsError(f"{name} must be a table of predicate -> rate per day, got {values!r}")
+        items = []
+        for predicate, value in values.items():
+            if not isinstance(predicate, str) or not predicate:
+                raise ParamsError(f"{name}: each predicate must be a non-empty string, got {predicate!r}")
+            rate = _as_float(f"{name}.{predicate}", value)
+            if rate < 0:
+                raise ParamsError(f"{name}.{predicate} = {value!r} is invalid: must be >= 0")
+            items.append((predicate, rate))
+        object.__setattr__(self, "_items", tuple(sorted(items)))
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError("PerPredicate is immutable")
+
+    def __getitem__(self, predicate: str) -> float:
+        for name, rate in self._items:  # a handful of predicates: a scan is the clear form
+            if name == predicate:
+                return rate
+        raise KeyError(predicate)
+
+    def __iter__(self):
+        return (name for name, _ in self._items)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, PerPredicate):
+            return self._items == other._items
+        if isinstance(other, Mapping):
+            return dict(self._items) == dict(other)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self._items)
+
+    def __repr__(self) -> str:
+        return f"PerPredicate({dict(self._items)!r})"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (PerPredicate, (dict(self._items),))
+
+    def to_dict(self) -> dict[str, float]:
+        return dict(self._items)
+
+
 @dataclass(frozen=True)
 class MemoryParams:
     """The numbers that govern a fact memory. Defaults are the seed's.
 
     Immutable: use :meth:`replace` to derive a variant. Per-kind fields accept a partial
     mapping in ``replace`` (``decay_rate={"episodic": 0.2}``) or dotted names
-    (``replace(**{"decay_rate.episodic": 0.2})``).
+    (``replace(**{"decay_rate.episodic": 0.2})``). ``decay_rate_by_predicate``: a mapping replaces
+    the whole table; a dotted name sets one predicate's rate
+    (``replace(**{"decay_rate_by_predicate.works_on": 0.01})``), ``None`` removes it.
     """
 
     decay_rate: PerKind = field(default_factory=lambda: PerKind(**SEED_DECAY_RATE))
@@ -115,6 +201,7 @@ class MemoryParams:
     reinforce_base: ReinforceBase = "stored"
     multi_valued_predicates: frozenset[str] = frozenset()
     link_scope: LinkScope = "cluster"
+    decay_rate_by_predicate: PerPredicate = field(default_factory=PerPredicate)
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
@@ -134,11 +221,12 @@ class MemoryParams:
             if not isinstance(p, str) or not p:
                 raise ParamsError(f"multi_valued_predicates: each predicate must be a non-empty string, got {p!r}")
         set_(self, "multi_valued_predicates", mvp)
+        set_(self, PER_PREDICATE_FIELD, PerPredicate(self.decay_rate_by_predicate))
         self._validate()
 
     def _validate(self) -> None:
-        def bad(name: str, value: Any, why: str) -> ValueError:
-            return ValueError(f"{name} = {value!r} is invalid: {why}")
+        def bad(name: str, value: Any, why: str) -> ParamsError:
+            return ParamsError(f"{name} = {value!r} is invalid: {why}")
 
         for k in KINDS:
             rate = self.decay_rate[k]
@@ -174,7 +262,17 @@ class MemoryParams:
     def replace(self, **changes: Any) -> MemoryParams:
         """A copy with some fields changed; per-kind fields merge (see class docstring)."""
         nested: dict[str, Any] = {}
+        table: Mapping[str, Any] | None = None  # a whole new decay_rate_by_predicate
+        one_rate: dict[str, Any] = {}  # decay_rate_by_predicate.<predicate> changes, applied after it
         for name, value in changes.items():
+            if name == PER_PREDICATE_FIELD:
+                if not isinstance(value, Mapping):
+                    raise ParamsError(f"{name} must be a table of predicate -> rate per day, got {value!r}")
+                table = value
+                continue
+            if name.startswith(PER_PREDICATE_FIELD + "."):
+                one_rate[name[len(PER_PREDICATE_FIELD) + 1:]] = value
+                continue
             if "." in name:
                 head, kind = name.split(".", 1)
                 if head not in PER_KIND_FIELDS:
@@ -191,21 +289,68 @@ class MemoryParams:
         for name in PER_KIND_FIELDS:
             if name in nested:
                 nested[name] = PerKind.build(name, nested[name], base=getattr(self, name))
+        if table is not None or one_rate:
+            rates = dict(table if table is not None else self.decay_rate_by_predicate)
+            for predicate, value in one_rate.items():
+                if value is None:
+                    rates.pop(predicate, None)
+                else:
+                    rates[predicate] = value
+            nested[PER_PREDICATE_FIELD] = PerPredicate(rates)
         return dataclasses.replace(self, **nested)
 
     @staticmethod
     def field_names() -> list[str]:
-        """Flat parameter names, per-kind fields dotted: ``decay_rate.episodic``."""
+        """Flat names of the parameters every parameter set has, per-kind fields dotted:
+        ``decay_rate.episodic``. The per-predicate table's names depend on its predicates
+        (``decay_rate_by_predicate.works_on``): see :meth:`flat_names` and :meth:`is_flat_name`."""
         out: list[str] = []
         for f in dataclasses.fields(MemoryParams):
             if f.name in PER_KIND_FIELDS:
                 out.extend(f"{f.name}.{k}" for k in KINDS)
-            else:
+            elif f.name != PER_PREDICATE_FIELD:
                 out.append(f.name)
         return out
 
+    def flat_names(self) -> list[str]:
+        """This parameter set's flat names: :meth:`field_names`, then one
+        ``decay_rate_by_predicate.<predicate>`` per entry of the table (sorted)."""
+        return self.field_names() + [f"{PER_PREDICATE_FIELD}.{p}" for p in self.decay_rate_by_predicate]
+
+    @staticmethod
+    def is_flat_name(name: str) -> bool:
+        """Whether ``name`` names a parameter: one of :meth:`field_names`, or
+        ``decay_rate_by_predicate.<predicate>`` for any non-empty predicate."""
+        prefix = PER_PREDICATE_FIELD + "."
+        return name in _FLAT_NAMES or (name.startswith(prefix) and len(name) > len(prefix))
+
+    def decay_rate_for(self, kind: str, predicate: str) -> float:
+        """The decay rate a new fact of ``kind`` with ``predicate`` gets: the predicate's own rate when
+        ``decay_rate_by_predicate`` has one, else the kind's."""
+        table = self.decay_rate_by_predicate
+        return table[predicate] if predicate in table else self.decay_rate[kind]
+
+    def decay_rates_for(self, kind_codes: np.ndarray, predicate_codes: np.ndarray,
+                        predicate_names: Sequence[str]) -> np.ndarray:
+        """:meth:`decay_rate_for` over arrays: ``kind_codes`` (KIND_CODES) and ``predicate_codes``
+        (positions in ``predicate_names``), aligned; float64, bit for bit the scalar lookup."""
+        by_kind = self.decay_rate.as_array()[np.asarray(kind_codes, dtype=np.int64)]
+        if not self.decay_rate_by_predicate:
+            return by_kind
+        table = self.decay_rate_by_predicate
+        own = np.array([table.get(p, np.nan) for p in predicate_names], dtype=np.float64)  # per predicate
+        per_event = own[np.asarray(predicate_codes, dtype=np.int64)] if len(own) else np.full(len(by_kind), np.nan)
+        return np.where(np.isnan(per_event), by_kind, per_event)
+
     def get(self, flat_name: str) -> Any:
-        """Value of a flat parameter name (``decay_rate.episodic``, ``reinforce_gain``)."""
+        """Value of a flat parameter name (``decay_rate.episodic``, ``reinforce_gain``,
+        ``decay_rate_by_predicate.works_on``)."""
+        if flat_name.startswith(PER_PREDICATE_FIELD + "."):
+            predicate = flat_name[len(PER_PREDICATE_FIELD) + 1:]
+            if predicate not in self.decay_rate_by_predicate:
+                raise ParamsError(f"{flat_name}: no per-predicate decay rate for {predicate!r} "
+                                  "(its facts take their kind's rate)")
+            return self.decay_rate_by_predicate[predicate]
         if "." in flat_name:
             head, kind = flat_name.split(".", 1)
             if head in PER_KIND_FIELDS:
@@ -226,11 +371,14 @@ class MemoryParams:
     # -- serialization ----------------------------------------------------------------------
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain-dict form: per-kind fields as tables, predicates as a sorted list."""
+        """Plain-dict form: per-kind fields as tables, predicates as a sorted list, the per-predicate
+        rates as a table sorted by predicate — left out when empty (see the module docstring)."""
         out: dict[str, Any] = {}
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
-            if isinstance(value, PerKind):
+            if isinstance(value, (PerKind, PerPredicate)):
+                if isinstance(value, PerPredicate) and not value:
+                    continue
                 value = value.to_dict()
             elif isinstance(value, frozenset):
                 value = sorted(value)
@@ -238,9 +386,10 @@ class MemoryParams:
         return out
 
     def to_flat(self) -> dict[str, Any]:
+        """Flat form (:meth:`flat_names` -> value); :meth:`from_flat` reads it back."""
         out: dict[str, Any] = {}
         for name, value in self.to_dict().items():
-            if name in PER_KIND_FIELDS:
+            if name in PER_KIND_FIELDS or name == PER_PREDICATE_FIELD:
                 out.update({f"{name}.{k}": v for k, v in value.items()})
             else:
                 out[name] = value
@@ -266,6 +415,8 @@ class MemoryParams:
                 if isinstance(value, str) or not isinstance(value, (list, tuple, set, frozenset)):
                     raise ParamsError(f"multi_valued_predicates must be a list of strings, got {value!r}")
                 kwargs[name] = frozenset(value)
+            elif name == PER_PREDICATE_FIELD:
+                kwargs[name] = PerPredicate(value)
             elif name in ("reinforce_base", "link_scope"):
                 if not isinstance(value, str):
                     raise ParamsError(f"{name} must be a string, got {value!r}")
@@ -324,6 +475,7 @@ class MemoryParams:
 
 
 _FIELD_NAMES = frozenset(f.name for f in dataclasses.fields(MemoryParams))
+_FLAT_NAMES = frozenset(MemoryParams.field_names())
 
 DEFAULT_PARAMS = MemoryParams()
 

@@ -15,6 +15,10 @@ Keys whose initial state has two or more active facts (possible only after the s
 multi-valued predicates was changed, or in an imported memory) take :func:`replay_general`,
 a wave scan over rank-within-key with the full rule of ``remember`` (docs/design.md, "remember").
 
+A new fact's decay rate is its inserting event's entry of ``new_rate`` (the caller looks it up per
+event with :meth:`MemoryParams.decay_rates_for`: the predicate's own rate, else the kind's); a
+reinforced fact keeps the rate it was stored with.
+
 New facts get *provisional references* ``-1 - gpos`` (``gpos`` = the inserting event's global
 position); :func:`assign_ids` turns them into ids in global event order, exactly as sequential
 calls would number them.
@@ -30,6 +34,7 @@ import pandas as pd
 from factmem.core.codes import Status
 from factmem.core.decay import age_days, effective_confidence, reinforce
 from factmem.core.params import MemoryParams
+from factmem.errors import InputError
 
 __all__ = ["NO_REF", "NO_OBJ", "KeyState", "BatchOutcome", "provisional_ref", "replay_fast", "replay_general",
     "assign_ids", "resolve"]
@@ -84,6 +89,19 @@ def provisional_ref(gpos: np.ndarray) -> np.ndarray:
     return -1 - np.asarray(gpos, dtype=np.int64)
 
 
+def _new_rates(kind: np.ndarray, new_rate: np.ndarray | None, params: MemoryParams) -> np.ndarray:
+    """Per event, the decay rate of a fact it would insert: ``new_rate``, or the kind's rate when the
+    parameters have no per-predicate rates (without predicates the kernel cannot look them up)."""
+    if new_rate is not None:
+        if len(new_rate) != len(kind):
+            raise InputError(f"new_rate has {len(new_rate)} entries for {len(kind)} events")
+        return np.asarray(new_rate, dtype=np.float64)
+    if params.decay_rate_by_predicate:
+        raise InputError("these parameters have per-predicate decay rates: pass new_rate "
+                         "(MemoryParams.decay_rates_for over the events' kinds and predicates)")
+    return params.decay_rate.as_array()[kind]
+
+
 def _reinforce_base(conf, rate, at, last, params: MemoryParams):
     if params.reinforce_base == "effective":
         return effective_confidence(conf, rate, age_days(at, last))
@@ -98,11 +116,14 @@ def replay_fast(
     gpos: np.ndarray,
     state: KeyState,
     params: MemoryParams,
+    new_rate: np.ndarray | None = None,
 ) -> BatchOutcome:
-    """Replay events sorted by (key, gpos) whose keys hold at most one active fact each."""
+    """Replay events sorted by (key, gpos) whose keys hold at most one active fact each.
+
+    ``new_rate``: per event, the decay rate of a fact it inserts (see the module docstring)."""
     n = len(key)
     init_conf = params.initial_confidence.as_array()
-    rates = params.decay_rate.as_array()
+    rates = _new_rates(kind, new_rate, params)
     gain, cap = params.reinforce_gain, params.confidence_cap
     if n == 0:
         return BatchOutcome(np.empty(0, np.int64), np.empty(0, bool), np.empty(0), _facts_frame({}))
@@ -122,7 +143,7 @@ def replay_fast(
     run_id = np.cumsum(run_start) - 1
     run_key = key[rs]
     run_new = inserted[rs]
-    run_rate = np.where(run_new, rates[kind[rs]], state.decay_rate[run_key])
+    run_rate = np.where(run_new, rates[rs], state.decay_rate[run_key])
 
     # -- confidence: wave 0 is each run's first event, wave r its r-th --------------------------
     conf = np.empty(n)
@@ -217,17 +238,19 @@ def replay_general(
     multi: np.ndarray,
     existing: pd.DataFrame,
     params: MemoryParams,
+    new_rate: np.ndarray | None = None,
 ) -> BatchOutcome:
     """Replay events sorted by (key, gpos) for keys that may hold several active facts.
 
     ``existing``: the active facts of these keys with columns key, obj, id, confidence, count,
     last_reinforced, decay_rate. ``multi[k]`` says whether key k's predicate is multi-valued.
+    ``new_rate``: per event, the decay rate of a fact it inserts.
     The loop runs over ranks within key (wave r = the r-th event of every key), each wave
     vectorized over keys with pandas.
     """
     n = len(key)
     init_conf = params.initial_confidence.as_array()
-    rates = params.decay_rate.as_array()
+    rates = _new_rates(kind, new_rate, params)
     gain, cap = params.reinforce_gain, params.confidence_cap
 
     st = existing[["key", "obj", "id", "confidence", "count", "last_reinforced", "decay_rate"]].copy()
@@ -293,7 +316,7 @@ def replay_general(
             c0 = init_conf[kind[e]]
             add = pd.DataFrame({
                 "key": key[e], "obj": obj[e], "ref": refs, "confidence": c0,
-                "count": np.zeros(e.size, np.int64), "last_reinforced": ts[e], "decay_rate": rates[kind[e]],
+                "count": np.zeros(e.size, np.int64), "last_reinforced": ts[e], "decay_rate": rates[e],
                 "is_new": True, "order": gpos[e], "status": Status.ACTIVE,
                 "status_changed_at": np.full(e.size, -1, np.int64), "supersedes": sup,
                 "reinforced": True, "first_event": e,

@@ -12,6 +12,12 @@ non-increasing in ``T``, so the fact is archived iff it is below the threshold a
 consolidation. Events at exactly ``T`` come *after* consolidate(T), as in a replay that ingests
 ``ts < T`` before consolidating at ``T``.
 
+A new fact's decay rate depends on its parameter set, its kind and — with per-predicate rates
+(``MemoryParams.decay_rate_by_predicate``) — its predicate: :meth:`ParamArrays.new_fact_rates` builds
+a small ``(rate class, parameter set)`` table (a class is a kind, or a kind with one of the predicates
+that some set gives its own rate) and a class per event, so a wave looks rates up with one fancy
+index and no ``(event, parameter set)`` array is ever built.
+
 Every number is computed with the functions of :mod:`factmem.core.decay` in the same order of
 operations as ``remember``/``ingest`` and the SQL of ``consolidate``, so the results are identical.
 """
@@ -19,7 +25,7 @@ operations as ``remember``/``ingest`` and the SQL of ``consolidate``, so the res
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -43,9 +49,12 @@ class ParamArrays:
     effective: np.ndarray  # (m,) bool: reinforce_base == "effective"
     rate: np.ndarray  # (m, 4) by kind code
     initial: np.ndarray  # (m, 4) by kind code
+    #: predicate -> (m,) its own decay rate in each set, NaN where a set leaves it to the kind's rate
+    rate_by_predicate: dict[str, np.ndarray] = field(default_factory=dict)
 
     @classmethod
     def of(cls, params: Sequence[MemoryParams]) -> ParamArrays:
+        names = sorted({name for p in params for name in p.decay_rate_by_predicate})
         return cls(
             gain=np.array([p.reinforce_gain for p in params], dtype=np.float64),
             cap=np.array([p.confidence_cap for p in params], dtype=np.float64),
@@ -53,10 +62,37 @@ class ParamArrays:
             effective=np.array([p.reinforce_base == "effective" for p in params], dtype=bool),
             rate=np.stack([p.decay_rate.as_array() for p in params]),
             initial=np.stack([p.initial_confidence.as_array() for p in params]),
+            rate_by_predicate={name: np.array([p.decay_rate_by_predicate.get(name, np.nan) for p in params],
+                                              dtype=np.float64) for name in names},
         )
 
     def __len__(self) -> int:
         return len(self.gain)
+
+    def new_fact_rates(self, kind: np.ndarray, predicate: np.ndarray | None = None,
+                       predicate_names: Sequence[str] = ()) -> tuple[np.ndarray, np.ndarray]:
+        """``(table, rate_class)``: a fact inserted by event ``i`` under parameter set ``j`` gets the
+        decay rate ``table[rate_class[i], j]`` — its predicate's own rate in set ``j`` if it has one,
+        else its kind's. ``predicate``: per event, a position in ``predicate_names`` (needed only when
+        some set has per-predicate rates). Rate class = kind code + kinds × slot, slot 0 for
+        predicates no set gives a rate, slot s for the s-th one that some set does."""
+        kind = np.asarray(kind, dtype=np.int64)
+        by_kind = self.rate.T  # (kinds, m)
+        if not self.rate_by_predicate:
+            return by_kind.copy(), kind
+        if predicate is None:
+            raise InputError("these parameter sets have per-predicate decay rates: pass the events' predicates")
+        present = [name for name in predicate_names if name in self.rate_by_predicate]
+        if not present:
+            return by_kind.copy(), kind
+        n_kinds = by_kind.shape[0]
+        slot_of = {name: s for s, name in enumerate(present, start=1)}
+        slots = np.array([slot_of.get(name, 0) for name in predicate_names], dtype=np.int64)  # per predicate
+        blocks = [by_kind]
+        for name in present:  # a loop over predicates, not events
+            own = self.rate_by_predicate[name][None, :]
+            blocks.append(np.where(np.isnan(own), by_kind, own))
+        return np.concatenate(blocks, axis=0), kind + n_kinds * slots[np.asarray(predicate, dtype=np.int64)]
 
 
 @dataclass
@@ -174,14 +210,18 @@ def _archived_by(c, rate, last, upto, threshold, grid: np.ndarray):
 
 def replay_waves(key: np.ndarray, obj: np.ndarray, ts: np.ndarray, kind: np.ndarray, n_keys: int,
                  params: ParamArrays, grid: np.ndarray, initial: InitialState | None = None,
-                 horizon: int | None = None) -> WaveResult:
+                 horizon: int | None = None, predicate: np.ndarray | None = None,
+                 predicate_names: Sequence[str] = ()) -> WaveResult:
     """Replay events sorted by (key, global order) with consolidations at ``grid`` (sorted times).
 
     ``horizon``: consolidations after the last event of a key apply up to this time (default: the
-    last grid time). Results come in *wave order* (see :class:`WaveResult`).
+    last grid time). ``predicate``/``predicate_names``: each event's predicate as a position in
+    ``predicate_names``, for per-predicate decay rates (required when a parameter set has them).
+    Results come in *wave order* (see :class:`WaveResult`).
     """
     n = len(key)
     m = len(params)
+    rate_table, rate_class = params.new_fact_rates(kind, predicate, predicate_names)
     grid = np.asarray(grid, dtype=np.int64)
     init = initial if initial is not None else InitialState.empty(n_keys)
     if horizon is None:
@@ -227,7 +267,7 @@ def replay_waves(key: np.ndarray, obj: np.ndarray, ts: np.ndarray, kind: np.ndar
     archived_before = np.zeros((n, m), bool)
 
     gain, cap, thr = params.gain[None, :], params.cap[None, :], params.threshold[None, :]
-    init_by_kind, rate_by_kind = params.initial.T.copy(), params.rate.T.copy()  # [kind, param]
+    init_by_kind = params.initial.T.copy()  # [kind, param]
     eff_cols = np.flatnonzero(params.effective)
     for r in range(max_len):  # over ranks within a run, never over events
         nr, o = int(nr_of[r]), int(offset[r])
@@ -247,7 +287,7 @@ def replay_waves(key: np.ndarray, obj: np.ndarray, ts: np.ndarray, kind: np.ndar
             base[:, eff_cols] = _eff(C[:, eff_cols], R[:, eff_cols], t[:, None], L[:, None])
         k = kind[idx]
         newc = np.where(A, reinforce(base, gain, cap), init_by_kind[k])
-        R_new = np.where(A, R, rate_by_kind[k])
+        R_new = np.where(A, R, rate_table[rate_class[idx]])
         O_new = np.where(A, origin[:nr], idx[:, None])
         c[:nr] = conf[blk] = newc
         lr[:nr] = t

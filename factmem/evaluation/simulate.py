@@ -204,6 +204,8 @@ class EncodedEvents:
     kind: np.ndarray
     triple: np.ndarray
     n_keys: int
+    predicate: np.ndarray | None = None  # position in predicate_names (per-predicate decay rates)
+    predicate_names: tuple[str, ...] = ()
 
 
 def encode_events(prepared: PreparedLog, multi_valued: Iterable[str]) -> EncodedEvents:
@@ -219,7 +221,8 @@ def encode_events(prepared: PreparedLog, multi_valued: Iterable[str]) -> Encoded
     return EncodedEvents(key=key[order].astype(np.int64), obj=o[order].astype(np.int64),
                          ts=ev["ts"].to_numpy(np.int64)[order],
                          kind=ev["kind"].map(pd.Series(KIND_CODES)).to_numpy(np.int8)[order],
-                         triple=prepared.ev_triple[order], n_keys=len(ku))
+                         triple=prepared.ev_triple[order], n_keys=len(ku),
+                         predicate=p[order].astype(np.int64), predicate_names=tuple(str(x) for x in p_u))
 
 
 def kernel_beliefs(prepared: PreparedLog, params: Sequence[MemoryParams], grid: np.ndarray,
@@ -231,7 +234,8 @@ def kernel_beliefs(prepared: PreparedLog, params: Sequence[MemoryParams], grid: 
         raise InputError("kernel_beliefs takes parameter sets that share multi_valued_predicates")
     enc = encoded or encode_events(prepared, next(iter(mvps)))
     res = W.replay_waves(enc.key, enc.obj, enc.ts, enc.kind, enc.n_keys, W.ParamArrays.of(params), grid,
-                         horizon=int(grid[-1]) if len(grid) else None)
+                         horizon=int(grid[-1]) if len(grid) else None, predicate=enc.predicate,
+                         predicate_names=enc.predicate_names)
     out = []
     triple, start = enc.triple[res.event], enc.ts[res.event]  # rows come in the kernel's wave order
     for j in range(len(params)):

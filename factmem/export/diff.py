@@ -16,6 +16,8 @@ __all__ = ["diff_params", "diff_metrics", "render_diff"]
 
 
 def _fmt_value(v: Any) -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):  # no such parameter on this side
+        return "—"
     if isinstance(v, (list, tuple, frozenset, set)):
         return "[" + ", ".join(sorted(map(str, v))) + "]"
     if isinstance(v, float):
@@ -30,11 +32,16 @@ def diff_params(a: Any, b: Any, *, all: bool = False) -> pd.DataFrame:
     Columns: ``parameter``, ``old``, ``new`` (the values), ``delta`` (new − old for numbers, else
     NaN), ``relative_change`` (delta / |old|; ±inf from 0; NaN for non-numbers), ``note`` (for
     predicate sets: ``+added -removed``).
+
+    Per-predicate decay rates are rows ``decay_rate_by_predicate.<predicate>`` for every predicate
+    either side gives a rate; a side without one has ``None`` there (its facts take their kind's
+    rate) and the note says ``added`` or ``removed``.
     """
     pa_, pb = as_document(a).params.to_flat(), as_document(b).params.to_flat()
     rows = []
-    for name in MemoryParams.field_names():  # 17 parameters, not facts: a loop is the clear form
-        old, new = pa_[name], pb[name]
+    for name in _names(pa_, pb):  # ~20 parameters, not facts: a loop is the clear form
+        old: Any = pa_.get(name)  # None: no such per-predicate rate on this side
+        new: Any = pb.get(name)
         numeric = isinstance(old, (int, float)) and isinstance(new, (int, float))
         same = old == new
         if numeric:
@@ -50,8 +57,18 @@ def diff_params(a: Any, b: Any, *, all: bool = False) -> pd.DataFrame:
         elif isinstance(old, list):
             added, removed = sorted(set(new) - set(old)), sorted(set(old) - set(new))
             note = " ".join([f"+{x}" for x in added] + [f"-{x}" for x in removed])
+        elif old is None:
+            note = "added (was the kind's rate)"
+        elif new is None:
+            note = "removed (the kind's rate applies)"
         rows.append({"parameter": name, "old": old, "new": new, "delta": delta, "relative_change": rel, "note": note})
     return pd.DataFrame(rows, columns=["parameter", "old", "new", "delta", "relative_change", "note"])
+
+
+def _names(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
+    """The fixed parameter names, then every per-predicate name of either side (sorted)."""
+    fixed = MemoryParams.field_names()
+    return fixed + sorted((set(a) | set(b)) - set(fixed))
 
 
 def diff_metrics(a: Any, b: Any) -> pd.DataFrame:
@@ -80,7 +97,7 @@ def render_diff(a: Any, b: Any, *, all: bool = False) -> str:
     la, lb = da.label, db.label
     lines = [f"A: {la}{_prov_line(da)}", f"B: {lb}{_prov_line(db)}", ""]
     changes = diff_params(da, db, all=all)
-    n_params = len(MemoryParams.field_names())
+    n_params = len(_names(da.params.to_flat(), db.params.to_flat()))
     if changes.empty:
         lines.append(f"parameters: identical (all {n_params}; fingerprint {params_fingerprint(da.params)[:16]})")
     else:

@@ -10,6 +10,8 @@ plus two keys::
     [decay_rate]
     explicit = 0.05
     ...
+    [decay_rate_by_predicate]             # only when some predicate has its own rate
+    works_on = 0.0103
     [provenance]
     run_id = "2026-05-01T12-00-00"
     dataset_sha256 = "9f86d0…"            # 64 hex digits (Dataset.sha256)
@@ -30,8 +32,11 @@ JSON as the strings ``"nan"``, ``"inf"``, ``"-inf"`` so that the file stays stri
 the seed's defaults (that is how such files were always read), and its provenance is empty. A
 ``provenance`` table in a file without ``schema`` is an error (it cannot be a legacy file). A
 versioned document, in contrast, must list every parameter — a production export never fills in a
-number silently — except the options of :data:`ADDED_FIELDS` (``link_scope``), added after the
-schema's first files: absent, they take the seed's value, as the memory that wrote the file behaved.
+number silently — with two exceptions. The options of :data:`ADDED_FIELDS` (``link_scope``), added
+after the schema's first files: absent, they take the seed's value, as the memory that wrote the file
+behaved. And ``decay_rate_by_predicate`` (predicate = rate per day): it is written only when it has
+entries, and its absence means "no per-predicate rates" — exactly what a document written before the
+table existed meant — so no number is filled in.
 
 **Validation** on load: the schema version, unknown keys (top level, per-kind tables, provenance),
 wrong types (a string where a number is expected, a bool or a float where an integer is expected,
@@ -62,7 +67,7 @@ import numpy as np
 
 from factmem import __version__
 from factmem.core.codes import KINDS
-from factmem.core.params import MemoryParams, PerKind, dumps_toml
+from factmem.core.params import MemoryParams, PerKind, PerPredicate, dumps_toml
 from factmem.errors import InputError, ParamsFileError
 from factmem.export.atomic import write_text
 
@@ -101,6 +106,8 @@ def _field_types() -> dict[str, str]:
         v = getattr(defaults, f.name)
         if isinstance(v, PerKind):
             out[f.name] = "per_kind"
+        elif isinstance(v, PerPredicate):
+            out[f.name] = "per_predicate"
         elif isinstance(v, bool):
             out[f.name] = "bool"
         elif isinstance(v, int):
@@ -241,6 +248,10 @@ def _parse_params(data: Mapping[str, Any], where: str, *, complete: bool) -> Mem
                     raise ParamsFileError(f"{where}: missing key {key}.{missing_kinds[0]} "
                                           "(a versioned document lists every parameter)")
             clean[key] = table
+        elif ftype == "per_predicate":
+            if not isinstance(value, Mapping):
+                raise _err(where, key, value, "expected a table of predicate = rate per day")
+            clean[key] = {predicate: _check_float(where, f"{key}.{predicate}", v) for predicate, v in value.items()}
         elif ftype == "float":
             clean[key] = _check_float(where, key, value)
         elif ftype == "int":
@@ -262,8 +273,9 @@ def _parse_params(data: Mapping[str, Any], where: str, *, complete: bool) -> Mem
             clean[key] = list(value)
         else:  # pragma: no cover - FIELD_TYPES has no other type today
             raise _err(where, key, value, f"no validation for type {ftype}")
-    if complete:
-        missing = [k for k in FIELD_TYPES if k not in clean and k not in ADDED_FIELDS]
+    if complete:  # options added later default to the seed; an absent per-predicate table means none
+        missing = [k for k in FIELD_TYPES if k not in clean and k not in ADDED_FIELDS
+                   and FIELD_TYPES[k] != "per_predicate"]
         if missing:
             raise ParamsFileError(f"{where}: missing key {missing[0]} (a versioned document lists every parameter)")
     try:

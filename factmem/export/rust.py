@@ -1,10 +1,10 @@
 """Chosen parameters as a Rust module for a memory crate shaped like the seed's.
 
-The module holds ``impl FactKind { fn decay_rate, fn initial_confidence }``, one ``pub const`` per
+The module holds ``impl FactKind { fn decay_rate, fn initial_confidence, fn decay_rate_for }``, one ``pub const`` per
 other parameter (``REINFORCE_GAIN``, ``CONFIDENCE_CAP``, ``ARCHIVE_THRESHOLD``,
 ``RETRIEVAL_THRESHOLD``, ``PRUNE_MIN_REINFORCEMENTS``, ``MIN_CLUSTER``, ``MAX_FACTS``,
 ``TEMPERATURE``, ``REINFORCE_BASE``, ``MULTI_VALUED_PREDICATES``, ``LINK_SCOPE`` with its enum
-``LinkScope { Cluster, Support }``), a ``reinforced`` helper with
+``LinkScope { Cluster, Support }``, ``DECAY_RATE_BY_PREDICATE``), a ``reinforced`` helper with
 the seed's bounded gain, the provenance in the module's doc comment, and a ``#[cfg(test)]`` module
 asserting every value bit for bit (``f64::to_bits`` against the bits Python holds).
 
@@ -15,6 +15,11 @@ exports with ``with_enum=False`` (``--no-enum``): the module then starts with ``
 (default ``super::FactKind``; ``--enum-path crate::fact::FactKind``) and adds only the inherent
 ``impl`` — Rust allows several ``impl`` blocks for one type within its crate; remove the crate's own
 ``decay_rate``/``initial_confidence`` methods then.
+
+**Per-predicate decay rates.** ``kind.decay_rate_for(predicate)`` is the rate a new fact gets: a
+``match`` on the predicate first (each predicate of ``decay_rate_by_predicate``), then the kind's
+``decay_rate()``. ``DECAY_RATE_BY_PREDICATE`` lists the same pairs sorted by predicate. The memory
+stores the rate with the fact at insert; reinforcement keeps it.
 
 Floats are printed from Python's shortest round-tripping ``repr`` as valid Rust ``f64`` literals
 (``1.0``, ``5e-324`` → ``5.0e-324``), strings escaped for Rust. Integers are ``u32`` (an error
@@ -55,6 +60,7 @@ RUST_CONSTS: dict[str, str] = {
     "reinforce_base": "REINFORCE_BASE",
     "multi_valued_predicates": "MULTI_VALUED_PREDICATES",
     "link_scope": "LINK_SCOPE",
+    "decay_rate_by_predicate": "DECAY_RATE_BY_PREDICATE",
 }
 _PER_KIND_DOCS = {
     "decay_rate": "Per-day decay rate λ: effective = confidence × exp(−λ × days since last reinforcement).",
@@ -73,6 +79,7 @@ _CONST_DOCS = {
     "multi_valued_predicates": "Predicates that may hold several objects at once and never supersede each other (sorted).",
     "link_scope": ("Abstraction: a derived fact is linked to (and prunes) every member of its cluster (the seed) "
                    "or only the members the model cites as its support."),
+    "decay_rate_by_predicate": "Predicates with their own per-day decay rate, overriding their kind's (sorted; see `FactKind::decay_rate_for`).",
 }
 
 
@@ -218,6 +225,18 @@ def render_rust(source: Any, *, with_enum: bool = True, enum_path: str = "super:
             "        }",
             "    }",
         ]
+    rates = params.decay_rate_by_predicate
+    L += [
+        "",
+        "    /// Decay rate of a new fact with this kind and `predicate`: the predicate's own rate if it has one",
+        "    /// (`DECAY_RATE_BY_PREDICATE`), else the kind's `decay_rate()`. Stored with the fact at insert.",
+        "    pub fn decay_rate_for(&self, predicate: &str) -> f64 {",
+        "        match predicate {",
+        *[f"            {rust_str(pred)} => {rust_f64(rate)}," for pred, rate in rates.items()],
+        "            _ => self.decay_rate(),",
+        "        }",
+        "    }",
+    ]
     L += ["}", ""]
     L += ["/// Schema of the factmem params document these values came from.",
           f"pub const PARAMS_SCHEMA: &str = {rust_str(PARAMS_SCHEMA)};",
@@ -238,6 +257,9 @@ def render_rust(source: Any, *, with_enum: bool = True, enum_path: str = "super:
             L.append(f"pub const {const}: &[&str] = &[{items}];")
         elif field == "link_scope":
             L.append(f"pub const {const}: LinkScope = LinkScope::{_variant(value)};")
+        elif field == "decay_rate_by_predicate":
+            items = ", ".join(f"({rust_str(p)}, {rust_f64(r)})" for p, r in value.items())
+            L.append(f"pub const {const}: &[(&str, f64)] = &[{items}];")
         else:  # pragma: no cover - RUST_CONSTS and FIELD_TYPES agree today
             raise ExportError(f"no Rust rendering for {field} ({ftype})")
         L.append("")
@@ -295,6 +317,18 @@ def _rust_tests(params: MemoryParams, variants: Sequence[tuple[str, str]]) -> li
                 T.append(f"        assert_eq!({const}[{i}], {rust_str(p)});")
                 T.append(f"        assert!(is_multi_valued({rust_str(p)}));")
             T.append(f"        assert!(!is_multi_valued({rust_str(_absent_predicate(preds))}));")
+        elif field == "decay_rate_by_predicate":
+            T.append(f"        assert_eq!({const}.len(), {len(value)});")
+            for i, (pred, rate) in enumerate(value.items()):
+                T.append(f"        assert_eq!({const}[{i}].0, {rust_str(pred)});")
+                T.append(f"        assert_eq!({const}[{i}].1.to_bits(), {f64_bits(rate)});")
+                for _, v in variants:  # the predicate wins over every kind
+                    T.append(f"        assert_eq!(FactKind::{v}.decay_rate_for({rust_str(pred)}).to_bits(), "
+                             f"{f64_bits(rate)}, \"decay_rate_for({v}, DECAY_RATE_BY_PREDICATE[{i}])\");")
+            absent = rust_str(_absent_predicate(list(value)))
+            for k, v in variants:  # any other predicate: the kind's rate
+                T.append(f"        assert_eq!(FactKind::{v}.decay_rate_for({absent}).to_bits(), "
+                         f"{f64_bits(params.decay_rate[k])});")
     T += ["    }", "", "    #[test]", "    fn reinforcement_matches_factmem() {",
           "        // bits computed by factmem.core.decay.reinforce on the same inputs: IEEE-754 + and * agree exactly"]
     for k, v in variants:
@@ -308,6 +342,10 @@ def _rust_tests(params: MemoryParams, variants: Sequence[tuple[str, str]]) -> li
           "        assert!(RETRIEVAL_THRESHOLD >= 0.0 && RETRIEVAL_THRESHOLD <= CONFIDENCE_CAP);",
           "        assert!(PRUNE_MIN_REINFORCEMENTS >= 1 && MIN_CLUSTER >= 1 && MAX_FACTS >= 1);",
           "        assert!(MULTI_VALUED_PREDICATES.windows(2).all(|w| w[0] < w[1]));",
+          "        assert!(DECAY_RATE_BY_PREDICATE.windows(2).all(|w| w[0].0 < w[1].0));",
+          "        for (_, rate) in DECAY_RATE_BY_PREDICATE {",
+          "            assert!(*rate >= 0.0 && rate.is_finite());",
+          "        }",
           f"        for kind in [{', '.join(f'FactKind::{v}' for _, v in variants)}] {{",
           "            assert!(kind.decay_rate() >= 0.0 && kind.decay_rate().is_finite());",
           "            assert!(kind.initial_confidence() > 0.0 && kind.initial_confidence() <= CONFIDENCE_CAP);",

@@ -44,6 +44,7 @@ __all__ = [
     "curve_table",
     "empirical_silent_rows",
     "lifetime_rows",
+    "predicate_rate_rows",
     "seed_rows",
     "survival_curves",
     "two_state_rows",
@@ -286,6 +287,33 @@ def seed_rows(ctx: FitContext, outcome: np.ndarray, source: str) -> list[dict]:
             else np.zeros((0, 2))
         rows.append(_row(scope, name, "seed_lambda", lam, *percentile_interval(boot[:, 1]), n, source))
         rows.append(_row(scope, name, "initial_confidence", c0, *percentile_interval(boot[:, 0]), n, source))
+    return rows
+
+
+def predicate_rate_rows(ctx: FitContext, outcome: np.ndarray, source: str, kind_c0: dict[str, float]) -> list[dict]:
+    """``seed_lambda_kind_c0``: per predicate with enough silent spells whose kind has a fitted c0
+    (``kind_c0``: kind -> the initial_confidence exported for it), the seed model's λ with c0 held at
+    its kind's value — the rate its facts would decay at in the exported memory, which starts every
+    fact of the kind at that c0. Fitted to ``outcome`` at the predicate's checkpoint observations,
+    with a bootstrap interval over subjects like ``seed_lambda``."""
+    pred = ctx.predicate[ctx.obs_row]
+    subj = ctx.spell_subject[ctx.obs_row]
+    usable = np.isfinite(outcome)
+    codes, names = pd.factorize(pred)
+    rows = []
+    for code, name in sorted(enumerate(names), key=lambda item: str(item[1])):  # a loop over predicates
+        c0 = kind_c0.get(ctx.predicate_kind.get(str(name), ""))
+        sel = (codes == code) & usable
+        n = len(np.unique(ctx.obs_row[sel]))
+        if c0 is None or n < ctx.min_n:
+            continue
+        bins = bin_ages(subj[sel], ctx.obs_age[sel], outcome[sel].astype(np.float64), n_subjects=len(ctx.subject_index))
+        lam = fit_seed_model(bins, cap=ctx.cap, fixed_c0=c0)[0][1]
+        if not np.isfinite(lam):
+            continue
+        boot = fit_seed_model(bins, cap=ctx.cap, subject_weights=ctx.weights, start=(c0, lam), fixed_c0=c0)[:, 1] \
+            if len(ctx.weights) else np.zeros(0)
+        rows.append(_row("predicate", str(name), "seed_lambda_kind_c0", lam, *percentile_interval(boot), n, source))
     return rows
 
 

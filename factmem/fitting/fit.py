@@ -61,8 +61,21 @@ point fit.
 **params** (:attr:`FitResult.params`): ``base`` (default: the seed's) with each kind's
 ``decay_rate`` := its fitted ``seed_lambda`` and ``initial_confidence`` := its fitted ``c0`` (from
 truth when the truth part ran, else from the log). ``change_rate`` is reported, not exported: the
-memory's decay is a confidence model, not a hazard. Per-predicate ``seed_lambda`` rows are kept in
-the table (for per-predicate decay rates, later).
+memory's decay is a confidence model, not a hazard.
+
+**Per-predicate decay rates** (``decay_rate_by_predicate`` in ``params``): the memory starts every
+fact of a kind at the kind's ``initial_confidence``, so the rate exported for a predicate is
+``seed_lambda_kind_c0`` — the seed model's λ refitted on the predicate's observations with c0 held
+at its kind's exported value (the predicate's own ``seed_lambda`` row pairs λ with its own c0,
+which the memory cannot use). A predicate gets its own rate only when that estimate is
+*informative*: it has at least ``min_observations`` silent spells, its kind's rate and c0 were
+fitted (from the log alone: kinds in :data:`LOG_PARAM_KINDS`), and its 95% bootstrap interval
+excludes its kind's exported rate — the data tell the predicate apart from its kind (``works_on``
+from ``born_in``). Every other predicate keeps its kind's rate (or ``base``'s own entry, none in
+the seed). Without bootstrap intervals (``bootstrap=0``) no per-predicate rate is exported.
+:attr:`FitResult.predicate_rates` lists every candidate, its interval and the decision. The rate
+applies to every fact with the predicate, whatever its kind (a predicate is classed under its most
+frequent kind).
 
 Bad input raises :class:`~factmem.errors.InputError`: an empty log, ``source="truth"`` without
 truth, nothing estimable with ``min_observations``, invalid settings.
@@ -92,6 +105,7 @@ from factmem.fitting.estimates import (
     curve_table,
     empirical_silent_rows,
     lifetime_rows,
+    predicate_rate_rows,
     seed_rows,
     survival_curves,
     two_state_rows,
@@ -99,7 +113,7 @@ from factmem.fitting.estimates import (
 from factmem.fitting.models import LEVEL
 from factmem.fitting.populations import lifetimes
 
-__all__ = ["ESTIMATE_COLUMNS", "LOG_PARAM_KINDS", "QUANTITIES", "SOURCES", "FitResult", "fit"]
+__all__ = ["ESTIMATE_COLUMNS", "LOG_PARAM_KINDS", "PREDICATE_RATE_COLUMNS", "QUANTITIES", "SOURCES", "FitResult", "fit"]
 
 ESTIMATE_COLUMNS = ("scope", "name", "quantity", "estimate", "low", "high", "n", "source")
 SOURCES = ("auto", "truth", "log")
@@ -114,11 +128,15 @@ QUANTITIES: dict[str, str] = {
     "relevance_horizon_days": "mean days an episode stays relevant (censored exponential MLE)",
     "seed_lambda": "λ per day of the seed's model p = c0·exp(−λ·days since the last mention)",
     "initial_confidence": "c0 of the seed's model (≤ confidence_cap)",
+    "seed_lambda_kind_c0": "λ per day of the seed's model for a predicate with c0 held at its kind's exported "
+                           "initial_confidence (the candidate decay_rate_by_predicate)",
     "remention_probability": "P(a true fact comes up in a given session of its subject)",
     "remention_rate": "re-mentions per day of a true fact (q × mean sessions per subject-day)",
     "silent_change_share": "share of changes never announced (single-valued predicates)",
     "p_true_silent": "P(true and relevant | held and silent for d days)",
 }
+#: Columns of :attr:`FitResult.predicate_rates`.
+PREDICATE_RATE_COLUMNS = ("predicate", "kind", "estimate", "low", "high", "n", "kind_rate", "exported", "reason")
 
 
 @dataclass
@@ -132,6 +150,9 @@ class FitResult:
     day — ``empirical`` (truth), ``model`` (two-state), ``seed_model`` (c0·e^{−λd}), ``n``.
     ``survival``: Kaplan–Meier curves of lifetimes (scope, name, days, survival, at_risk).
     ``populations``: counts and settings of each population. ``seconds``: wall time of the fit.
+    ``predicate_rates``: the candidates for ``decay_rate_by_predicate`` (columns
+    :data:`PREDICATE_RATE_COLUMNS`): each predicate's ``seed_lambda_kind_c0`` with its interval, its
+    kind's exported rate, whether it was exported and why (the rule is in the module docstring).
     """
 
     estimates: pd.DataFrame
@@ -144,6 +165,7 @@ class FitResult:
     settings: dict[str, Any]
     dataset: dict[str, Any]
     predicate_kinds: dict[str, str]
+    predicate_rates: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=list(PREDICATE_RATE_COLUMNS)))
     seconds: float = 0.0
     sources: tuple[str, ...] = field(default_factory=tuple)
     _dataset: Dataset | None = field(default=None, repr=False)
@@ -179,6 +201,7 @@ class FitResult:
             "estimates": self.estimates.to_dict(orient="records"),
             "params": self.params.to_dict(),
             "fallbacks": self.fallbacks.to_dict(orient="records"),
+            "predicate_rates": self.predicate_rates.to_dict(orient="records"),
             "populations": self.populations,
             "settings": self.settings,
             "dataset": self.dataset,
@@ -237,36 +260,83 @@ def fit(log: Dataset | str | os.PathLike[str], *, source: str = "auto", min_obse
 
     ctx = FitContext(ds, multi, settings, base)
     rows: list[dict] = []
+    outcomes: dict[str, np.ndarray] = {}  # what the seed model is fitted to, per source
     survival = pd.DataFrame(columns=["scope", "name", "days", "survival", "at_risk"])
     if "truth" in sources:
         life = lifetimes(ds.truth, ds.start, ds.end)
         rows += lifetime_rows(ctx, life)
         survival = survival_curves(life)
-        rows += seed_rows(ctx, ctx.labels(), "truth")
+        outcomes["truth"] = ctx.labels()
+        rows += seed_rows(ctx, outcomes["truth"], "truth")
         rows += empirical_silent_rows(ctx)
     if "log" in sources:
         rows += two_state_rows(ctx)
-        rows += seed_rows(ctx, ctx.model_probabilities(), "log")
+        outcomes["log"] = ctx.model_probabilities()
+        rows += seed_rows(ctx, outcomes["log"], "log")
     curves = curve_table(ctx, rows, sources)
     ctx.populations["lifetimes"] = len(life.frame) if "truth" in sources else 0
 
-    estimates = _order(pd.DataFrame(rows, columns=list(ESTIMATE_COLUMNS)))
-    if not len(estimates):
+    if not rows:
         raise InputError(f"{where}: too few observations to estimate anything ({ctx.describe_counts()}): every kind "
                          f"and predicate has fewer than min_observations={min_observations}")
-    params = _params(estimates, base, sources[0], ctx)
+    params, fitted_kinds = _params(_order(pd.DataFrame(rows, columns=list(ESTIMATE_COLUMNS))), base, sources[0], ctx)
+    kind_c0 = {k: params.initial_confidence[k] for k in fitted_kinds}
+    rows += predicate_rate_rows(ctx, outcomes[sources[0]], sources[0], kind_c0)
+    estimates = _order(pd.DataFrame(rows, columns=list(ESTIMATE_COLUMNS)))
+    params, predicate_rates = _predicate_rates(estimates, params, base, sources[0], ctx, fitted_kinds)
     fallbacks = pd.DataFrame(ctx.fallbacks, columns=["scope", "name", "quantity", "source", "n", "falls_back_to"])
     info = {k: v for k, v in ds.to_dict().items() if k != "sha256"} if ds.path is None else ds.to_dict()
     return FitResult(
         estimates=estimates, params=params, base=base, fallbacks=_order(fallbacks), silent_curves=curves,
         survival=survival, populations=ctx.populations, settings=settings, dataset=info,
-        predicate_kinds=dict(ctx.predicate_kind), seconds=time.perf_counter() - began, sources=sources, _dataset=ds,
+        predicate_kinds=dict(ctx.predicate_kind), predicate_rates=predicate_rates,
+        seconds=time.perf_counter() - began, sources=sources, _dataset=ds,
     )
 
 
-def _params(estimates: pd.DataFrame, base: MemoryParams, source: str, ctx: FitContext) -> MemoryParams:
-    """``base`` with each kind's fitted seed λ and c0 from ``source``; kinds without keep ``base``'s
-    values (recorded as fallbacks). From the log alone only :data:`LOG_PARAM_KINDS` are exported."""
+def _predicate_rates(estimates: pd.DataFrame, params: MemoryParams, base: MemoryParams, source: str,
+                     ctx: FitContext, fitted_kinds: list[str]) -> tuple[MemoryParams, pd.DataFrame]:
+    """``params`` with ``decay_rate_by_predicate`` := base's table plus each informative
+    ``seed_lambda_kind_c0`` (the rule of the module docstring), and the table of candidates."""
+    rows = []
+    table = base.decay_rate_by_predicate.to_dict()
+    for predicate, kind in sorted(ctx.predicate_kind.items()):  # a loop over predicates
+        kind_rate = params.decay_rate[kind]
+        sel = estimates[(estimates["quantity"] == "seed_lambda_kind_c0") & (estimates["name"] == predicate)
+                        & (estimates["source"] == source)]
+        est = sel.iloc[0] if len(sel) else None
+        low, high = (float(est["low"]), float(est["high"])) if est is not None else (np.nan, np.nan)
+        exported = False
+        if kind not in fitted_kinds:
+            reason = (f"kind {kind} not fitted from the {source}" if source == "truth" or kind in LOG_PARAM_KINDS
+                      else f"kind {kind}: the log-only model is not validated for it")
+        elif est is None:
+            why = [f for f in ctx.fallbacks if f["name"] == predicate and f["quantity"] == "seed_lambda"
+                   and f["source"] == source]
+            reason = ("never true and relevant after a mention: not identified"
+                      if why and "not identified" in why[0]["falls_back_to"]
+                      else f"{why[0]['n'] if why else 0} silent spells, fewer than {ctx.min_n}")
+        elif not (np.isfinite(low) and np.isfinite(high)):
+            reason = "no interval (bootstrap = 0)"
+        elif low <= kind_rate <= high:
+            reason = f"interval contains the kind's rate {kind_rate:.4g}"
+        else:
+            exported = True
+            reason = f"interval excludes the kind's rate {kind_rate:.4g}"
+            table[predicate] = float(est["estimate"])
+        rows.append({"predicate": predicate, "kind": kind,
+                     "estimate": float(est["estimate"]) if est is not None else np.nan, "low": low, "high": high,
+                     "n": int(est["n"]) if est is not None else 0, "kind_rate": kind_rate, "exported": exported,
+                     "reason": reason})
+    frame = pd.DataFrame(rows, columns=list(PREDICATE_RATE_COLUMNS))
+    return params.replace(decay_rate_by_predicate=table), frame
+
+
+def _params(estimates: pd.DataFrame, base: MemoryParams, source: str, ctx: FitContext
+            ) -> tuple[MemoryParams, list[str]]:
+    """``base`` with each kind's fitted seed λ and c0 from ``source``, and the kinds so fitted; kinds
+    without keep ``base``'s values (recorded as fallbacks). From the log alone only
+    :data:`LOG_PARAM_KINDS` are exported."""
     changes: dict[str, dict[str, float]] = {"decay_rate": {}, "initial_confidence": {}}
     for k in KINDS:
         lam = _get(estimates, "seed_lambda", k, source)
@@ -284,7 +354,7 @@ def _params(estimates: pd.DataFrame, base: MemoryParams, source: str, ctx: FitCo
         if why is not None:
             ctx.fallbacks.append({"scope": "kind", "name": k, "quantity": "seed_lambda", "source": source, "n": 0,
                                   "falls_back_to": why})
-    return base.replace(**changes)
+    return base.replace(**changes), list(changes["decay_rate"])
 
 
 def _check_settings(source, min_observations, silent_days, bootstrap, seed, checkpoint_hours, max_observations) -> dict:

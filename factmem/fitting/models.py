@@ -276,17 +276,21 @@ def _stacked(batch, n_rows: int, n_params: int):
 
 
 def fit_seed_model(bins: AgeBins, *, cap: float = 0.99, subject_weights: np.ndarray | None = None,
-                   start: tuple[float, float] | None = None, max_rate: float = 100.0) -> np.ndarray:
+                   start: tuple[float, float] | None = None, max_rate: float = 100.0,
+                   fixed_c0: float | None = None) -> np.ndarray:
     """Maximum likelihood ``(c0, λ)`` of the seed's model on binned observations, for each row of
     ``subject_weights`` (one fit with unit weights when None): an array of shape (R, 2).
 
     ``0 < c0 <= cap < 1``, ``0 <= λ <= max_rate`` per day. scipy's TNC with the analytic gradient;
     the R fits are solved as one separable problem (see :func:`_stacked`), each variable
     ``λ·(mean age)`` scaled to order one. NaNs where the weighted population is empty or the fit
-    fails.
+    fails. ``fixed_c0``: hold c0 at this value (equal bounds; TNC drops the variable) and fit λ
+    alone — the profile λ at a given initial confidence.
     """
     if not 0 < cap < 1:
         raise InputError(f"cap must be in (0, 1), got {cap!r}")
+    if fixed_c0 is not None and not 0 < fixed_c0 <= cap:
+        raise InputError(f"fixed_c0 must be in (0, cap={cap}], got {fixed_c0!r}")
     yes, age_yes, no, mean_age = bins.totals(subject_weights)
     rows = len(yes)
     total = yes + no.sum(axis=1)
@@ -302,8 +306,13 @@ def fit_seed_model(bins: AgeBins, *, cap: float = 0.99, subject_weights: np.ndar
     scale = np.maximum((age_yes + (no * mean_age).sum(axis=1)) / total, 1e-3)
     n = len(yes)
     objective = _stacked(lambda x: _seed_batch(x, yes, age_yes, no, mean_age, scale), n, 2)
-    bounds = [b for r in range(n) for b in ((1e-6, cap), (0.0, max_rate * scale[r]))]
-    if start is None:  # a few starting points (the surface has long flat ridges); keep the best per row
+    c0_bounds = (1e-6, cap) if fixed_c0 is None else (fixed_c0, fixed_c0)
+    bounds = [b for r in range(n) for b in (c0_bounds, (0.0, max_rate * scale[r]))]
+    if fixed_c0 is not None:  # one λ per row; start from a slow and a fast decay
+        starts = [np.c_[np.full(n, fixed_c0), np.full(n, lam0)] for lam0 in (0.01, 1.0)]
+        if start is not None:
+            starts.append(np.c_[np.full(n, fixed_c0), np.clip(start[1] * scale, 0.0, max_rate * scale)])
+    elif start is None:  # a few starting points (the surface has long flat ridges); keep the best per row
         starts = [np.c_[np.clip(yes / total, 1e-3, cap), np.full(n, 0.1)], np.c_[np.full(n, cap), np.full(n, 0.01)],
                   np.c_[np.full(n, cap), np.full(n, 1.0)], np.c_[np.full(n, cap / 2), np.full(n, 0.3)]]
     else:

@@ -4,6 +4,7 @@
 
     estimates.csv        one row per estimate (scope, name, quantity, estimate, low, high, n, source)
     fallbacks.csv        the estimates not made, and what stands in for them
+    predicate_rates.csv  the candidates for decay_rate_by_predicate, their intervals, and the decision
     silent_curves.csv    P(true | silent d days) by day: empirical, two-state model, seed model
     params.toml          the fitted parameters (a versioned params document, factmem.export.document)
     report.md            populations, rules, fallbacks, the numbers with their intervals
@@ -34,8 +35,8 @@ if TYPE_CHECKING:  # the result type lives in fit.py, which imports this module 
 
 __all__ = ["OUTPUT_FILES", "render_report", "write_result"]
 
-OUTPUT_FILES = ("estimates.csv", "fallbacks.csv", "silent_curves.csv", "params.toml", "report.md", "survival.png",
-                "silent_kinds.png", "silent_predicates.png")
+OUTPUT_FILES = ("estimates.csv", "fallbacks.csv", "predicate_rates.csv", "silent_curves.csv", "params.toml",
+                "report.md", "survival.png", "silent_kinds.png", "silent_predicates.png")
 
 
 def write_result(result: FitResult, out_dir: Path, *, created_at: str | None = None, figures: bool = True) -> Path:
@@ -44,6 +45,8 @@ def write_result(result: FitResult, out_dir: Path, *, created_at: str | None = N
     out_dir.mkdir(parents=True, exist_ok=True)
     result.estimates.to_csv(out_dir / "estimates.csv", index=False, lineterminator="\n", float_format="%.10g")
     result.fallbacks.to_csv(out_dir / "fallbacks.csv", index=False, lineterminator="\n")
+    result.predicate_rates.to_csv(out_dir / "predicate_rates.csv", index=False, lineterminator="\n",
+                                  float_format="%.10g")
     result.silent_curves.to_csv(out_dir / "silent_curves.csv", index=False, lineterminator="\n", float_format="%.10g")
     provenance = {"notes": _notes(result)}
     if result.dataset_sha256:
@@ -67,9 +70,12 @@ def write_result(result: FitResult, out_dir: Path, *, created_at: str | None = N
 
 def _notes(result: FitResult) -> str:
     source = result.sources[0]
+    exported = int(result.predicate_rates["exported"].sum()) if len(result.predicate_rates) else 0
     return (f"factmem fit (source {source}): decay_rate and initial_confidence per kind are the seed model's "
             f"maximum-likelihood lambda and c0 fitted to 'still true and relevant' over held, silent facts "
-            f"({'truth labels' if source == 'truth' else 'the two-state model of the log'}); see report.md")
+            f"({'truth labels' if source == 'truth' else 'the two-state model of the log'}); "
+            f"decay_rate_by_predicate: {exported} predicates whose lambda at their kind's c0 has a 95% interval "
+            f"excluding the kind's rate; see report.md")
 
 
 # -- the report ----------------------------------------------------------------------------------------
@@ -124,6 +130,7 @@ def render_report(result: FitResult) -> str:
         "",
     ]
     lines += _params_section(result)
+    lines += _predicate_rates_section(result)
     if "truth" in sources:
         lines += _truth_section(result)
     lines += _silent_section(result)
@@ -168,6 +175,29 @@ def _params_section(result: FitResult) -> list[str]:
            "the memory's decay is a confidence model, not a hazard.", ""]
     out += _table(["kind", "decay_rate λ /day [95%]", "half-life (days)", "initial_confidence c0 [95%]",
                    "base λ / c0", "value"], rows)
+    return out + [""]
+
+
+def _predicate_rates_section(result: FitResult) -> list[str]:
+    table = result.predicate_rates
+    src = result.sources[0]
+    exported = table[table["exported"]] if len(table) else table
+    out = ["## Per-predicate decay rates (`decay_rate_by_predicate`)", "",
+           "The memory starts every fact of a kind at the kind's initial_confidence c0, so a predicate's candidate "
+           "rate is the seed model's λ refitted on its observations with c0 held at its kind's value "
+           f"(`seed_lambda_kind_c0`, from the {src}). **Rule:** a predicate gets its own rate in params.toml only "
+           f"when it has at least {result.settings['min_observations']} silent spells, its kind was fitted, and the "
+           "95% bootstrap interval of its λ excludes its kind's rate — the data tell it apart from its kind. Every "
+           "other predicate decays at its kind's rate. "
+           f"{len(exported)} of {len(table)} predicates get their own rate.", ""]
+    rows = []
+    for _, r in table.iterrows():  # one row per predicate
+        est = f"{_num(r['estimate'], 3)} {_interval(r)}" if np.isfinite(r["estimate"]) else "–"
+        rows.append([r["predicate"], r["kind"], est, _half_life(r["estimate"]) if np.isfinite(r["estimate"]) else "–",
+                     _num(r["kind_rate"], 3), str(r["n"]) if r["n"] else "–",
+                     ("**own rate**: " if r["exported"] else "kind's rate: ") + str(r["reason"])])
+    out += _table(["predicate", "kind", "λ at kind c0 /day [95%]", "half-life (days)", "kind λ", "n spells",
+                   "in params.toml"], rows)
     return out + [""]
 
 

@@ -235,7 +235,7 @@ class FactStore(BatchWrites, Reads, ExaminedRecords):
                 new_conf = p.initial_confidence[kind]
                 self.db.execute(
                     "INSERT INTO memory_facts VALUES (?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?, 'active', ?, NULL, NULL, false)",
-                    [fid, subject, predicate, object, note, kind, new_conf, at, at, p.decay_rate[kind], conflict])
+                    [fid, subject, predicate, object, note, kind, new_conf, at, at, p.decay_rate_for(kind, predicate), conflict])
                 self._next_fact_id += 1
                 if conflict is not None:
                     self.db.execute(

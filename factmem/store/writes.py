@@ -116,9 +116,12 @@ class BatchWrites(StoreBase):
         order = np.lexsort((gpos, key))
         key_multi = np.zeros(n_keys, bool)
         key_multi[key] = multi_ev
+        predicate_names = p_dict.to_pylist()
         return _Prepared(
             n=n, n_keys=n_keys, order=order, key=key[order], gpos=gpos[order], obj=o_codes[order].astype(np.int64),
             ts=ts[order], kind=kind[order], key_multi=key_multi,
+            predicate=p_codes[order], predicate_names=predicate_names,
+            new_rate=p.decay_rates_for(kind[order], p_codes[order], predicate_names),
             ex_key=ex_key[keep], ex_obj=ex_obj[keep], ex_id=ex.column("id").to_numpy()[keep],
             ex_conf=ex.column("confidence").to_numpy()[keep],
             ex_cnt=ex.column("reinforcement_count").to_numpy()[keep],
@@ -151,7 +154,8 @@ class BatchWrites(StoreBase):
             state.last_reinforced[kk] = ex_last[single]
             state.decay_rate[kk] = ex_rate[single]
             idx = np.flatnonzero(fast_ev)
-            outcomes.append((idx, K.replay_fast(sk[idx], so[idx], sts[idx], skind[idx], sg[idx], state, p)))
+            outcomes.append((idx, K.replay_fast(sk[idx], so[idx], sts[idx], skind[idx], sg[idx], state, p,
+                                                 new_rate=P.new_rate[idx])))
         if (~fast_ev).any():
             idx = np.flatnonzero(~fast_ev)
             gen = general_key[ex_key]
@@ -160,7 +164,7 @@ class BatchWrites(StoreBase):
                 "count": ex_cnt[gen], "last_reinforced": ex_last[gen], "decay_rate": ex_rate[gen],
             })
             outcomes.append((idx, K.replay_general(sk[idx], so[idx], sts[idx], skind[idx], sg[idx], P.key_multi,
-                                                    existing, p)))
+                                                    existing, p, new_rate=P.new_rate[idx])))
 
         ev_ref = np.empty(n, np.int64)
         ev_ins = np.empty(n, bool)
@@ -313,7 +317,8 @@ class BatchWrites(StoreBase):
         init_cnt = np.zeros(K_, np.int64)
         init_cnt[P.ex_key] = P.ex_cnt
         horizon = int(grid[-1]) if grid.size else None
-        res = W.replay_waves(P.key, P.obj, P.ts, P.kind, K_, W.ParamArrays.of([p]), grid, init, horizon=horizon)
+        res = W.replay_waves(P.key, P.obj, P.ts, P.kind, K_, W.ParamArrays.of([p]), grid, init, horizon=horizon,
+                             predicate=P.predicate, predicate_names=P.predicate_names)
         conf, ins, origin, end, reason = (res.in_event_order(a)[0] for a in ("conf", "inserted", "origin", "end", "reason"))
         ev_ref = np.where(origin >= 0, K.provisional_ref(P.gpos[np.maximum(origin, 0)]), init_id[-1 - np.minimum(origin, -1)])
 
@@ -338,14 +343,13 @@ class BatchWrites(StoreBase):
         at_key_start = is_new & first_of_key[fe]
         kx = P.key[fe[at_key_start]]
         sup[at_key_start] = np.where(init.has[kx] & (res.init_reason[0][kx] == EndReason.SUPERSEDED), init_id[kx], K.NO_REF)
-        rates = p.decay_rate.as_array()
         gkey = -1 - np.minimum(g_origin, -1)
         cols = {
             "ref": ev_ref[fe],
             "confidence": conf[le],
             "count": np.where(is_new, size - 1, init_cnt[gkey] + size),
             "last_reinforced": P.ts[le],
-            "decay_rate": np.where(is_new, rates[P.kind[fe]], init.decay_rate[gkey]),
+            "decay_rate": np.where(is_new, P.new_rate[fe], init.decay_rate[gkey]),
             "status": status,
             "status_changed_at": changed,
             "supersedes": sup,
@@ -401,6 +405,9 @@ class _Prepared:
     ts: np.ndarray
     kind: np.ndarray
     key_multi: np.ndarray
+    predicate: np.ndarray  # position in predicate_names
+    predicate_names: list[str]
+    new_rate: np.ndarray  # the decay rate of a fact each event would insert (predicate's, else kind's)
     ex_key: np.ndarray
     ex_obj: np.ndarray
     ex_id: np.ndarray

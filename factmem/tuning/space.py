@@ -73,7 +73,8 @@ def check_space(space: Mapping[str, Any], base: MemoryParams) -> None:
         raise InputError("a sweep space maps parameter names to lists of values (or Range)")
     names = MemoryParams.field_names() + list(ALIASES)
     for name, values in space.items():
-        if name not in names:
+        # a fixed name, an alias, or decay_rate_by_predicate.<predicate>
+        if name not in ALIASES and not MemoryParams.is_flat_name(name):
             raise InputError(f"unknown parameter {name!r} in the sweep space; known: {', '.join(names)}")
         if isinstance(values, Range):
             if not values.low < values.high:
