@@ -261,5 +261,18 @@ def test_tune_with_a_time_split_and_current_parameters(tiny_dir):
     assert rec.keep in ("recommended", "baseline", "current")
 
 
+def test_tune_starting_from_fitted_parameters(tiny_dir):
+    from factmem import fit
+
+    start = fit(tiny_dir, bootstrap=0).params
+    res = tune(tiny_dir, search=Search(space={"decay_rate.explicit": Range(0.001, 0.3, log=True)}, n=6, refine=4),
+               holdout=Holdout(bootstrap=100), start=start, write=False, compute=LOCAL)
+    rec = res.primary
+    assert start in res.sweep.params and "start" in rec.heldout.columns
+    assert rec.versus_start is not None
+    row = rec.heldout.set_index("key").loc["utility_at_20"]
+    assert rec.versus_start.b == pytest.approx(row["start"]) and rec.versus_start.a == pytest.approx(row["recommended"])
+
+
 def test_base_params_come_from_the_log(tiny):
     assert base_params(tiny).multi_valued_predicates == tiny.dataset.multi_valued_predicates

@@ -268,6 +268,11 @@ def render_report(result: TuneResult, P: PreparedLog, figs: dict[str, Path], cal
                 f"[{vb.low:+.4f}, {vb.high:+.4f}] ({ho.bootstrap:,} bootstrap resamples of {vb.subjects} held-out "
                 f"people, {vb.points:,} session starts).")
         L += ["", f"> {rec.decision}", ""]
+        if rec.versus_start is not None:
+            vs = rec.versus_start
+            L += [f"The starting point (`start`, e.g. parameters fitted by maximum likelihood) against the swept "
+                  f"recommendation, held out the same way: {vs.b:.4f} vs {vs.a:.4f} (recommended − start "
+                  f"{vs.difference:+.4f}, 95% interval [{vs.low:+.4f}, {vs.high:+.4f}]).", ""]
         if math.isfinite(rec.stability):
             L.append(f"Selection stability: the recommendation is within the noise of the best (top "
                      f"{100 * 0.05:.0f}% of {len(res.params)} candidates) in {100 * rec.stability:.0f}% of "

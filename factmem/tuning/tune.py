@@ -102,6 +102,7 @@ class Recommendation:
     versus_baseline: Comparison
     versus_defaults: Comparison | None
     versus_current: Comparison | None
+    versus_start: Comparison | None
     stability: float
     fold_choices: list[int]
     heldout: pd.DataFrame  # metric × (recommended, baseline, seed defaults[, current]) on held-out data
@@ -335,9 +336,11 @@ def tune(log: Any = None, *, out: str | os.PathLike | None = None, search: Searc
     i_base = 0
     i_def = next(i for i, p in enumerate(res.params) if p == MemoryParams())
     i_cur = None if current is None else res.params.index(current)
+    i_start = None if start is None else res.params.index(start)
     recs: dict[int, Recommendation] = {}
     for k in objective.budgets:
-        recs[k] = _recommend(res, k, tuning_part, eval_part, folds, i_base, i_def, i_cur, current, search, holdout)
+        recs[k] = _recommend(res, k, tuning_part, eval_part, folds, i_base, i_def, i_cur, current, search, holdout,
+                             i_start)
     result = TuneResult(res, recs, search, compute, baseline, current, start, None, time.perf_counter() - t0)
     if write:
         result.out = write_tune_run(result, P, out=out, force=force)
@@ -355,8 +358,8 @@ def _concat(a: SweepResult, b: SweepResult) -> SweepResult:
 
 
 def _recommend(res: SweepResult, k: int, tuning_part: str, eval_part: str, folds: np.ndarray | None, i_base: int,
-               i_def: int, i_cur: int | None, current: MemoryParams | None, search: Search, holdout: Holdout
-               ) -> Recommendation:
+               i_def: int, i_cur: int | None, current: MemoryParams | None, search: Search, holdout: Holdout,
+               i_start: int | None = None) -> Recommendation:
     obj = res.objective
     kk = k if obj.per_budget else None
     best = res.best(tuning_part, kk)
@@ -380,7 +383,11 @@ def _recommend(res: SweepResult, k: int, tuning_part: str, eval_part: str, folds
         columns = {"recommended": rec_rows, "baseline": ctx[i_base], "seed defaults": ctx[i_def]}
         if i_cur is not None:
             columns["current"] = ctx[i_cur]
-        heldout = _heldout_table(columns, res, eval_part, best, i_base, i_def, i_cur, k)
+        vs_start = None
+        if i_start is not None:  # the start (e.g. fitted) point is a fixed candidate: no selection to hold out
+            columns["start"] = ctx[i_start]
+            vs_start = bootstrap_difference(rec_rows, ctx[i_start], metric, resamples=holdout.bootstrap, seed=seed)
+        heldout = _heldout_table(columns, res, eval_part, best, i_base, i_def, i_cur, k, i_start)
     else:
         fold_choices = []
         col = f"{eval_part}.{obj.name}"
@@ -389,8 +396,9 @@ def _recommend(res: SweepResult, k: int, tuning_part: str, eval_part: str, folds
         vs_base = Comparison(v[best], v[i_base], v[best] - v[i_base], nan, nan, 0, 0)
         vs_def = Comparison(v[best], v[i_def], v[best] - v[i_def], nan, nan, 0, 0)
         vs_cur = None if i_cur is None else Comparison(v[best], v[i_cur], v[best] - v[i_cur], nan, nan, 0, 0)
+        vs_start = None if i_start is None else Comparison(v[best], v[i_start], v[best] - v[i_start], nan, nan, 0, 0)
         stability = float("nan")
-        heldout = _heldout_table({}, res, eval_part, best, i_base, i_def, i_cur, k)
+        heldout = _heldout_table({}, res, eval_part, best, i_base, i_def, i_cur, k, i_start)
     label = f"{metric}@{k}" if obj.per_budget else obj.name
     keep, decision = decide(vs_base, obj.lower_is_better, vs_cur, same_as_baseline=best == i_base, objective=label)
     if not obj.per_budget:
@@ -399,6 +407,7 @@ def _recommend(res: SweepResult, k: int, tuning_part: str, eval_part: str, folds
                                       "Use a context objective to get an interval and a promotion decision.")
     rec = Recommendation(budget=k, params=res.params[best], index=best, promoted=keep == "recommended", keep=keep,
                          decision=decision, versus_baseline=vs_base, versus_defaults=vs_def, versus_current=vs_cur,
+                         versus_start=vs_start,
                          stability=stability, fold_choices=fold_choices, heldout=heldout,
                          notes=edge_notes(search.resolved_space, res.params[best], search.method))
     rec._kept = {"recommended": res.params[best], "baseline": res.params[i_base],
@@ -419,7 +428,7 @@ _CHECKPOINT_ROWS = [("precision (believed set)", "precision", True), ("recall (b
 
 
 def _heldout_table(columns: dict[str, np.ndarray], res: SweepResult, part: str, best: int, i_base: int, i_def: int,
-                   i_cur: int | None, k: int) -> pd.DataFrame:
+                   i_cur: int | None, k: int, i_start: int | None = None) -> pd.DataFrame:
     rows = []
     for label, fld, higher in _HELDOUT_ROWS:
         if not columns:
@@ -441,6 +450,8 @@ def _heldout_table(columns: dict[str, np.ndarray], res: SweepResult, part: str, 
     idx = {"recommended": best, "baseline": i_base, "seed defaults": i_def}
     if i_cur is not None:
         idx["current"] = i_cur
+    if i_start is not None:
+        idx["start"] = i_start
     for label, col, higher in _CHECKPOINT_ROWS:
         c = f"{part}.{col}"
         if c not in tab.columns:
