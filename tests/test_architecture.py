@@ -106,6 +106,19 @@ def test_every_folder_is_a_known_layer():
     assert folders <= set(RANK), f"folders outside the layer contract: {sorted(folders - set(RANK))}"
 
 
+def test_every_package_ships():
+    """A subpackage missing from pyproject's list would be left out of `pip install .` (tests run from
+    the source tree would not notice)."""
+    import tomllib
+
+    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]["packages"])
+    packages = {".".join(p.relative_to(ROOT).parts[:-1]) for p in PACKAGE.rglob("__init__.py")}
+    assert packages - listed == set(), f"packages missing from pyproject.toml: {sorted(packages - listed)}"
+    scripts = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["scripts"]
+    module, _, func = scripts["factmem"].partition(":")
+    assert callable(getattr(__import__(module, fromlist=[func]), func)), scripts["factmem"]
+
+
 def test_imports_go_one_way_down():
     violations = []
     for module, path in MODULES.items():
