@@ -14,6 +14,7 @@ import argparse
 import math
 from pathlib import Path
 
+from factmem.cli.options import load_log, log_arg
 from factmem.errors import InputError
 
 __all__ = ["add_fit"]
@@ -27,7 +28,7 @@ def add_fit(sub: argparse._SubParsersAction) -> None:
                     "95% interval tells the predicate apart from its kind), and a two-state silence model from the "
                     "log alone. Writes estimates.csv, predicate_rates.csv, params.toml (ready for "
                     "`factmem export`), report.md and figures to --out.")
-    p.add_argument("--log", metavar="DIR", required=True, help="dataset folder (log.jsonl, truth.csv, ...)")
+    log_arg(p)
     p.add_argument("--out", metavar="DIR", required=True, help="output folder (created; its fit files replaced)")
     p.add_argument("--source", choices=("auto", "truth", "log"), default="auto",
                    help="truth, log, or auto (default: both when the dataset has truth; params from truth)")
@@ -49,9 +50,9 @@ def add_fit(sub: argparse._SubParsersAction) -> None:
 def _run_fit(args: argparse.Namespace) -> int:
     from factmem.fitting.fit import fit
 
-    log, out = Path(args.log), Path(args.out)
+    log, out = load_log(args.log), Path(args.out)
     if not log.is_dir():
-        raise InputError(f"--log {log}: no such dataset folder")
+        raise InputError(f"--log {log}: not a dataset folder")
     if out.exists() and not out.is_dir():
         raise InputError(f"--out {out}: exists and is not a folder")
     base = None
