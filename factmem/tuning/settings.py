@@ -53,7 +53,7 @@ HOLDOUT_MODES: tuple[HoldoutMode, ...] = get_args(HoldoutMode)
 DEFAULT_SPACE: dict[str, Any] = {
     "decay_rate.explicit": Range(1e-4, 0.3, log=True),
     "decay_rate.user_preference": Range(1e-4, 0.3, log=True),
-    "decay_rate.episodic": Range(0.01, 3.0, log=True),
+    "decay_rate.episodic": Range(0.01, 10.0, log=True),
     "initial_confidence.explicit": Range(0.2, 0.99),
     "initial_confidence.user_preference": Range(0.2, 0.99),
     "initial_confidence.episodic": Range(0.1, 0.99),
