@@ -1,0 +1,170 @@
+"""Reliability (issue 11): each of the twenty ways the toolkit broke, reproduced, now ending in a
+correct result or a clear error. Tests are grouped by the issue's item numbers."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from factmem.core.codes import MAX_TIME, MIN_TIME
+from factmem.core.params import MemoryParams
+from factmem.errors import InputError
+from factmem.store.factstore import FactStore
+
+YEAR = 365 * 86400
+
+
+def events(rows) -> pd.DataFrame:
+    return pd.DataFrame(rows, columns=["ts", "subject", "predicate", "object", "kind"])
+
+
+# -- 1. timestamps before 1970 ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("how", ["ingest", "replay", "remember"])
+def test_pre_1970_supersession_keeps_its_change_time(how):
+    s = FactStore(params=MemoryParams(decay_rate={"explicit": 0.0}))
+    rows = [(-500_000_000, "ada", "lives_in", "paris", "explicit"), (-400_000_000, "ada", "lives_in", "rome", "explicit")]
+    if how == "ingest":
+        s.ingest(events(rows))
+    elif how == "replay":
+        s.replay(events(rows), [-450_000_000])
+    else:
+        for ts, *fact in rows:
+            s.remember(*fact, at=ts)
+    f = s.facts(at=0).set_index("object")
+    assert f.loc["paris", "status"] == "superseded"
+    assert f.loc["paris", "status_changed_at"] == -400_000_000
+    assert s.as_of(-300_000_000)["object"].tolist() == ["rome"]
+    assert s.as_of(-450_000_000)["object"].tolist() == ["paris"]
+
+
+def test_a_change_exactly_at_minus_one_second_is_kept():
+    """−1 and 0 are ordinary times: neither may act as "no value"."""
+    s = FactStore()
+    s.ingest(events([(-2, "a", "p", "x", "explicit"), (-1, "a", "p", "y", "explicit"), (0, "a", "p", "z", "explicit")]))
+    f = s.facts(at=0).set_index("object")
+    assert f.loc["x", "status_changed_at"] == -1 and f.loc["y", "status_changed_at"] == 0
+
+
+def _write_tsv(path, first_year: int, last_year: int, subjects: int, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    lines = ["subject\tpredicate\tobject\tstart\tend"]
+    for i in range(subjects):
+        year = first_year + int(rng.integers(0, 5))
+        while year < last_year - 2:  # a home that changes every few years (single-valued)
+            stay = int(rng.integers(2, 9))
+            lines.append(f"s{i}\tlives_in\tcity{int(rng.integers(0, 12))}\t{year}\t{min(year + stay, last_year)}")
+            year += stay
+        for club in rng.choice(8, size=2, replace=False):  # two clubs at once (multi-valued)
+            start = first_year + int(rng.integers(0, 30))
+            lines.append(f"s{i}\tmember_of\tclub{club}\t{start}\t{start + int(rng.integers(3, 30))}")
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="module")
+def imported_1900(tmp_path_factory):
+    from factmem.data.importer import import_triples
+
+    tsv = _write_tsv(tmp_path_factory.mktemp("imp") / "facts.tsv", 1900, 1969, subjects=40)
+    ds, _ = import_triples(tsv, mention_rate=1.0, seed=1)
+    assert ds.start < 0 and ds.end <= 0  # the whole log lies before 1970
+    return ds
+
+
+def _shifted(ds, seconds: int):
+    from factmem.data.logs import make_dataset
+
+    ev = ds.events.assign(ts=ds.events["ts"] + seconds)
+    msg = ds.messages.assign(ts=ds.messages["ts"] + seconds)
+    truth = ds.truth.assign(valid_from=ds.truth["valid_from"] + seconds, valid_to=ds.truth["valid_to"] + seconds)
+    scenario = dict(ds.scenario, start=ds.start + seconds, end=ds.end + seconds)
+    return make_dataset(msg, ev, truth, ds.generalizations, scenario)
+
+
+def test_simulate_before_1970_is_sane_engines_agree_and_time_shift_changes_nothing(imported_1900):
+    from factmem.evaluation.simulate import Schedule, kernel_beliefs, prepare, simulate
+
+    P = prepare(imported_1900)
+    params = MemoryParams(multi_valued_predicates=imported_1900.multi_valued_predicates,
+                          decay_rate={"explicit": 0.001})
+    sched = Schedule(consolidate_every_hours=24 * 30, evaluate_every_hours=24 * 365)
+    run = simulate(P, params, sched)
+    facts = run.store.facts(at=0)
+    left = facts[facts["status"] != "active"]
+    assert len(left) > 50 and left["status_changed_at"].notna().all()
+    c = run.checkpoints
+    assert ((c["precision"].dropna() >= 0) & (c["precision"].dropna() <= 1)).all()
+    assert ((c["recall"].dropna() >= 0) & (c["recall"].dropna() <= 1)).all()
+    assert 0 <= run.summary["precision"] <= 1 and 0 <= run.summary["recall"] <= 1
+    # the vectorized kernel (sweeps) and the store (simulate) hold the same beliefs
+    grid = sched.consolidations(P.start, P.end)
+    kb = kernel_beliefs(P, [params], grid)[0]
+    cols = ["triple", "kind", "start", "end", "reason", "confidence", "rate"]
+    canon = lambda b: b[cols].sort_values(["triple", "start", "end"], kind="stable").reset_index(drop=True)
+    pd.testing.assert_frame_equal(canon(run.beliefs), canon(kb), check_exact=True)
+    cps = sched.checkpoints(P.start, P.end)
+    assert P.evaluator(cps).score(kb, params.retrieval_threshold).summary == run.summary
+    # the same history a century later (all after 1970) scores exactly the same
+    later = simulate(_shifted(imported_1900, 100 * YEAR), params, sched)
+    assert later.summary == run.summary
+    run.store.close()
+    later.store.close()
+
+
+# -- 2. timestamps out of range ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("bad", [1e19, 2**63, -(2**63), MAX_TIME + 1, MIN_TIME - 1, 1_700_000_000_000])
+def test_ingest_refuses_times_outside_the_supported_range(bad):
+    s = FactStore()
+    s.ingest(events([(0, "a", "p", "x", "explicit")]))
+    for frame in (pd.DataFrame({"ts": [0, bad]}), ):
+        frame = frame.assign(subject="a", predicate="p", object="y", kind="explicit")
+        with pytest.raises(InputError, match="supported time range") as err:
+            s.ingest(frame)
+        assert "row 1" in str(err.value) and "'ts'" in str(err.value)
+    assert len(s) == 1 and s.facts(at=0)["status"].tolist() == ["active"]  # nothing changed
+    s.consolidate(at=0)
+    s.stats(at=0)
+
+
+def test_ingest_refuses_uint64_and_arrow_columns_out_of_range():
+    import pyarrow as pa
+
+    s = FactStore()
+    base = dict(subject=["a"], predicate=["p"], object=["x"], kind=["explicit"])
+    with pytest.raises(InputError, match="supported time range"):
+        s.ingest(pd.DataFrame(dict(ts=np.array([2**64 - 1], np.uint64), **base)))
+    with pytest.raises(InputError, match="supported time range"):
+        s.ingest(pa.table(dict(ts=pa.array([2**64 - 1], pa.uint64()), **base)))
+    with pytest.raises(InputError, match="supported time range"):
+        s.ingest(pa.table(dict(ts=pa.array([10**17], pa.timestamp("s")), **base)))
+    assert len(s) == 0
+
+
+@pytest.mark.parametrize("at", [2**63, MAX_TIME + 1, MIN_TIME - 1, np.datetime64(10**17, "s"), float(2**70)])
+def test_every_at_argument_is_checked(at):
+    s = FactStore()
+    for call in (lambda: s.remember("a", "p", "x", at=at), lambda: s.consolidate(at=at), lambda: s.facts(at=at),
+                 lambda: s.as_of(at), lambda: s.stats(at=at), lambda: s.replay(events([]), [at]),
+                 lambda: s.trajectories([1], start=0, end=at)):
+        with pytest.raises(InputError, match="supported time range|whole Unix seconds"):
+            call()
+    assert len(s) == 0
+
+
+def test_the_range_edges_themselves_work():
+    s = FactStore()
+    s.remember("a", "p", "x", at=MIN_TIME)
+    s.remember("a", "p", "y", at=MAX_TIME)
+    s.consolidate(at=MAX_TIME)
+    f = s.facts(at=MAX_TIME)
+    assert f["status"].tolist() == ["superseded", "active"] and f["status_changed_at"].iloc[0] == MAX_TIME
+    assert f["effective_confidence"].iloc[1] == f["confidence"].iloc[1]
+    assert s.as_of(MIN_TIME)["object"].tolist() == ["x"]
+    assert s.as_of(MAX_TIME)["object"].tolist() == ["y"]
+    s.remember("b", "p", "x", at=MIN_TIME)
+    assert s.consolidate(at=MAX_TIME).archived == 1  # ten thousand years of decay, no overflow
