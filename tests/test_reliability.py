@@ -168,3 +168,133 @@ def test_the_range_edges_themselves_work():
     assert s.as_of(MAX_TIME)["object"].tolist() == ["y"]
     s.remember("b", "p", "x", at=MIN_TIME)
     assert s.consolidate(at=MAX_TIME).archived == 1  # ten thousand years of decay, no overflow
+
+
+def _message(mid: str, ts: int, facts=()) -> str:
+    import json
+
+    return json.dumps({"session_id": "s", "message_id": mid, "ts": ts, "speaker": "user", "text": "t",
+                       "facts": [dict(zip(("subject", "predicate", "object", "kind"), f)) for f in facts]})
+
+
+def _log_folder(tmp_path, lines, truth: str | None = None):
+    folder = tmp_path / "ds"
+    folder.mkdir(exist_ok=True)
+    (folder / "log.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    if truth is not None:
+        (folder / "truth.csv").write_text(truth, encoding="utf-8")
+    return folder
+
+
+def test_log_times_out_of_range_name_the_line(tmp_path):
+    from factmem.data.logs import load
+
+    folder = _log_folder(tmp_path, [_message("m1", 0), "", _message("m2", 10**19)])
+    with pytest.raises(InputError, match=r"log.jsonl:3: field 'ts' = 10000000000000000000 is outside the supported"):
+        load(folder)
+    folder = _log_folder(tmp_path, [_message("m1", 0), _message("m2", MAX_TIME + 1)])
+    with pytest.raises(InputError, match=r"log.jsonl:2: .*outside the supported time range"):
+        load(folder)
+    folder = _log_folder(tmp_path, [_message("m1", 0)],
+                         truth="subject,predicate,object,kind,valid_from,valid_to\na,p,o,explicit,0,99999999999999999999\n")
+    with pytest.raises(InputError, match=r"truth.csv:2: field 'valid_to' = 99999999999999999999 is outside"):
+        load(folder)
+
+
+# -- 10. milliseconds among seconds; schedules too fine for the span ---------------------------------
+
+
+def test_a_millisecond_timestamp_in_a_log_is_named_at_load(tmp_path):
+    from factmem.data.logs import load
+
+    ms = 1_767_225_600_123  # 2026 in milliseconds: year 57970 as seconds
+    folder = _log_folder(tmp_path, [_message("m1", 1_767_225_600), _message("m2", ms)])
+    with pytest.raises(InputError, match=r"log.jsonl:2: .*looks like milliseconds"):
+        load(folder)
+    # milliseconds of the 1970s fit the range as seconds; among seconds of the same decade they stand out
+    folder = _log_folder(tmp_path, [_message(f"m{i}", 100_000_000 + i) for i in range(5)] + [_message("m9", 200_000_000_000)])
+    with pytest.raises(InputError, match=r"log.jsonl:6: .*looks like milliseconds among seconds"):
+        load(folder)
+
+
+def test_long_historical_spans_load(tmp_path):
+    from factmem.data.logs import load
+
+    folder = _log_folder(tmp_path, [_message("m1", MIN_TIME + 86400 * 400), _message("m2", 1_600_000_000)])
+    assert len(load(folder).messages) == 2
+
+
+# -- 16, 17. whitespace-only fields; line numbers after blank lines and quoted newlines ----------------
+
+
+def test_whitespace_only_fields_are_rejected_at_load_with_file_and_line(tmp_path):
+    from factmem.data.logs import load
+
+    for field in range(3):
+        fact = ["ada", "lives_in", "paris", "explicit"]
+        fact[field] = " \t "
+        folder = _log_folder(tmp_path, [_message("m1", 0), "", _message("m2", 5, [fact])])
+        name = ("subject", "predicate", "object")[field]
+        with pytest.raises(InputError, match=rf"log.jsonl:3: facts\[0\]: field '{name}' must be a non-empty string"):
+            load(folder)
+    folder = _log_folder(tmp_path, [_message("m1", 0)],
+                         truth="subject,predicate,object,kind,valid_from,valid_to\n  ,p,o,explicit,0,\n")
+    with pytest.raises(InputError, match=r"truth.csv:2: field 'subject' is only whitespace"):
+        load(folder)
+
+
+def test_line_numbers_after_blank_lines_and_quoted_newlines(tmp_path):
+    from factmem.data.logs import load
+
+    folder = _log_folder(tmp_path, [_message("m1", 0), "", "", _message("m2", 5, [("a", "p", "o", "bogus")])])
+    with pytest.raises(InputError, match=r"log.jsonl:4: facts\[0\]: field 'kind'"):
+        load(folder)
+    truth = ('subject,predicate,object,kind,valid_from,valid_to\n"multi\nline",p,o,explicit,1,2\n\n'
+             "c,p,o,explicit,x,2\n")
+    folder = _log_folder(tmp_path, [_message("m1", 0)], truth=truth)
+    with pytest.raises(InputError, match=r"truth.csv:5: field 'valid_from' must be an integer"):
+        load(folder)
+    # batch files given to ingest
+    s = FactStore()
+    jsonl = tmp_path / "ev.jsonl"
+    jsonl.write_text('{"ts":1,"subject":"a","predicate":"p","object":"o","kind":"explicit"}\n\n'
+                     '{"ts":2,"subject":"a","predicate":"p","object":"o","kind":"bogus"}\n')
+    with pytest.raises(InputError, match=r"ev.jsonl: line 3: field 'kind'"):
+        s.ingest(jsonl)
+    csv = tmp_path / "ev.csv"
+    csv.write_text('ts,subject,predicate,object,kind,note\n1,a,p,o,explicit,"x\ny"\n\n2,a,p,o,bogus,\n')
+    with pytest.raises(InputError, match=r"ev.csv: line 5: field 'kind'"):
+        s.ingest(csv)
+    assert len(s) == 0
+
+
+def test_a_schedule_too_fine_for_the_span_is_refused_before_any_work(tmp_path):
+    from factmem.data.logs import load
+    from factmem.evaluation.simulate import Schedule, simulate
+
+    # one time in milliseconds of the 1970s among 2026 seconds: in range as seconds (year 5138), and the
+    # log then spans three thousand years
+    folder = _log_folder(tmp_path, [_message("m1", 1_767_225_600, [("a", "p", "o", "explicit")]),
+                                    _message("m2", 1_767_225_700), _message("m3", 100_000_000_000)])
+    ds = load(folder)
+    with pytest.raises(InputError, match=r"more than 100,000: choose a longer period \(--consolidate-every HOURS.*"
+                                         r"milliseconds"):
+        simulate(ds, schedule=Schedule())
+    with pytest.raises(InputError, match=r"--evaluate-every"):
+        simulate(ds, schedule=Schedule(consolidate_every_hours=24 * 365 * 10))
+
+
+def test_imported_triples_default_to_a_yearly_schedule_over_two_thousand_years(tmp_path):
+    from factmem.data.importer import import_triples
+    from factmem.evaluation.simulate import YEARLY_HOURS, Schedule, default_schedule, simulate
+
+    tsv = tmp_path / "old.tsv"
+    tsv.write_text("\n".join(f"s{i}\tlives_in\tc{i % 3}\t{20 + 40 * i}\t{60 + 40 * i}" for i in range(50)) + "\n")
+    ds, _ = import_triples(tsv)
+    assert (ds.end - ds.start) / (365.25 * 86400) > 1900  # never rejected for its span
+    assert default_schedule(ds) == Schedule(YEARLY_HOURS, YEARLY_HOURS)
+    run = simulate(ds)  # yearly by default
+    assert len(run.checkpoints) > 1900 and 0 <= run.summary["recall"] <= 1
+    run.store.close()
+    with pytest.raises(InputError, match="a yearly one"):
+        simulate(ds, schedule=Schedule())  # daily: 700,000 consolidations

@@ -17,16 +17,33 @@ from factmem.errors import InputError
 
 
 def _schedule_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--consolidate-every", type=float, default=24.0, metavar="HOURS",
-                   help="consolidate (archive what decayed) every HOURS of log time (default 24)")
-    p.add_argument("--evaluate-every", type=float, default=24.0, metavar="HOURS",
-                   help="score the believed set every HOURS (default 24)")
+    p.add_argument("--consolidate-every", type=float, default=None, metavar="HOURS",
+                   help="consolidate (archive what decayed) every HOURS of log time (default 24; 8760, yearly, for "
+                        "a log made by import-triples)")
+    p.add_argument("--evaluate-every", type=float, default=None, metavar="HOURS",
+                   help="score the believed set every HOURS (default 24; 8760 for a log made by import-triples)")
 
 
-def _schedule(args, abstract_days=None):
-    from factmem.evaluation.simulate import Schedule
+def _schedule(args, abstract_days=None, log=None):
+    """The schedule the flags ask for; what they leave out comes from the log's default schedule
+    (daily, or yearly for imported temporal facts: :func:`factmem.evaluation.simulate.default_schedule`)."""
+    from factmem.evaluation.simulate import YEARLY_HOURS, Schedule
 
-    return Schedule(args.consolidate_every, args.evaluate_every, abstract_days)
+    default = YEARLY_HOURS if _imported(log) else 24.0
+    return Schedule(default if args.consolidate_every is None else args.consolidate_every,
+                    default if args.evaluate_every is None else args.evaluate_every, abstract_days)
+
+
+def _imported(log) -> bool:
+    """Whether a dataset folder was made by import-triples (its scenario names the importer)."""
+    if log is None:
+        return False
+    scenario = Path(log) / "scenario.toml"
+    try:
+        data = tomllib.loads(scenario.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return False  # the dataset loader reports a bad scenario with its line
+    return str(data.get("generator", "")).endswith("importer")
 
 
 def _search_args(p: argparse.ArgumentParser) -> None:
@@ -152,7 +169,8 @@ def _run_tune(args) -> int:
     from factmem.tuning.tune import tune
 
     space = _parse_space(args) or None
-    res = tune(_load_log(args.log), out=args.out, space=space, schedule=_schedule(args), split=args.split,
+    log = _load_log(args.log)
+    res = tune(log, out=args.out, space=space, schedule=_schedule(args, log=log), split=args.split,
                holdout=args.holdout, objective=args.objective, current=_params_arg(args.current),
                search=args.search, n=args.n, seed=args.seed, executor=_executor(args), workers=args.workers,
                progress=not args.quiet)
@@ -200,7 +218,8 @@ def _run_simulate(args) -> int:
     from factmem.tuning.runs import manifest, write_run
     from factmem.tuning.tune import base_params
 
-    P = prepare(_load_log(args.log))
+    log = _load_log(args.log)
+    P = prepare(log)
     params = _params_arg(args.params) or base_params(P)
     provider = None
     if args.abstract_every:
@@ -212,7 +231,7 @@ def _run_simulate(args) -> int:
     out = Path(args.out) if args.out else None
     if out:
         out.mkdir(parents=True, exist_ok=True)
-    run = simulate(P, params, _schedule(args, args.abstract_every), provider=provider, model=args.model,
+    run = simulate(P, params, _schedule(args, args.abstract_every, log), provider=provider, model=args.model,
                    store_path=(out / "memory.duckdb") if out else None)
     s = run.summary
     print(pd.Series({k: s[k] for k in ("log_loss", "brier", "auc", "rmse_bins", "precision", "recall", "believed",
@@ -257,8 +276,9 @@ def _run_sweep(args) -> int:
         raise InputError("nothing to sweep: give --param NAME=VALUES or --space FILE")
     if args.objective not in OBJECTIVES:
         raise InputError(f"unknown objective {args.objective!r}; objectives: {', '.join(OBJECTIVES)}")
-    P = prepare(_load_log(args.log))
-    res = sweep(P, space, base=base_params(P), schedule=_schedule(args), split=args.split, holdout=args.holdout,
+    log = _load_log(args.log)
+    P = prepare(log)
+    res = sweep(P, space, base=base_params(P), schedule=_schedule(args, log=log), split=args.split, holdout=args.holdout,
                 search=args.search, n=args.n, seed=args.seed, objective=args.objective, executor=_executor(args),
                 workers=args.workers, progress=not args.quiet)
     cols = ["run_id", "baseline"] + [c for c in space] + [f"train.{args.objective}", f"test.{args.objective}",

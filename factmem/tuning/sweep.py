@@ -30,7 +30,14 @@ from tqdm.auto import tqdm
 from factmem.core.params import MemoryParams
 from factmem.data.logs import Dataset
 from factmem.errors import InputError
-from factmem.evaluation.simulate import PreparedLog, Schedule, encode_events, kernel_beliefs, prepare
+from factmem.evaluation.simulate import (
+    PreparedLog,
+    Schedule,
+    default_schedule,
+    encode_events,
+    kernel_beliefs,
+    prepare,
+)
 
 #: objectives and whether lower is better
 OBJECTIVES: dict[str, bool] = {
@@ -211,8 +218,8 @@ def sweep(log: Any, space: Mapping[str, Any] | Sequence[MemoryParams], *, base: 
         raise InputError(f"search must be 'grid' or 'random', got {search!r}")
     if chunk_size < 1:
         raise InputError(f"chunk_size must be >= 1, got {chunk_size!r}")
-    schedule = schedule or Schedule()
     P = log if isinstance(log, PreparedLog) else prepare(log)
+    schedule = schedule or default_schedule(P)
     H = None if holdout is None else (holdout if isinstance(holdout, PreparedLog) else prepare(holdout))
     base = base or MemoryParams(multi_valued_predicates=P.dataset.multi_valued_predicates)
     if isinstance(space, Mapping):

@@ -24,7 +24,7 @@ import pandas as pd
 from factmem.core.params import MemoryParams
 from factmem.errors import InputError
 from factmem.evaluation.cardinality import measure_cardinality, suggest_multi_valued
-from factmem.evaluation.simulate import PreparedLog, Schedule, prepare, simulate
+from factmem.evaluation.simulate import PreparedLog, Schedule, default_schedule, prepare, simulate
 from factmem.tuning.runs import default_run_dir, manifest, write_run
 from factmem.tuning.sweep import OBJECTIVES, SweepResult, sweep
 
@@ -98,7 +98,7 @@ def tune(log: Any = None, *, out: str | os.PathLike | None = None, space: Mappin
     t0 = time.perf_counter()
     P = prepare(log if log is not None else bundled_dataset())
     H = None if holdout is None else prepare(holdout)
-    schedule = schedule or Schedule()
+    schedule = schedule or default_schedule(P)
     base = base_params(P)
     res = sweep(P, space or DEFAULT_SPACE, base=base, schedule=schedule, split=split, holdout=H, search=search,
                 n=n, seed=seed, objective=objective, executor=executor, workers=workers, progress=progress)
