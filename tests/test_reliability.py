@@ -298,3 +298,128 @@ def test_imported_triples_default_to_a_yearly_schedule_over_two_thousand_years(t
     run.store.close()
     with pytest.raises(InputError, match="a yearly one"):
         simulate(ds, schedule=Schedule())  # daily: 700,000 consolidations
+
+
+# -- 3. run folders ---------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def tiny_dir(tmp_path_factory):
+    from factmem.data.generate import generate, write
+
+    d = tmp_path_factory.mktemp("tiny")
+    write(generate("tiny", seed=31), d)
+    return d
+
+
+def _evidence_rows(db) -> int:
+    with FactStore(db, read_only=True) as s:
+        return len(s.evidence())
+
+
+def test_simulate_out_refuses_a_used_folder_and_force_replaces_it(tiny_dir, tmp_path, capsys):
+    from factmem.cli.main import main
+    from factmem.data.logs import load
+    from factmem.tuning.runs import INCOMPLETE, load_run
+
+    out = tmp_path / "sim"
+    assert main(["simulate", "--log", str(tiny_dir), "--out", str(out)]) == 0
+    mentions = len(load(tiny_dir).events)
+    assert _evidence_rows(out / "memory.duckdb") == mentions
+    assert not (out / INCOMPLETE).exists() and load_run(out).manifest["kind"] == "simulate"
+    capsys.readouterr()
+    assert main(["simulate", "--log", str(tiny_dir), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "not empty" in err and "--force" in err
+    assert _evidence_rows(out / "memory.duckdb") == mentions  # untouched
+    assert main(["simulate", "--log", str(tiny_dir), "--out", str(out), "--force"]) == 0
+    assert _evidence_rows(out / "memory.duckdb") == mentions  # replaced, not doubled
+
+
+def test_a_killed_runs_leftovers_are_refused_and_force_replaces_them(tiny_dir, tmp_path, capsys):
+    from factmem.cli.main import main
+    from factmem.tuning.runs import INCOMPLETE, load_run, start_run
+
+    out = start_run(tmp_path / "t")  # what a killed `tune` leaves: the marker and a half-filled memory
+    FactStore(out / "memory.duckdb").close()
+    with pytest.raises(Exception, match="incomplete run"):
+        load_run(out)
+    argv = ["tune", "--log", str(tiny_dir), "--param", "decay_rate.explicit=0.005,0.05", "--workers", "0", "-q",
+            "--out", str(out)]
+    assert main(argv) == 2 and "not empty (a previous run)" in capsys.readouterr().err
+    assert main(argv + ["--force"]) == 0
+    assert not (out / INCOMPLETE).exists() and (out / "report.md").exists()
+    assert load_run(out).manifest["kind"] == "tune"
+
+
+def test_force_never_deletes_a_folder_that_is_not_a_run(tmp_path, capsys, tiny_dir):
+    from factmem.cli.main import main
+
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "thesis.tex").write_text("precious")
+    assert main(["simulate", "--log", str(tiny_dir), "--out", str(home), "--force"]) == 2
+    assert "not a factmem run folder" in capsys.readouterr().err
+    assert (home / "thesis.tex").read_text() == "precious"
+
+
+def test_library_run_folders_follow_the_same_rule(tiny_dir, tmp_path, monkeypatch):
+    from factmem.evaluation.simulate import simulate
+    from factmem.tuning import tune as tune_module
+
+    busy = tmp_path / "busy"
+    busy.mkdir()
+    (busy / "memory.duckdb").write_bytes(b"")
+    called = []
+    monkeypatch.setattr(tune_module, "sweep", lambda *a, **k: called.append(1))
+    with pytest.raises(InputError, match="not empty"):
+        tune_module.tune(tiny_dir, out=busy, workers=0, progress=False)
+    assert not called  # refused before any work
+    with pytest.raises(InputError, match="already exists"):
+        simulate(tiny_dir, store_path=busy / "memory.duckdb")
+    # a run that fails leaves nothing behind
+    fresh = tmp_path / "fresh"
+    monkeypatch.setattr(tune_module, "sweep", lambda *a, **k: (_ for _ in ()).throw(InputError("boom")))
+    with pytest.raises(InputError, match="boom"):
+        tune_module.tune(tiny_dir, out=fresh, workers=0, progress=False)
+    assert not fresh.exists()
+
+
+def test_sweep_out_follows_the_rule(tiny_dir, tmp_path, capsys):
+    from factmem.cli.main import main
+
+    out = tmp_path / "sw"
+    argv = ["sweep", "--log", str(tiny_dir), "--param", "decay_rate.episodic=0.1,0.5", "--workers", "0", "-q",
+            "--out", str(out)]
+    assert main(argv) == 0 and (out / "manifest.json").exists()
+    assert main(argv) == 2 and "not empty" in capsys.readouterr().err
+    assert main(argv + ["--force"]) == 0
+
+
+# -- 13. an unwritable --out: one line, exit 2 -------------------------------------------------------
+
+
+def test_unwritable_out_is_one_line_and_exit_2(tiny_dir, tmp_path, capsys):
+    """A path under a regular file cannot be written (even by root, who ignores permission bits)."""
+    from factmem.cli.main import main
+
+    blocker = tmp_path / "afile"
+    blocker.write_text("x")
+    db = tmp_path / "m.duckdb"
+    with FactStore(db) as s:
+        s.remember("a", "p", "o", at=0)
+    assert main(["export-db", str(db), "--out", str(tmp_path / "ok.sqlite"), "-q"]) == 0
+    commands = [
+        ["export-db", str(db), "--out", str(blocker / "x.sqlite")],
+        ["import-db", str(tmp_path / "ok.sqlite"), "--out", str(blocker / "y.duckdb")],
+        ["generate", "--preset", "tiny", "--out", str(blocker / "g")],
+        ["simulate", "--log", str(tiny_dir), "--out", str(blocker / "s")],
+        ["tune", "--log", str(tiny_dir), "--out", str(blocker / "t"), "--workers", "0", "-q"],
+        ["sweep", "--log", str(tiny_dir), "--param", "reinforce_gain=0.3", "--out", str(blocker / "w"), "-q"],
+    ]
+    for argv in commands:
+        capsys.readouterr()
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and str(blocker) in err and "Traceback" not in err, err
+    assert blocker.read_text() == "x"

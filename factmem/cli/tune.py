@@ -157,7 +157,8 @@ def _add_tune(sub) -> None:
                     "tuning part, judge against the seed's defaults on held-out data (promotion rule), and write "
                     "results, manifest, figures, report.md and params.toml to --out.")
     _log_arg(p)
-    p.add_argument("--out", metavar="DIR", help="output folder (default runs/<timestamp>/)")
+    p.add_argument("--out", metavar="DIR", help="output folder, new or empty (default runs/<timestamp>/)")
+    p.add_argument("--force", action="store_true", help="replace --out if it holds a previous run")
     _search_args(p)
     p.add_argument("--current", metavar="PARAMS", help="production parameters (params.toml) the recommendation must also beat")
     _schedule_args(p)
@@ -173,7 +174,7 @@ def _run_tune(args) -> int:
     res = tune(log, out=args.out, space=space, schedule=_schedule(args, log=log), split=args.split,
                holdout=args.holdout, objective=args.objective, current=_params_arg(args.current),
                search=args.search, n=args.n, seed=args.seed, executor=_executor(args), workers=args.workers,
-               progress=not args.quiet)
+               progress=not args.quiet, force=args.force)
     t = res.heldout.copy()
     for c in t.columns[1:-1]:
         t[c] = t[c].map(lambda v: f"{v:.4g}")
@@ -202,7 +203,8 @@ def _add_simulate(sub) -> None:
     _log_arg(p)
     p.add_argument("--params", metavar="FILE", help="parameters file (TOML/JSON; default: seed defaults + the log's "
                                                     "multi-valued predicates)")
-    p.add_argument("--out", metavar="DIR", help="write the run folder here")
+    p.add_argument("--out", metavar="DIR", help="write the run folder here (new or empty)")
+    p.add_argument("--force", action="store_true", help="replace --out if it holds a previous run")
     _schedule_args(p)
     p.add_argument("--abstract-every", type=float, metavar="DAYS", help="run the abstraction pass every DAYS")
     p.add_argument("--provider", choices=("oracle", "openai", "ollama"), default="oracle",
@@ -215,7 +217,7 @@ def _add_simulate(sub) -> None:
 
 def _run_simulate(args) -> int:
     from factmem.evaluation.simulate import prepare, simulate
-    from factmem.tuning.runs import manifest, write_run
+    from factmem.tuning.runs import manifest, run_folder, write_run
     from factmem.tuning.tune import base_params
 
     log = _load_log(args.log)
@@ -228,25 +230,33 @@ def _run_simulate(args) -> int:
         dataset = str(P.dataset.path) if args.provider == "oracle" else None
         provider = make_provider(args.provider, base_url=args.base_url, model=args.model, cassette=args.cassette,
                                  dataset=dataset)
-    out = Path(args.out) if args.out else None
-    if out:
-        out.mkdir(parents=True, exist_ok=True)
-    run = simulate(P, params, _schedule(args, args.abstract_every, log), provider=provider, model=args.model,
-                   store_path=(out / "memory.duckdb") if out else None)
+    schedule = _schedule(args, args.abstract_every, log)
+    if not args.out:
+        run = simulate(P, params, schedule, provider=provider, model=args.model)
+        _print_simulation(run)
+        run.store.close()
+        return 0
+    with run_folder(args.out, force=args.force) as out:
+        run = simulate(P, params, schedule, provider=provider, model=args.model, store_path=out / "memory.duckdb")
+        try:
+            _print_simulation(run)
+            write_run(out, manifest("simulate", dataset={"path": str(P.dataset.path), "sha256": P.sha256},
+                                    params=params.to_dict(), schedule=run.schedule.to_dict(), summary=run.summary),
+                      {"checkpoints": run.checkpoints, "lost": run.evaluation.lost, "passes": run.passes,
+                       "cardinality": run.cardinality, "trajectories": run.trajectories,
+                       "reliability": run.evaluation.reliability}, finish=False)
+        finally:
+            run.store.close()
+    print(f"\nwrote {out}/")
+    return 0
+
+
+def _print_simulation(run) -> None:
     s = run.summary
     print(pd.Series({k: s[k] for k in ("log_loss", "brier", "auc", "rmse_bins", "precision", "recall", "believed",
                                        "stale", "lost")}).to_string())
     if len(run.passes):
         print("\nabstraction passes:\n" + run.passes.to_string(index=False))
-    if out:
-        write_run(out, manifest("simulate", dataset={"path": str(P.dataset.path), "sha256": P.sha256},
-                                params=params.to_dict(), schedule=run.schedule.to_dict(), summary=s),
-                  {"checkpoints": run.checkpoints, "lost": run.evaluation.lost, "passes": run.passes,
-                   "cardinality": run.cardinality, "trajectories": run.trajectories,
-                   "reliability": run.evaluation.reliability})
-        print(f"\nwrote {out}/")
-    run.store.close()
-    return 0
 
 
 # -- sweep ----------------------------------------------------------------------------------------------
@@ -259,15 +269,18 @@ def _add_sweep(sub) -> None:
                                    "vectorized kernel, in parallel processes or on a Dask cluster.")
     _log_arg(p)
     _search_args(p)
-    p.add_argument("--out", metavar="DIR", help="write results (Parquet, DuckDB) and manifest here")
+    p.add_argument("--out", metavar="DIR", help="write results (Parquet, DuckDB) and manifest here (new or empty)")
+    p.add_argument("--force", action="store_true", help="replace --out if it holds a previous run")
     _schedule_args(p)
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=_run_sweep)
 
 
 def _run_sweep(args) -> int:
+    from contextlib import nullcontext
+
     from factmem.evaluation.simulate import prepare
-    from factmem.tuning.runs import manifest, write_run
+    from factmem.tuning.runs import manifest, run_folder, write_run
     from factmem.tuning.sweep import OBJECTIVES, sweep
     from factmem.tuning.tune import base_params
 
@@ -276,21 +289,24 @@ def _run_sweep(args) -> int:
         raise InputError("nothing to sweep: give --param NAME=VALUES or --space FILE")
     if args.objective not in OBJECTIVES:
         raise InputError(f"unknown objective {args.objective!r}; objectives: {', '.join(OBJECTIVES)}")
-    log = _load_log(args.log)
-    P = prepare(log)
-    res = sweep(P, space, base=base_params(P), schedule=_schedule(args, log=log), split=args.split, holdout=args.holdout,
-                search=args.search, n=args.n, seed=args.seed, objective=args.objective, executor=_executor(args),
-                workers=args.workers, progress=not args.quiet)
-    cols = ["run_id", "baseline"] + [c for c in space] + [f"train.{args.objective}", f"test.{args.objective}",
-                                                          "test.recall", "test.believed"]
-    asc = OBJECTIVES[args.objective]
-    print(res.table.sort_values(f"train.{args.objective}", ascending=asc)[cols].head(10).to_string(index=False))
-    if args.out:
-        write_run(args.out, manifest("sweep", dataset={"path": str(P.dataset.path), "sha256": P.sha256},
-                                     schedule=res.schedule.to_dict(), split_at=res.split_at, objective=args.objective,
-                                     search=args.search, seeds={"search": args.seed}),
-                  {"sweep": res.table})
-        print(f"\nwrote {args.out}/")
+    # the output folder is checked (and marked INCOMPLETE) before the sweep, not after it
+    with run_folder(args.out, force=args.force) if args.out else nullcontext(None) as out:
+        log = _load_log(args.log)
+        P = prepare(log)
+        res = sweep(P, space, base=base_params(P), schedule=_schedule(args, log=log), split=args.split,
+                    holdout=args.holdout, search=args.search, n=args.n, seed=args.seed, objective=args.objective,
+                    executor=_executor(args), workers=args.workers, progress=not args.quiet)
+        cols = ["run_id", "baseline"] + [c for c in space] + [f"train.{args.objective}", f"test.{args.objective}",
+                                                              "test.recall", "test.believed"]
+        asc = OBJECTIVES[args.objective]
+        print(res.table.sort_values(f"train.{args.objective}", ascending=asc)[cols].head(10).to_string(index=False))
+        if out is not None:
+            write_run(out, manifest("sweep", dataset={"path": str(P.dataset.path), "sha256": P.sha256},
+                                    schedule=res.schedule.to_dict(), split_at=res.split_at, objective=args.objective,
+                                    search=args.search, seeds={"search": args.seed}),
+                      {"sweep": res.table}, finish=False)
+    if out is not None:
+        print(f"\nwrote {out}/")
     return 0
 
 

@@ -59,7 +59,7 @@ from factmem.data.format import (
     empty_messages,
     empty_truth,
 )
-from factmem.errors import InputError
+from factmem.errors import ExportError, InputError
 
 # ------------------------------------------------------------------------------------------
 # the dataset
@@ -270,15 +270,19 @@ def save(dataset: Dataset, path: str | os.PathLike[str]) -> Path:
     """Write ``dataset`` as a folder that :func:`load` reads back equal; returns the folder.
 
     The bytes depend only on the dataset (same dataset → same files). Existing dataset files in
-    the folder are replaced; other files are left alone. Sets ``dataset.path`` and its hash.
+    the folder are replaced; other files are left alone. Sets ``dataset.path`` and its hash. A folder
+    that cannot be written is an :class:`~factmem.errors.ExportError` naming it.
     """
     folder = Path(path)
     files = _serialize(dataset)
-    folder.mkdir(parents=True, exist_ok=True)
-    for name, data in files.items():
-        tmp = folder / f".{name}.tmp"
-        tmp.write_bytes(data)
-        os.replace(tmp, folder / name)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        for name, data in files.items():
+            tmp = folder / f".{name}.tmp"
+            tmp.write_bytes(data)
+            os.replace(tmp, folder / name)
+    except OSError as exc:
+        raise ExportError(f"{exc.filename or folder}: cannot write the dataset: {exc.strerror or exc}") from None
     dataset.path = folder
     dataset._sha256 = _hash_files(files)
     return folder

@@ -322,6 +322,9 @@ def simulate(log: Dataset | PreparedLog | str | os.PathLike, params: MemoryParam
     if len(cps) == 0:
         raise InputError(f"the log spans {(end - start) / HOUR:.1f} h, less than one evaluation period "
                          f"({schedule.evaluate_every_hours} h)")
+    if store_path is not None and os.path.exists(store_path):
+        raise InputError(f"{store_path}: already exists; a simulation replays the log into an empty store "
+                         "(replaying it again would double its evidence) — remove it or choose another path")
     store = FactStore(store_path, params=params)
     events = prepared.events
     passes = []

@@ -25,14 +25,18 @@ def atomic_write(path: str | os.PathLike, write: Callable[[Path], None]) -> Path
     path = Path(path)
     if path.is_dir():
         raise ExportError(f"{path}: is a directory")
-    if not path.parent.exists():
-        raise ExportError(f"{path}: the folder {path.parent} does not exist")
+    if not path.parent.is_dir():
+        what = "is not a folder" if path.parent.exists() else "does not exist"
+        raise ExportError(f"{path}: {path.parent} {what}")
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     leftovers = (tmp, tmp.with_name(tmp.name + "-journal"), tmp.with_name(tmp.name + ".wal"))
     for stale in leftovers:  # from a crashed earlier run with the same pid
         if stale.exists():
             stale.unlink()
     try:
+        # can we write here at all? (SQLite and DuckDB would say "unable to open database file")
+        tmp.open("xb").close()
+        tmp.unlink()
         write(tmp)
         os.replace(tmp, path)
     except OSError as exc:

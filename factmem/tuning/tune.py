@@ -25,7 +25,7 @@ from factmem.core.params import MemoryParams
 from factmem.errors import InputError
 from factmem.evaluation.cardinality import measure_cardinality, suggest_multi_valued
 from factmem.evaluation.simulate import PreparedLog, Schedule, default_schedule, prepare, simulate
-from factmem.tuning.runs import default_run_dir, manifest, write_run
+from factmem.tuning.runs import default_run_dir, manifest, run_folder, write_run
 from factmem.tuning.sweep import OBJECTIVES, SweepResult, sweep
 
 #: the default grid: the decay rate of each observed kind and the reinforcement gain
@@ -50,10 +50,10 @@ def bundled_dataset() -> Path:
             return Path(str(p))
     except ModuleNotFoundError:
         pass
-    here = Path(__file__).resolve().parent.parent / "datasets" / "small"
+    here = Path(__file__).resolve().parents[2] / "datasets" / "small"  # a source checkout: factmem/tuning/tune.py
     if here.is_dir():
         return here
-    raise FileNotFoundError("the bundled 'small' dataset is not installed; pass --log DIR")
+    raise InputError("the bundled 'small' dataset is not installed; pass --log DIR")
 
 
 @dataclass
@@ -86,15 +86,27 @@ def tune(log: Any = None, *, out: str | os.PathLike | None = None, space: Mappin
          schedule: Schedule | None = None, split: float | None = 2 / 3, holdout: Any = None,
          objective: str = "log_loss", current: MemoryParams | None = None, search: str = "grid", n: int = 64,
          seed: int = 0, executor=None, workers: int | None = None, progress: bool = True,
-         write: bool = True) -> TuneResult:
+         write: bool = True, force: bool = False) -> TuneResult:
     """Tune the memory's parameters on ``log`` (default: the bundled ``small`` dataset).
 
     Writes ``out`` (default ``runs/<timestamp>/``): sweep results (Parquet and DuckDB), manifest,
     figures (PNG), ``report.md`` and ``params.toml`` — the promoted parameters, ready for
-    ``factmem export``.
+    ``factmem export``. ``out`` must be new or empty (the run-folder rule of
+    :mod:`factmem.tuning.runs`; ``force=True`` replaces a previous run); it is checked before the
+    sweep, holds ``INCOMPLETE`` while the run writes, and is removed if the run fails.
     """
     if objective not in OBJECTIVES:
         raise InputError(f"unknown objective {objective!r}; objectives: {', '.join(OBJECTIVES)}")
+    if not write:
+        return _tune(log, None, space, schedule, split, holdout, objective, current, search, n, seed, executor,
+                     workers, progress)
+    with run_folder(out if out is not None else default_run_dir(), force=force) as folder:
+        return _tune(log, folder, space, schedule, split, holdout, objective, current, search, n, seed, executor,
+                     workers, progress)
+
+
+def _tune(log, out: Path | None, space, schedule, split, holdout, objective, current, search, n, seed, executor,
+          workers, progress) -> TuneResult:
     t0 = time.perf_counter()
     P = prepare(log if log is not None else bundled_dataset())
     H = None if holdout is None else prepare(holdout)
@@ -120,7 +132,7 @@ def tune(log: Any = None, *, out: str | os.PathLike | None = None, space: Mappin
     heldout = _heldout_table(tab, best, extra if current is not None else None, base_row)
     result = TuneResult(res, rec, best, promoted, decision, chosen, None, time.perf_counter() - t0, heldout,
                         _edge_notes(space or DEFAULT_SPACE, rec, search))
-    if write:
+    if out is not None:
         result.out = _write(result, P, H, schedule, out, split, objective, seed, space or DEFAULT_SPACE, search, n,
                             current)
     result.seconds = time.perf_counter() - t0
@@ -209,13 +221,11 @@ def _heldout_table(tab: pd.DataFrame, best: int, current: pd.DataFrame | None,
 # -- writing the run --------------------------------------------------------------------------------
 
 
-def _write(result: TuneResult, P: PreparedLog, H: PreparedLog | None, schedule: Schedule, out, split, objective,
+def _write(result: TuneResult, P: PreparedLog, H: PreparedLog | None, schedule: Schedule, out: Path, split, objective,
            seed, space, search, n, current) -> Path:
+    """Fill the run folder (made by :func:`tune`, which marks it complete after this returns)."""
     from factmem import plots
     from factmem.export import write_params_file
-
-    out = Path(out) if out is not None else default_run_dir()
-    out.mkdir(parents=True, exist_ok=True)
     res = result.sweep
     tab = res.table
     defaults, rec = MemoryParams(), result.recommended
@@ -263,7 +273,7 @@ def _write(result: TuneResult, P: PreparedLog, H: PreparedLog | None, schedule: 
         seconds=round(result.seconds, 2),
     )
     man = manifest("tune", **info)
-    write_run(out, man, {
+    write_run(out, man, finish=False, tables={
         "sweep": tab, "checkpoints": ck, "reliability": rel.reset_index(drop=True),
         "lost": sim_rec.evaluation.lost, "heldout": result.heldout,
         "cardinality": sim_rec.cardinality, "trajectories": sim_rec.trajectories,
