@@ -423,3 +423,216 @@ def test_unwritable_out_is_one_line_and_exit_2(tiny_dir, tmp_path, capsys):
         err = capsys.readouterr().err.strip()
         assert len(err.splitlines()) == 1 and str(blocker) in err and "Traceback" not in err, err
     assert blocker.read_text() == "x"
+
+
+# -- 5. one store, many threads -----------------------------------------------------------------------
+
+
+def test_one_store_shared_by_threads_stays_consistent(tmp_path):
+    import threading
+
+    s = FactStore(tmp_path / "t.duckdb")
+    errors = []
+
+    def work(t: int) -> None:
+        try:
+            for i in range(60):
+                s.remember(f"user{i % 5}", "lives_in", f"city{t}-{i % 3}", at=i)
+                if i % 20 == 0:
+                    s.ingest(events([(i, f"u{t}", "likes", f"x{i}", "explicit")]))
+                    s.facts(at=i)
+        except Exception as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(t,)) for t in range(4)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert not errors
+    f = s.facts(at=0)
+    ev = s.evidence()
+    assert f["id"].is_unique and ev["id"].is_unique
+    assert f["id"].tolist() == list(range(1, len(f) + 1)) and ev["id"].tolist() == list(range(1, len(ev) + 1))
+    assert len(ev) == 4 * 60 + 4 * 3
+    active = f[f["status"] == "active"]
+    assert not active.duplicated(["subject", "predicate"]).any()  # one active fact per single-valued key
+    s.close()
+
+
+def test_a_transaction_keeps_other_threads_out_until_it_ends():
+    import threading
+
+    s = FactStore()
+    inside = threading.Event()
+    order = []
+
+    def other() -> None:
+        inside.wait()
+        s.remember("b", "p", "o", at=5)
+        order.append("other")
+
+    th = threading.Thread(target=other)
+    th.start()
+    with s.transaction():
+        s.remember("a", "p", "o", at=1)
+        inside.set()
+        th.join(0.3)  # the other thread is blocked on the store's lock
+        assert th.is_alive()
+        order.append("mine")
+    th.join()
+    assert order == ["mine", "other"] and len(s) == 2
+
+
+# -- 6. a hard link (or symlink) to an open store -------------------------------------------------------
+
+
+@pytest.mark.parametrize("alias", ["hardlink", "symlink", "relative"])
+def test_a_second_name_for_an_open_store_is_refused(tmp_path, alias, monkeypatch):
+    import os
+
+    from factmem.errors import StoreLockedError
+
+    path = tmp_path / "m.duckdb"
+    s = FactStore(path)
+    s.remember("a", "p", "o", at=0)
+    other = tmp_path / "other.duckdb"
+    if alias == "hardlink":
+        os.link(path, other)
+    elif alias == "symlink":
+        os.symlink(path, other)
+    else:
+        monkeypatch.chdir(tmp_path)
+        other = "m.duckdb"
+    with pytest.raises(StoreLockedError, match="already open"):
+        FactStore(other)
+    s.remember("a", "p", "o2", at=1)
+    s.close()
+    with FactStore(other) as again:  # free once closed
+        assert len(again) == 2
+
+
+# -- 14, 18. files that are not stores; a store another process writes ----------------------------------
+
+
+def test_files_that_are_not_stores_are_named_without_a_network_attempt(tmp_path, monkeypatch):
+    import socket
+    import sqlite3
+
+    from factmem.errors import SchemaVersionError, StoreError
+
+    def no_network(*a, **k):  # DuckDB would try to download its sqlite extension
+        raise AssertionError("network attempt")
+
+    monkeypatch.setattr(socket, "create_connection", no_network)
+    monkeypatch.setattr(socket.socket, "connect", no_network)
+    lite = tmp_path / "prod.sqlite"
+    con = sqlite3.connect(lite)
+    con.execute("CREATE TABLE t (x)")
+    con.commit()
+    con.close()
+    for read_only in (False, True):
+        with pytest.raises(StoreError, match=r"prod.sqlite: a SQLite database.*import-db"):
+            FactStore(lite, read_only=read_only)
+    garbled = tmp_path / "garbled.duckdb"
+    garbled.write_bytes(b"\x00garbage" * 500)
+    with pytest.raises(StoreError, match=r"garbled.duckdb: not a DuckDB database file"):
+        FactStore(garbled)
+    empty = tmp_path / "empty.duckdb"
+    empty.write_bytes(b"")
+    with pytest.raises(StoreError, match=r"empty.duckdb: an empty file"):
+        FactStore(empty)
+    with pytest.raises(StoreError, match="is a folder"):
+        FactStore(tmp_path)
+    bad = tmp_path / "bad.duckdb"
+    FactStore(bad).close()
+    import duckdb
+
+    c = duckdb.connect(str(bad))
+    c.execute("UPDATE factmem_meta SET value = 'abc' WHERE key = 'schema_version'")
+    c.close()
+    with pytest.raises(SchemaVersionError, match=r"bad.duckdb: unknown schema version 'abc'"):
+        FactStore(bad)
+    # the in-process registry is released after each failure: the files can be opened again later
+    assert FactStore(tmp_path / "fine.duckdb").close() is None
+
+
+def test_opening_a_store_another_process_writes_says_what_duckdb_allows(tmp_path):
+    import subprocess
+    import sys
+    import textwrap
+
+    from factmem.errors import StoreLockedError
+
+    path = tmp_path / "busy.duckdb"
+    FactStore(path).close()
+    holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
+        import sys, time
+        sys.path.insert(0, {str(__import__('pathlib').Path(__file__).resolve().parents[1])!r})
+        from factmem.store.factstore import FactStore
+        s = FactStore({str(path)!r})
+        print("open", flush=True)
+        time.sleep(60)
+    """)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "open"
+        with pytest.raises(StoreLockedError, match="not even read-only") as err:
+            FactStore(path, read_only=True)
+        assert "read_only=True" not in str(err.value) and f"PID {holder.pid}" in str(err.value)
+        with pytest.raises(StoreLockedError, match="another process"):
+            FactStore(path)
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+# -- the remember() key map: a superset of the truth ----------------------------------------------------
+
+
+@pytest.mark.parametrize("collide", [False, True])
+def test_remember_after_set_based_writes_rollbacks_and_collisions_matches_the_reference(collide, monkeypatch):
+    from factmem.store import keyindex
+
+    from .reference import RefMemory
+
+    if collide:  # every key hashes alike: candidates are other keys' facts, which must be told apart
+        monkeypatch.setattr(keyindex, "key_hash", lambda s, p: 7)
+        monkeypatch.setattr(keyindex, "_HASH_SQL", "CAST(7 AS UBIGINT)")
+    params = MemoryParams(multi_valued_predicates={"likes"})
+    s, ref = FactStore(params=params), RefMemory(params)
+    rng = np.random.default_rng(5)
+    t = -1_000_000
+    for step in range(400):
+        t += int(rng.integers(0, 3 * 86400))
+        subj, pred, obj = f"s{rng.integers(0, 6)}", ["lives_in", "likes"][rng.integers(0, 2)], f"o{rng.integers(0, 3)}"
+        action = rng.integers(0, 10)
+        if action < 6:
+            assert s.remember(subj, pred, obj, at=t) == ref.remember(subj, pred, obj, "explicit", t)
+        elif action == 6:  # a set-based write the map must catch up with
+            s.ingest(events([(t, subj, pred, obj, "explicit")]))
+            ref.remember(subj, pred, obj, "explicit", t)
+        elif action == 7:
+            s.consolidate(at=t)
+            ref.consolidate(t)
+        else:  # a transaction that fails after inserting: its ids are reused afterwards
+            with pytest.raises(RuntimeError):
+                with s.transaction():
+                    s.remember(subj, pred, f"gone{step}", at=t)
+                    raise RuntimeError("abort")
+    got = s.facts(at=0)
+    want = pd.DataFrame(ref.table())
+    assert got["id"].tolist() == want["id"].tolist()
+    assert got["status"].tolist() == want["status"].tolist()
+    assert got["object"].tolist() == want["object"].tolist()
+    assert got["supersedes_id"].fillna(-1).astype(int).tolist() == want["supersedes_id"].fillna(-1).astype(int).tolist()
+
+
+def test_key_hash_matches_duckdb():
+    import duckdb
+
+    from factmem.store.keyindex import key_hash
+
+    con = duckdb.connect()
+    for subject, predicate in [("ada", "lives_in"), ("café ☕", "x'); DROP"), ("", "p"), ("a\x00b", "c")]:
+        got = con.execute("SELECT md5_number_lower(? || chr(0) || ?)", [subject, predicate]).fetchone()[0]
+        assert np.uint64(got).view(np.int64) == key_hash(subject, predicate)
