@@ -76,10 +76,12 @@ def workload(n_facts: int, seed: int):
 
 def bulk(path: str, n_facts: int, seed: int) -> dict:
     """Fill a store at ``path``: one ingest, one replay; their times (this process's factmem)."""
+    from factmem.core.params import MemoryParams
     from factmem.store.factstore import FactStore
 
     _, events, _, more, grid = workload(n_facts, seed)
-    store = FactStore(path)
+    # slow decay: the keys remember() is timed on must still hold an active fact after the replay
+    store = FactStore(path, params=MemoryParams(decay_rate={"explicit": 0.001, "user_preference": 0.001}))
     t0 = time.perf_counter()
     store.ingest(events)
     t_ingest = time.perf_counter() - t0
@@ -133,7 +135,7 @@ def main() -> None:
         path = os.path.join(tmp, "bench.duckdb")
         info = bulk(path, args.facts, args.seed)
         size_mb = os.path.getsize(path) / 2**20
-        store = FactStore(path)  # reopened: the key map is built at the first remember()
+        store = FactStore(path)  # reopened (with its saved params): the key map is built at the first remember()
         at = START + 400 * DAY
         t0 = time.perf_counter()
         store.remember("warm", "up", "x", at=at)
@@ -142,6 +144,7 @@ def main() -> None:
         lookups = {"map": [], "scan": []}
         lookup = store._active_of  # the lookup alone (what remember() runs first), timed separately
         keys = rng.integers(0, n_keys, size=args.calls)
+        held = [0, 0, 0]  # calls whose key held an active fact, per kind of call
         for i in range(args.calls):
             mode = "map" if i % 2 == 0 else "scan"
             store._keys.MAX_CANDIDATES = KeyIndex.MAX_CANDIDATES if mode == "map" else -1  # -1: always scan
@@ -156,8 +159,9 @@ def main() -> None:
                 subject, obj = f"new{i}", "x"
             t = time.perf_counter()
             with store._lock:
-                lookup(subject, predicate)
+                found = lookup(subject, predicate)
             lookups[mode].append(time.perf_counter() - t)
+            held[kind] += bool(found)
             t = time.perf_counter()
             store.remember(subject, predicate, obj, kind="explicit", at=at + i)
             calls[mode].append(time.perf_counter() - t)
@@ -166,7 +170,8 @@ def main() -> None:
     print(f"store: {info['facts']:,} facts ({size_mb:.0f} MB file); fill: ingest {info['ingest_s']:.2f} s, "
           f"replay {info['replay_s']:.2f} s")
     print(f"first remember() after reopening (builds the key map): {t_first * 1000:.1f} ms")
-    print(f"{args.calls} remember() calls on random keys (reinforce / supersede / insert), the two lookups alternating:")
+    print(f"{args.calls} remember() calls on random keys (reinforce / supersede / insert), the two lookups alternating "
+          f"(keys holding an active fact: {held[0]} / {held[1]} / {held[2]} of {args.calls // 3} each):")
     for mode, label in (("map", "key map (now)"), ("scan", "table scan (before)")):
         c, lk = np.array(calls[mode]) * 1000, np.array(lookups[mode]) * 1000
         print(f"  {label:20s} remember() median {np.median(c):.3f} ms, p95 {np.percentile(c, 95):.3f} ms; "

@@ -636,3 +636,189 @@ def test_key_hash_matches_duckdb():
     for subject, predicate in [("ada", "lives_in"), ("café ☕", "x'); DROP"), ("", "p"), ("a\x00b", "c")]:
         got = con.execute("SELECT md5_number_lower(? || chr(0) || ?)", [subject, predicate]).fetchone()[0]
         assert np.uint64(got).view(np.int64) == key_hash(subject, predicate)
+
+
+# -- 4, 7. import-db: the destination's lock; the store's invariants ----------------------------------------
+
+
+def _exported(tmp_path, name="prod.sqlite"):
+    from factmem.export.sqlite import export_db
+
+    s = FactStore(params=MemoryParams(multi_valued_predicates={"likes"}))
+    s.remember("ada", "lives_in", "paris", at=-100)
+    s.remember("ada", "lives_in", "rome", at=0)
+    s.remember("ada", "likes", "tea", at=5)
+    s.remember("ada", "likes", "rust", at=6)
+    s.remember("bob", "lives_in", "oslo", at=7)
+    out = tmp_path / name
+    export_db(s, out)
+    s.close()
+    return out
+
+
+INVARIANTS = {
+    "two active facts for one key": ("UPDATE memory_facts SET status = 'active' WHERE id = 1",
+                                     r"table memory_facts: rowids 1,2: 2 active facts for \('ada', 'lives_in'\)"),
+    "dangling supersedes_id": ("UPDATE memory_facts SET supersedes_id = 99 WHERE id = 2",
+                               r"table memory_facts: column 'supersedes_id': 99 is not the id of a fact .*"
+                               r"dangling.*rowid 2"),
+    "evidence for a missing fact": ("UPDATE memory_evidence SET fact_id = 42 WHERE id = 3",
+                                    r"table memory_evidence: column 'fact_id': 42 .*evidence for a missing fact.*rowid 3"),
+    "confidence 7.5": ("UPDATE memory_facts SET confidence = 7.5 WHERE id = 3",
+                       r"table memory_facts: column 'confidence': 7.5 is not a confidence in \[0, 1\].*rowid 3"),
+    "decay -3": ("UPDATE memory_facts SET decay_rate = -3 WHERE id = 4",
+                 r"table memory_facts: column 'decay_rate': -3.0 is not a finite decay rate >= 0.*rowid 4"),
+    "evidence confidence": ("UPDATE memory_evidence SET confidence = -0.5 WHERE id = 1",
+                            r"table memory_evidence: column 'confidence': -0.5 is not a confidence"),
+    "unknown format": ("UPDATE factmem_meta SET value = 'factmem.sqlite/2' WHERE key = 'format'",
+                       r"table factmem_meta: key 'format' = 'factmem.sqlite/2': this factmem reads 'factmem.sqlite/1'"),
+    "time 2**63-1": (f"UPDATE memory_facts SET first_seen = {2**63 - 1} WHERE id = 5",
+                     r"table memory_facts: column 'first_seen': 9223372036854775807 is not a Unix time in the "
+                     r"supported range"),
+    "time -2**63": (f"UPDATE memory_evidence SET observed_at = {-(2**63)} WHERE id = 2",
+                    r"table memory_evidence: column 'observed_at': -9223372036854775808 is not a Unix time"),
+    "link to a missing fact": ("INSERT INTO memory_fact_links VALUES (1, 77, 5)",
+                               r"table memory_fact_links: column 'child_id': 77 .*link to a missing fact"),
+}
+
+
+@pytest.mark.parametrize("case", list(INVARIANTS))
+def test_import_db_refuses_rows_that_break_the_invariants(tmp_path, case, capsys):
+    import sqlite3
+
+    from factmem.cli.main import main
+    from factmem.errors import ProductionDBError
+    from factmem.export.sqlite import import_db
+
+    src = _exported(tmp_path)
+    sql, message = INVARIANTS[case]
+    con = sqlite3.connect(src)
+    con.execute(sql)
+    con.commit()
+    con.close()
+    with pytest.raises(ProductionDBError, match=message):
+        import_db(src, tmp_path / "m.duckdb")
+    assert not (tmp_path / "m.duckdb").exists()
+    assert main(["import-db", str(src), "--out", str(tmp_path / "m.duckdb")]) == 2
+    assert len(capsys.readouterr().err.strip().splitlines()) == 1
+
+
+def test_duplicate_evidence_ids_and_the_explicit_flag(tmp_path):
+    import sqlite3
+
+    from factmem.errors import ProductionDBError
+    from factmem.export.sqlite import import_db
+
+    src = _exported(tmp_path)
+    con = sqlite3.connect(src)  # a production table whose id is not a primary key can repeat ids
+    con.executescript("ALTER TABLE memory_evidence RENAME TO e0; CREATE TABLE memory_evidence (id INTEGER, "
+                      "fact_id INTEGER NOT NULL, session_id TEXT, message_id TEXT, observed_at INTEGER NOT NULL, "
+                      "action TEXT, confidence REAL, source TEXT); INSERT INTO memory_evidence SELECT * FROM e0; "
+                      "DROP TABLE e0; UPDATE memory_evidence SET id = 1 WHERE id = 2;")
+    con.commit()
+    con.close()
+    with pytest.raises(ProductionDBError, match=r"table memory_evidence: column 'id': 1 is not a unique evidence id"):
+        import_db(src, tmp_path / "m.duckdb")
+    two = _exported(tmp_path, "two.sqlite")
+    con = sqlite3.connect(two)
+    con.execute("UPDATE memory_facts SET status = 'active' WHERE id = 1")
+    con.commit()
+    con.close()
+    res = import_db(two, tmp_path / "kept.duckdb", allow_multiple_active=True)  # kept as stored, on request
+    assert res.facts == 5
+    with FactStore(tmp_path / "kept.duckdb") as s:
+        assert (s.facts(at=0)["status"] == "active").sum() == 5
+        s.remember("ada", "lives_in", "lima", at=10)  # the general rule: supersedes the latest active
+        assert s.history("ada", "lives_in")["status"].tolist() == ["active", "superseded", "active"]
+
+
+def test_import_db_force_never_replaces_a_store_in_use(tmp_path):
+    import subprocess
+    import sys
+    import textwrap
+
+    from factmem.errors import StoreLockedError
+    from factmem.export.sqlite import import_db
+
+    src = _exported(tmp_path)
+    out = tmp_path / "live.duckdb"
+    with FactStore(out) as s:  # this process has it open
+        s.remember("x", "p", "o", at=0)
+        with pytest.raises(StoreLockedError, match="already open"):
+            import_db(src, out, overwrite=True)
+    root = str(__import__("pathlib").Path(__file__).resolve().parents[1])
+    writer = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
+        import sys
+        sys.path.insert(0, {root!r})
+        from factmem.store.factstore import FactStore
+        s = FactStore({str(out)!r})
+        print("open", flush=True)
+        sys.stdin.readline()
+        s.remember("late", "write", "kept", at=5)
+        s.close()
+        print("done", flush=True)
+    """)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert writer.stdout.readline().strip() == "open"
+        with pytest.raises(StoreLockedError, match="open in another process"):
+            import_db(src, out, overwrite=True)
+        writer.stdin.write("go\n")
+        writer.stdin.flush()
+        assert writer.stdout.readline().strip() == "done"
+    finally:
+        writer.kill()
+        writer.wait()
+    with FactStore(out, read_only=True) as s:  # the writer's later write landed in the file
+        assert s.facts(at=0)["subject"].tolist() == ["x", "late"]
+    assert import_db(src, out, overwrite=True).facts == 5  # nobody holds it now
+
+
+# -- 11. a path is never formatted into SQL ---------------------------------------------------------------
+
+
+def test_a_temp_folder_with_quotes_cannot_inject_sql(tmp_path, monkeypatch):
+    import tempfile
+
+    from factmem.data.generate import generate, write
+    from factmem.data.logs import load
+
+    evil = tmp_path / "x' (FORMAT json); COPY (SELECT 42) TO 'pwned.json"
+    evil.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(evil))
+    monkeypatch.chdir(tmp_path)
+    ds = generate("tiny", seed=2)
+    out = write(ds, tmp_path / "ds")
+    assert load(out).equals(ds)
+    assert not (tmp_path / "pwned.json").exists() and not any(p.name == "pwned.json" for p in tmp_path.rglob("*"))
+
+
+# -- 20. leftovers of a killed export-db / import-db --------------------------------------------------------
+
+
+def test_stale_temporaries_of_a_killed_export_are_cleaned_on_the_next_run(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    from factmem.export.sqlite import export_db, import_db
+
+    db = tmp_path / "m.duckdb"
+    with FactStore(db) as s:
+        s.remember("a", "p", "o", at=0)
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    pid = int(dead.stdout)  # a process that has exited
+    out = tmp_path / "prod.sqlite"
+    stale = [tmp_path / f".prod.sqlite.tmp-{pid}", tmp_path / f".prod.sqlite.tmp-{pid}-journal"]
+    for p in stale:
+        p.write_bytes(b"\0" * 4096)
+    live = tmp_path / f".prod.sqlite.tmp-{os.getppid()}"  # another export still running: left alone
+    live.write_bytes(b"busy")
+    export_db(db, out)
+    assert not any(p.exists() for p in stale) and live.exists()
+    imported = tmp_path / "back.duckdb"
+    stale_db = [tmp_path / f".back.duckdb.tmp-{pid}", tmp_path / f".back.duckdb.tmp-{pid}.wal"]
+    for p in stale_db:
+        p.write_bytes(b"\0" * 4096)
+    import_db(out, imported)
+    assert not any(p.exists() for p in stale_db)
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == [live.name]

@@ -372,7 +372,8 @@ def _log_bytes(messages: pd.DataFrame, events: pd.DataFrame) -> bytes:
                         FROM facts GROUP BY mi)
                     SELECT session_id, message_id, ts, speaker, text, coalesce(f.facts, []::JSON[]) AS facts
                     FROM msgs LEFT JOIN f USING (mi) ORDER BY mi
-                ) TO '{out.as_posix()}' (FORMAT json)"""
+                ) TO ? (FORMAT json)""",
+                [out.as_posix()],  # bound, never formatted into the SQL (a TMPDIR may hold a quote)
             )
             return out.read_bytes()
     finally:
