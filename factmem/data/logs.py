@@ -363,7 +363,7 @@ def _log_bytes(messages: pd.DataFrame, events: pd.DataFrame) -> bytes:
             out = Path(tmp) / LOG_FILE
             # Notes are optional: leave the key out when there is none.
             con.execute(
-                f"""COPY (
+                """COPY (
                     WITH f AS (
                         SELECT mi, list(CASE WHEN note IS NULL
                             THEN json_object('subject', subject, 'predicate', predicate, 'object', object, 'kind', kind)

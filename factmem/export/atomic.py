@@ -33,7 +33,7 @@ def _alive(pid: int) -> bool:
 def remove_stale_temporaries(path: Path) -> list[Path]:
     """Remove the temporary files (and their journals) that an export or import of ``path`` killed
     mid-write left beside it (``.<name>.tmp-<pid>``, whose process is gone); returns them."""
-    removed = []
+    removed: list[Path] = []
     prefix = f".{path.name}.tmp-"
     try:
         entries = list(path.parent.iterdir())
