@@ -822,3 +822,108 @@ def test_stale_temporaries_of_a_killed_export_are_cleaned_on_the_next_run(tmp_pa
     import_db(out, imported)
     assert not any(p.exists() for p in stale_db)
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == [live.name]
+
+
+# -- 8, 9. providers: a deadline per call; one bad answer fails one cluster ----------------------------------
+
+
+@pytest.mark.parametrize("api", ["openai", "ollama"])
+def test_a_slow_drip_server_meets_the_deadline_of_the_call(llm_server, api):
+    import time
+
+    from factmem.abstraction.providers import Ollama, OpenAICompatible
+    from factmem.errors import ProviderError
+    from tests.llm_server import Reply
+
+    provider = (OpenAICompatible if api == "openai" else Ollama)(llm_server.url, model="m", timeout=2)
+    llm_server.reply(Reply.slow_drip("[]", every=0.5))  # ~250 bytes: two minutes of drip
+    t0 = time.monotonic()
+    with pytest.raises(ProviderError) as err:
+        provider.complete([{"role": "user", "content": "hi"}])
+    elapsed = time.monotonic() - t0
+    assert err.value.kind == "timeout" and "deadline" in str(err.value)
+    assert 1.9 <= elapsed < 3.5, elapsed
+    llm_server.reply(Reply.text("[]"))  # the provider stays usable
+    assert provider.complete([{"role": "user", "content": "hi"}]) == "[]"
+    provider.close()
+
+
+def _cluster_store():
+    s = FactStore()
+    for subject in ("ann", "ben", "cat"):
+        for i, pred in enumerate(("lives_in", "works_at", "speaks")):
+            s.remember(subject, pred, f"{pred}-{subject}", at=i)
+    return s
+
+
+class _Scripted:
+    """A provider answering each cluster (by subject) with a scripted text."""
+
+    model = "scripted"
+
+    def __init__(self, answers):
+        self.answers = answers
+
+    def complete(self, messages, *, model=None, temperature=0.0):
+        import json
+
+        subject = json.loads(messages[-1]["content"])["subject"]
+        return self.answers[subject]
+
+
+def test_one_bad_answer_fails_its_cluster_and_the_pass_goes_on():
+    from factmem.abstraction.passes import abstract
+
+    deep = "[" * 200_000 + "]" * 200_000
+    answers = {
+        "ann": '[{"subject": "ann", "predicate": "is_a", "object": "\\ud800"}]',  # a lone surrogate
+        "ben": deep,  # nested 200,000 deep
+        "cat": '[{"subject": "cat", "predicate": "is_a", "object": "traveller"}]',
+    }
+    s = _cluster_store()
+    r = abstract(s, _Scripted(answers), at=100, min_cluster=3)
+    c = r.counters()
+    assert (c["eligible"], c["failed"], c["created"]) == (3, 2, 1)
+    by = {o.subject: o for o in r.outcomes}
+    assert by["ann"].outcome == "failed" and "surrogate" in by["ann"].error
+    assert by["ben"].outcome == "failed" and "nested too deep" in by["ben"].error
+    assert by["cat"].outcome == "derived"
+    import json
+
+    json.dumps(r.to_dict(), ensure_ascii=False).encode("utf-8")  # printable: the CLI's --json
+    assert s.facts(at=100).query("kind == 'derived'")["object"].tolist() == ["traveller"]
+
+
+def test_a_deep_envelope_from_a_server_skips_the_cluster(llm_server):
+    from factmem.abstraction.passes import abstract
+    from factmem.abstraction.providers import OpenAICompatible
+    from tests.llm_server import Reply
+
+    s = _cluster_store()
+    llm_server.reply(Reply.raw("[" * 200_000 + "]" * 200_000))
+    llm_server.reply(Reply.text('[{"subject": "ben", "predicate": "is_a", "object": "cook"}]'))
+    llm_server.reply(Reply.text("[]"))
+    r = abstract(s, OpenAICompatible(llm_server.url, model="m", timeout=10), at=100, min_cluster=3)
+    assert (r.skipped, r.created, r.empty) == (1, 1, 1)
+
+
+# -- 12. out-of-range values and bad text: clear errors, not raw library exceptions ---------------------------
+
+
+def test_bad_values_are_input_errors_naming_the_field():
+    import pyarrow as pa
+
+    s = FactStore()
+    with pytest.raises(InputError, match="at = 9223372036854775808 is outside the supported time range"):
+        s.remember("a", "p", "o", at=2**63)
+    with pytest.raises(InputError, match=r"object is not valid Unicode text \(a lone surrogate\)"):
+        s.remember("a", "p", "\ud800", at=0)
+    bad_text = pd.DataFrame({"ts": [0, 1], "subject": ["a", "b\udfff"], "predicate": ["p", "p"], "object": ["o", "o"],
+                             "kind": ["explicit", "explicit"]}, dtype=object)  # object columns can hold it
+    bad_text["ts"] = bad_text["ts"].astype("int64")
+    with pytest.raises(InputError, match=r"batch: row 1: field 'subject' is not valid Unicode text"):
+        s.ingest(bad_text)
+    with pytest.raises(InputError, match=r"batch: row 0: field 'ts' = 18446744073709551615 is outside"):
+        s.ingest(pa.table({"ts": pa.array([2**64 - 1], pa.uint64()), "subject": ["a"], "predicate": ["p"],
+                           "object": ["o"], "kind": ["explicit"]}))
+    assert len(s) == 0
