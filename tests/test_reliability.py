@@ -927,3 +927,72 @@ def test_bad_values_are_input_errors_naming_the_field():
         s.ingest(pa.table({"ts": pa.array([2**64 - 1], pa.uint64()), "subject": ["a"], "predicate": ["p"],
                            "object": ["o"], "kind": ["explicit"]}))
     assert len(s) == 0
+
+
+# -- 15. params files that would crash the reader ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name, text", [
+    ("huge.json", '{"reinforce_gain": ' + "9" * 5000 + "}"),
+    ("deep.json", '{"reinforce_gain": ' + "[" * 100_000 + "]" * 100_000 + "}"),
+    ("huge.toml", "reinforce_gain = " + "9" * 5000 + "\n"),
+    ("deep.toml", "reinforce_gain = " + "[" * 100_000 + "]" * 100_000 + "\n"),
+])
+def test_params_files_that_would_crash_the_reader_are_params_file_errors(tmp_path, name, text, capsys):
+    from factmem.cli.main import main
+    from factmem.errors import ParamsFileError
+    from factmem.export import load_params_file
+
+    path = tmp_path / name
+    path.write_text(text)
+    with pytest.raises(ParamsFileError, match=name):
+        load_params_file(path)
+    with pytest.raises(ParamsFileError, match=name):
+        MemoryParams.load(path)
+    assert main(["params", "show", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and name in err
+    assert main(["export", str(path), "--out", str(tmp_path / "p.rs")]) == 2
+    assert not (tmp_path / "p.rs").exists()
+
+
+# -- 19. Rust export: bidirectional controls --------------------------------------------------------------
+
+
+def test_rust_export_escapes_bidi_controls_and_compiles(tmp_path):
+    import shutil
+    import subprocess
+
+    from factmem.export.document import ParamsDocument
+    from factmem.export.rust import render_rust, rust_str
+
+    assert rust_str("a\u202eb\u2066c\u2069\u200f\u061c\u200b") == '"a\\u{202e}b\\u{2066}c\\u{2069}\\u{200f}\\u{61c}\\u{200b}"'
+    tricky = {"lives_in\u202e", "\u2066admin\u2069", "rtl\u200fmark", "zero\u200bwidth"}
+    doc = ParamsDocument(MemoryParams(multi_valued_predicates=tricky),
+                         {"notes": "approved \u202e ;lla rof\u2066 \u2028 end", "run_id": "r\u20671"})
+    text = render_rust(doc)
+    bidi = "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\u200f\u061c\u200b\u2028"
+    assert not any(ch in text for ch in bidi)  # every one spelled as an escape
+    rustc = shutil.which("rustc") or ("/root/.cargo/bin/rustc" if __import__("os").path.exists("/root/.cargo/bin/rustc")
+                                      else None)
+    if rustc is None:
+        pytest.skip("rustc not found")
+    src = tmp_path / "p.rs"
+    src.write_text(text, encoding="utf-8")
+    src.with_name("p_test.rs").write_text(text + """
+#[cfg(test)]
+mod bidi_check {
+    #[test]
+    fn predicates_keep_their_characters() {
+        assert!(super::is_multi_valued("lives_in\\u{202e}"));
+        assert!(super::is_multi_valued("\\u{2066}admin\\u{2069}"));
+        assert!(!super::is_multi_valued("lives_in"));
+    }
+}
+""", encoding="utf-8")
+    exe = tmp_path / "p_bin"
+    build = subprocess.run([rustc, "--edition", "2021", "--test", str(src.with_name("p_test.rs")), "-o", str(exe)],
+                           capture_output=True, text=True, timeout=180)
+    assert build.returncode == 0, build.stderr
+    run = subprocess.run([str(exe)], capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0 and "bidi_check::predicates_keep_their_characters ... ok" in run.stdout, run.stdout

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from factmem.core.codes import KIND_CODES, KINDS, REINFORCE_BASES, ReinforceBase
-from factmem.errors import ParamsError
+from factmem.errors import ParamsError, ParamsFileError
 
 SEED_DECAY_RATE = {"explicit": 0.05, "user_preference": 0.02, "episodic": 0.30, "derived": 0.02}
 SEED_INITIAL_CONFIDENCE = {"explicit": 0.4, "user_preference": 0.5, "episodic": 0.4, "derived": 0.5}
@@ -272,6 +272,10 @@ class MemoryParams:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
             raise ParamsError(f"invalid JSON parameters: {exc}") from None
+        except RecursionError:
+            raise ParamsError("invalid JSON parameters: nested too deep to read") from None
+        except ValueError as exc:  # an integer of thousands of digits
+            raise ParamsError(f"invalid JSON parameters: {exc}") from None
         return cls.from_dict(data)
 
     def to_toml(self) -> str:
@@ -282,6 +286,10 @@ class MemoryParams:
         try:
             data = tomllib.loads(text)
         except tomllib.TOMLDecodeError as exc:
+            raise ParamsError(f"invalid TOML parameters: {exc}") from None
+        except RecursionError:
+            raise ParamsError("invalid TOML parameters: nested too deep to read") from None
+        except ValueError as exc:
             raise ParamsError(f"invalid TOML parameters: {exc}") from None
         return cls.from_dict(data)
 
@@ -299,13 +307,15 @@ class MemoryParams:
         try:
             text = path.read_text(encoding="utf-8")
         except FileNotFoundError:
-            raise ParamsError(f"{path}: no such parameters file") from None
+            raise ParamsFileError(f"{path}: no such parameters file") from None
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ParamsFileError(f"{path}: cannot read: {exc}") from None
         try:
             if path.suffix.lower() == ".json":
                 return cls.from_json(text)
             return cls.from_toml(text)
         except ValueError as exc:
-            raise ParamsError(f"{path}: {exc}") from None
+            raise ParamsFileError(f"{path}: {exc}") from None
 
 
 _FIELD_NAMES = frozenset(f.name for f in dataclasses.fields(MemoryParams))
