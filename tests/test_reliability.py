@@ -996,3 +996,58 @@ mod bidi_check {
     assert build.returncode == 0, build.stderr
     run = subprocess.run([str(exe)], capture_output=True, text=True, timeout=60)
     assert run.returncode == 0 and "bidi_check::predicates_keep_their_characters ... ok" in run.stdout, run.stdout
+
+
+# -- trajectories: computed from the evidence with numpy, the grid capped ------------------------------------
+
+_TRAJECTORIES_SQL = """
+    WITH ids AS (SELECT DISTINCT unnest($ids::BIGINT[]) AS fact_id),
+    ev AS (SELECT fact_id, observed_at AS t, arg_max(confidence, id) AS confidence
+           FROM memory_evidence WHERE fact_id IN (SELECT fact_id FROM ids) GROUP BY fact_id, observed_at),
+    pts AS (SELECT i.fact_id, g.t, NULL::DOUBLE AS confidence, NULL::BIGINT AS obs, 1 AS is_point
+            FROM ids i CROSS JOIN (SELECT unnest(range($start, $end + 1, $step)) AS t) g
+            UNION ALL SELECT fact_id, t, confidence, t, 0 FROM ev),
+    filled AS (SELECT fact_id, t, is_point, last_value(confidence IGNORE NULLS) OVER w AS c,
+                      last_value(obs IGNORE NULLS) OVER w AS observed_at FROM pts
+               WINDOW w AS (PARTITION BY fact_id ORDER BY t, is_point ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW))
+    SELECT p.fact_id, p.t, f.kind, f.subject, f.predicate, f.object,
+           p.c * exp(-f.decay_rate * greatest(0.0, CAST(p.t - p.observed_at AS DOUBLE) / 86400.0)) AS effective_confidence,
+           CASE WHEN p.observed_at IS NULL THEN NULL
+                WHEN f.status_changed_at IS NOT NULL AND f.status_changed_at <= p.t THEN f.status
+                ELSE 'active' END AS status
+    FROM filled p JOIN memory_facts f ON f.id = p.fact_id WHERE p.is_point = 1 ORDER BY p.fact_id, p.t"""
+
+
+def test_trajectories_equal_the_window_query_they_replace():
+    rng = np.random.default_rng(3)
+    s = FactStore()
+    t = -5 * 86400  # across 1970
+    for _ in range(300):
+        t += int(rng.integers(0, 20_000))
+        s.remember(f"s{rng.integers(0, 4)}", "p", f"o{rng.integers(0, 3)}", at=t)
+        if rng.random() < 0.05:
+            s.consolidate(at=t)
+    # production evidence without a confidence, and two observations at one time
+    s.db.execute("INSERT INTO memory_evidence VALUES (10000, 2, NULL, NULL, ?, NULL, NULL, NULL)", [t - 50_000])
+    s.db.execute("INSERT INTO memory_evidence VALUES (10001, 3, NULL, NULL, ?, NULL, NULL, NULL)", [t - 60_000])
+    ids = [1, 2, 3, 5, 8, 13, 999]  # 999 does not exist
+    for start, end, step in [(-6 * 86400, t + 86400, 3600), (t - 70_000, t, 977)]:
+        got = s.trajectories(ids, start, end, step)
+        want = s.query(_TRAJECTORIES_SQL, {"ids": ids, "start": start, "end": end, "step": step})
+        assert got["fact_id"].tolist() == want["fact_id"].tolist() and got["t"].tolist() == want["t"].tolist()
+        for col in ("kind", "subject", "predicate", "object", "status"):
+            assert got[col].tolist() == want[col].tolist() or [
+                None if pd.isna(v) else v for v in got[col]] == [None if pd.isna(v) else v for v in want[col]], col
+        np.testing.assert_allclose(got["effective_confidence"].to_numpy(float),
+                                   want["effective_confidence"].to_numpy(float), rtol=1e-14, atol=0, equal_nan=True)
+
+
+def test_a_trajectory_grid_too_large_is_refused_with_a_step_that_fits():
+    s = FactStore()
+    ids = [s.remember(f"s{i}", "p", "o", at=0) for i in range(20)]
+    four_months = 120 * 86400
+    with pytest.raises(InputError, match=r"20 facts × 172,801 times .* more than max_rows=2,000,000; use step >= 104 s"):
+        s.trajectories(ids, 0, four_months, step=60)
+    got = s.trajectories(ids, 0, four_months, step=104)  # what the message proposes fits
+    assert len(got) <= 2_000_000 and got["fact_id"].nunique() == 20
+    assert len(s.trajectories(ids[:2], 0, four_months, step=60, max_rows=400_000)) == 2 * 172_801
