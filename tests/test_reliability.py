@@ -515,17 +515,19 @@ def test_a_second_name_for_an_open_store_is_refused(tmp_path, alias, monkeypatch
 # -- 14, 18. files that are not stores; a store another process writes ----------------------------------
 
 
-def test_files_that_are_not_stores_are_named_without_a_network_attempt(tmp_path, monkeypatch):
-    import socket
+def test_files_that_are_not_stores_are_named_without_a_network_attempt(tmp_path):
     import sqlite3
 
+    import duckdb
+
     from factmem.errors import SchemaVersionError, StoreError
+    from factmem.store.factstore import DUCKDB_CONFIG
 
-    def no_network(*a, **k):  # DuckDB would try to download its sqlite extension
-        raise AssertionError("network attempt")
-
-    monkeypatch.setattr(socket, "create_connection", no_network)
-    monkeypatch.setattr(socket.socket, "connect", no_network)
+    # DuckDB fetches extensions in C++ (no Python socket to intercept): what prevents a download is
+    # that the store's connections neither install nor load extensions on their own
+    with FactStore() as s:
+        for setting in ("autoinstall_known_extensions", "autoload_known_extensions"):
+            assert s.db.execute(f"SELECT current_setting('{setting}')").fetchone()[0] is False
     lite = tmp_path / "prod.sqlite"
     con = sqlite3.connect(lite)
     con.execute("CREATE TABLE t (x)")
@@ -534,6 +536,9 @@ def test_files_that_are_not_stores_are_named_without_a_network_attempt(tmp_path,
     for read_only in (False, True):
         with pytest.raises(StoreError, match=r"prod.sqlite: a SQLite database.*import-db"):
             FactStore(lite, read_only=read_only)
+    with pytest.raises(duckdb.Error) as raw:  # and had DuckDB seen it: an error, not a download
+        duckdb.connect(str(lite), config=DUCKDB_CONFIG)
+    assert "download" not in str(raw.value).lower()
     garbled = tmp_path / "garbled.duckdb"
     garbled.write_bytes(b"\x00garbage" * 500)
     with pytest.raises(StoreError, match=r"garbled.duckdb: not a DuckDB database file"):
@@ -1051,3 +1056,34 @@ def test_a_trajectory_grid_too_large_is_refused_with_a_step_that_fits():
     got = s.trajectories(ids, 0, four_months, step=104)  # what the message proposes fits
     assert len(got) <= 2_000_000 and got["fact_id"].nunique() == 20
     assert len(s.trajectories(ids[:2], 0, four_months, step=60, max_rows=400_000)) == 2 * 172_801
+
+
+def test_cli_uses_a_yearly_schedule_for_imported_triples(tmp_path, capsys):
+    import json
+
+    from factmem.cli.main import main
+
+    tsv = tmp_path / "old.tsv"
+    tsv.write_text("\n".join(f"s{i}\tlives_in\tc{i % 3}\t{100 + 30 * i}\t{130 + 30 * i}" for i in range(40)) + "\n")
+    assert main(["import-triples", str(tsv), "--out", str(tmp_path / "ds"), "-q"]) == 0
+    assert main(["simulate", "--log", str(tmp_path / "ds"), "--out", str(tmp_path / "run")]) == 0
+    schedule = json.loads((tmp_path / "run" / "manifest.json").read_text())["schedule"]
+    assert schedule["consolidate_every_hours"] == schedule["evaluate_every_hours"] == 8760
+    capsys.readouterr()
+    assert main(["simulate", "--log", str(tmp_path / "ds"), "--consolidate-every", "24"]) == 2
+    assert "--consolidate-every HOURS" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("suffix, body, hint", [
+    (".csv", "ts,subject,predicate,object,kind\n1,a,p,o,explicit\n99999999999999999999,a,p,o,explicit\n", "nanoseconds"),
+    (".jsonl", '{"ts":1,"subject":"a","predicate":"p","object":"o","kind":"explicit"}\n'
+               '{"ts":1700000000000,"subject":"a","predicate":"p","object":"o","kind":"explicit"}\n', "milliseconds"),
+])
+def test_batch_files_with_times_out_of_range_name_the_line(tmp_path, suffix, body, hint):
+    path = tmp_path / f"events{suffix}"
+    path.write_text(body)
+    s = FactStore()
+    with pytest.raises(InputError, match=rf"events{suffix}: line 3|events{suffix}: line 2") as err:
+        s.ingest(path)
+    assert "supported time range" in str(err.value) and hint in str(err.value)
+    assert len(s) == 0

@@ -30,11 +30,16 @@ def out_of_range_message(value: Any) -> str:
         v = int(value)
     except (TypeError, ValueError, OverflowError):
         v = None
-    # milliseconds since 1970 pass 1e12 in 2001; as seconds that is year 33658
-    if v is not None and 10**12 <= abs(v) and MIN_TIME * 1000 <= v <= MAX_TIME * 1000:
+    # times since 1970 in milliseconds pass 1e12 in 2001 (year 33658 as seconds); in microseconds, 1e15;
+    # in nanoseconds, 1e18 — each unit's decades around now
+    if v is not None and v in (2**64 - 1, 2**63 - 1, -(2**63)):
+        hint = " — an extreme 64-bit value: a placeholder or a wrapped-around -1, not a time"
+    elif v is not None and 10**12 <= abs(v) < 10**14:
         hint = " — it looks like milliseconds; divide by 1000"
-    elif v is not None and 10**15 <= abs(v) and MIN_TIME * 10**9 <= v <= MAX_TIME * 10**9:
-        hint = " — it looks like microseconds or nanoseconds"
+    elif v is not None and 10**15 <= abs(v) < 10**17:
+        hint = " — it looks like microseconds; divide by 1,000,000"
+    elif v is not None and 10**18 <= abs(v) < 10**20:
+        hint = " — it looks like nanoseconds; divide by 1,000,000,000"
     return (f"{value} is outside the supported time range (Unix seconds of years 0001 to 9999: "
             f"{MIN_TIME} to {MAX_TIME}){hint}")
 
