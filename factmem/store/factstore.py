@@ -280,12 +280,11 @@ class FactStore(BatchWrites, Reads):
         if not candidates:
             return []
         marks = ", ".join("?" * len(candidates))
-        found = self.db.execute(
-            "SELECT id, object, confidence, last_reinforced, decay_rate, status = 'active', "
-            f"subject = ? AND predicate = ? FROM memory_facts WHERE id IN ({marks})",
-            [subject, predicate, *candidates]).fetchall()
-        self._keys.settle([r[0] for r in found if not r[5]])
-        return [r[:5] for r in found if r[5] and r[6]]
+        found = self.db.execute(  # plain columns, compared here: cheaper than expressions in the query
+            "SELECT id, object, confidence, last_reinforced, decay_rate, status, subject, predicate "
+            f"FROM memory_facts WHERE id IN ({marks})", candidates).fetchall()
+        self._keys.settle([r[0] for r in found if r[5] != "active"])
+        return [r[:5] for r in found if r[5] == "active" and r[6] == subject and r[7] == predicate]
 
     def consolidate(self, at: Any = None, prune: bool = True) -> ConsolidateResult:
         """Archive active facts whose effective confidence at ``at`` is below the archive threshold;
