@@ -232,8 +232,11 @@ def test_replay_equals_the_ingest_consolidate_loop(params, before, after, extra)
             s.ingest(frame(rows))
             s.consolidate(at)
     shift = max([at for _, at in before]) - after[0][1] + 3600
+    earliest = min([r[0] for seg, _ in after for r in seg] + [after[0][1]])
+    shift += max(0, MIN_TIME - (earliest + shift))  # at the range's lower edge, stay inside it
     rows = [(t + shift,) + r[1:] for seg, _ in after for r in seg for t in [r[0]]]
-    grid = [at + shift for _, at in after] + [after[0][1] + shift + e for e in extra]
+    # extra consolidations up to 3 days before the replayed events (kept inside the supported range)
+    grid = [at + shift for _, at in after] + [max(MIN_TIME, after[0][1] + shift + e) for e in extra]
     a.replay(frame(rows), grid)
     loop_replay(b, rows, grid)
     assert_same_store(a, b)
