@@ -43,6 +43,7 @@ class Reply:
     body: Any = None
     delay: float = 0.0
     headers: dict = field(default_factory=dict)
+    drip: float = 0.0  # > 0: send the headers, then the body one byte every `drip` seconds
 
     @classmethod
     def text(cls, content: str, delay: float = 0.0) -> Reply:
@@ -58,6 +59,12 @@ class Reply:
     def raw(cls, body: Any, status: int = 200) -> Reply:
         """A raw body (for malformed envelopes)."""
         return cls(status=status, body=body)
+
+    @classmethod
+    def slow_drip(cls, content: str = "[]", every: float = 0.5) -> Reply:
+        """Headers at once, then the body a byte at a time, one every ``every`` seconds: each read
+        returns in time, so only a deadline on the whole call ends it."""
+        return cls(content=content, drip=every)
 
     @classmethod
     def hang(cls, seconds: float = 30.0, content: str = "[]") -> Reply:
@@ -143,7 +150,14 @@ class _Handler(BaseHTTPRequestHandler):
             for key, value in reply.headers.items():
                 self.send_header(key, value)
             self.end_headers()
-            self.wfile.write(payload)
+            if reply.drip > 0:
+                for i in range(len(payload)):
+                    self.wfile.write(payload[i:i + 1])
+                    self.wfile.flush()
+                    if llm._stopping.wait(reply.drip):
+                        return
+            else:
+                self.wfile.write(payload)
         except (BrokenPipeError, ConnectionResetError):
             pass  # the client gave up (timed out); nothing to do
 

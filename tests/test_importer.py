@@ -47,13 +47,15 @@ def test_parse_bounds_every_format():
     b = parse_bounds(["1987", "1987-05-03", "1952-##-##", "1952-05-##", "None", "", "####-##-##", "1952-##-05",
                       "2001-02-29", "2000-02-29", "1987-13-01", "19x1", "-0500", "  1990  "])
     assert b["status"].tolist() == ["ok", "ok", "ok", "ok", "unknown", "unknown", "unknown", "invalid",
-                                    "invalid", "ok", "invalid", "invalid", "ok", "ok"]
+                                    "invalid", "ok", "invalid", "invalid", "out_of_range", "ok"]
     assert (b["lo"][0], b["hi"][0]) == (ts(1987, 1, 1), ts(1988, 1, 1))
     assert (b["lo"][1], b["hi"][1]) == (ts(1987, 5, 3), ts(1987, 5, 4))
     assert (b["lo"][2], b["hi"][2]) == (ts(1952, 1, 1), ts(1953, 1, 1))
     assert (b["lo"][3], b["hi"][3]) == (ts(1952, 5, 1), ts(1952, 6, 1))
     assert (b["lo"][9], b["hi"][9]) == (ts(2000, 2, 29), ts(2000, 3, 1))
-    assert b["lo"][12] == int(np.datetime64("-0500-01-01", "s").astype(np.int64))
+    # 500 BC lies outside the supported range (years 0001-9999 as Unix seconds): not a time factmem keeps
+    assert parse_bounds(["0001", "9998", "0000", "9999"])["status"].tolist() == ["ok", "ok", "out_of_range",
+                                                                                "out_of_range"]
     assert b["lo"][13] == ts(1990, 1, 1)
 
 
@@ -68,10 +70,10 @@ def test_import_truth_and_report(tsv):
     assert pd.isna(t.loc[("Q2", "spouse", "Q3"), "valid_to"])  # None: open
     assert t.loc[("Q2", "position", "mayor"), "valid_from"] == ts(1960, 2, 1)  # empty end: open
     assert pd.isna(t.loc[("Q4", "award", "Prize X"), "valid_to"])  # ####-##-##: open
-    assert ("Q9", "position", "pharaoh") in t.index
-    assert len(ds.truth) == 6 and (ds.truth["kind"] == "explicit").all() and ds.truth["noise"].isna().all()
+    assert ("Q9", "position", "pharaoh") not in t.index  # 500 BC: outside the supported range, reported
+    assert len(ds.truth) == 5 and (ds.truth["kind"] == "explicit").all() and ds.truth["noise"].isna().all()
 
-    assert report.rows == 14 and report.imported == 6 and report.skipped_total == 8
+    assert report.rows == 14 and report.imported == 5 and report.skipped_total == 9
     assert report.skipped == {
         "start after end": 1,
         "unparseable start": 3,  # 19x1, 2001-02-30, 1990-##-05
@@ -79,18 +81,19 @@ def test_import_truth_and_report(tsv):
         "no known bound": 1,
         "unknown start": 1,
         "duplicate of an earlier row": 1,
+        "start outside the supported years 0001-9999": 1,
     }
     assert [e[0] for e in report.examples] == [7, 8, 9, 11, 12]  # first examples, with file line numbers
     assert report.examples[0][1] == "start after end" and "clerk" in report.examples[0][2]
     text = str(report)
-    assert "8 skipped" in text and "line 7" in text
+    assert "9 skipped" in text and "line 7" in text
     assert ds.scenario["import"]["skipped"] == report.skipped
 
 
 def test_mentions_and_messages(tsv, tmp_path):
     ds, report = import_triples(tsv)
     # one mention at each fact's start, nothing else
-    assert len(ds.events) == 6 == report.mentions
+    assert len(ds.events) == 5 == report.mentions
     starts = ds.truth.set_index(["subject", "predicate", "object"])["valid_from"]
     ev = ds.events.set_index(["subject", "predicate", "object"])["ts"]
     assert (ev.sort_index() == starts.sort_index()).all()
@@ -141,7 +144,7 @@ def test_round_trip_and_cli(tsv, tmp_path, capsys):
     assert logs.load(tmp_path / "a").equals(ds)
     assert main(["import-triples", str(tsv), "--out", str(tmp_path / "b"), "--rate", "0.5", "--seed", "1"]) == 0
     err = capsys.readouterr().err
-    assert "8 skipped" in err and "line 7" in err
+    assert "9 skipped" in err and "line 7" in err
     for name in logs.DATASET_FILES:
         assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
 

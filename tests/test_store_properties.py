@@ -1,5 +1,9 @@
 """Property tests: random streams give identical fact tables through the reference model,
-``remember`` row by row, one ``ingest`` per segment, and ``ingest`` in random splits."""
+``remember`` row by row, one ``ingest`` per segment, and ``ingest`` in random splits.
+
+Streams start anywhere in 1900–2100 (negative times included: pre-1970 data is ordinary), at a
+few fixed points around 1970 (so that a stream crosses −1 and 0, which must never act as markers),
+and at the edges of the supported range (years 0001 and 9999)."""
 
 from __future__ import annotations
 
@@ -8,7 +12,7 @@ import pandas as pd
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from factmem.core.codes import KINDS
+from factmem.core.codes import KINDS, MAX_TIME, MIN_TIME
 from factmem.core.params import MemoryParams
 from factmem.store.factstore import Evidence, FactStore
 
@@ -23,6 +27,14 @@ SUBJECTS = ["ada", "bob", "x'); DROP TABLE memory_facts; --"]
 PREDICATES = ["likes", "lives_in", "uses"]
 OBJECTS = ["rust", "zig", "go", "café ☕"]
 GAPS = [0, 0, 1, 60, 3600, 86400, 3 * 86400, 20 * 86400]
+#: The longest a stream (or two, back to back, plus the extra consolidations) can span, in seconds.
+MAX_SPAN = 2 * 4 * (20 * 20 * 86400 + 10 * 86400) + 45 * 86400
+YEAR_1900, YEAR_2100 = -2_208_988_800, 4_102_444_800
+#: Where a stream starts: anywhere in 1900–2100, or at a point chosen to cross 1970 or sit at a range edge.
+starts = st.one_of(
+    st.integers(YEAR_1900, YEAR_2100),
+    st.sampled_from([MIN_TIME, MIN_TIME + 1, -86400 * 25, -3600, -2, -1, 0, 1_700_000_000, MAX_TIME - MAX_SPAN]),
+)
 
 event = st.tuples(
     st.sampled_from(GAPS), st.sampled_from(SUBJECTS), st.sampled_from(PREDICATES),
@@ -35,7 +47,7 @@ event = st.tuples(
 def streams(draw):
     """Segments of events separated by consolidations; ts non-decreasing with ties and shuffles."""
     n_seg = draw(st.integers(1, 4))
-    t = 1_700_000_000
+    t = draw(starts)
     segments = []
     for _ in range(n_seg):
         evs = draw(st.lists(event, min_size=0, max_size=20))
@@ -227,8 +239,11 @@ def test_replay_equals_the_ingest_consolidate_loop(params, before, after, extra)
             s.ingest(frame(rows))
             s.consolidate(at)
     shift = max([at for _, at in before]) - after[0][1] + 3600
+    earliest = min([r[0] for seg, _ in after for r in seg] + [after[0][1]])
+    shift += max(0, MIN_TIME - (earliest + shift))  # at the range's lower edge, stay inside it
     rows = [(t + shift,) + r[1:] for seg, _ in after for r in seg for t in [r[0]]]
-    grid = [at + shift for _, at in after] + [after[0][1] + shift + e for e in extra]
+    # extra consolidations up to 3 days before the replayed events (kept inside the supported range)
+    grid = [at + shift for _, at in after] + [max(MIN_TIME, after[0][1] + shift + e) for e in extra]
     a.replay(frame(rows), grid)
     loop_replay(b, rows, grid)
     assert_same_store(a, b)

@@ -241,6 +241,11 @@ class AbstractResult:
 # Prompt and parsing
 # --------------------------------------------------------------------------------------------------
 
+def _printable(text: str) -> str:
+    """An answer as it can be stored and printed (lone surrogates escaped)."""
+    return text if _is_text(text) else text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def build_messages(subject: str, facts: pd.DataFrame | Sequence[dict], max_facts: int,
                    link_scope: LinkScope = "cluster") -> list[dict]:
     """The chat messages of one cluster: the system prompt of ``link_scope``, then the cluster as
@@ -262,6 +267,15 @@ def _check_scope(link_scope: Any) -> LinkScope:
 def _preview(text: str) -> str:
     flat = " ".join(text.split())
     return flat if len(flat) <= _PREVIEW else flat[:_PREVIEW] + "…"
+
+
+def _is_text(value: str) -> bool:
+    """Valid Unicode: JSON's \\ud800 escapes decode to lone surrogates, which no UTF-8 store can hold."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def parse_response(text: str, max_facts: int, subject: str | None = None,
@@ -294,6 +308,8 @@ def parse_response(text: str, max_facts: int, subject: str | None = None,
     except ValueError as exc:
         what = "prose or invalid JSON" if body[:1] not in "[{" else "invalid JSON"
         raise ResponseRejected(f"{what} ({exc}): {_preview(text)!r}") from None
+    except RecursionError:
+        raise ResponseRejected(f"JSON nested too deep to read: {_preview(text)!r}") from None
     if not isinstance(data, list):
         raise ResponseRejected(f"expected a JSON array, got a JSON {type(data).__name__}: {_preview(body)!r}")
     if len(data) > max_facts:
@@ -313,6 +329,9 @@ def parse_response(text: str, max_facts: int, subject: str | None = None,
         note = raw.get("note")
         if note is not None and not isinstance(note, str):
             raise ResponseRejected(f"item {i}: 'note' must be a string, got {note!r}")
+        for key, value in zip((*_ITEM_KEYS, "note"), (*values, note)):
+            if value is not None and not _is_text(value):
+                raise ResponseRejected(f"item {i}: {key!r} is not valid Unicode text (a lone surrogate): {value!r}")
         note = (note.strip() or None) if note is not None else None
         if subject is not None:
             if values[0] != subject.strip():
@@ -613,10 +632,11 @@ def _examine(store: FactStore, provider: Any, subject: str, members: pd.DataFram
     try:
         items = parse_response(text, max_facts, subject, size if link_scope == "support" else None)
         check_against_cluster(items, members, multi)
-    except ResponseRejected as exc:
+        # an item the store refuses (its own validation) fails this cluster only; the write rolled back
+        ids, created, reinforced, cleared, linked = _write_cluster(store, subject, members, items, stale_ids, at,
+                                                                   pass_id, link_scope)
+    except (ResponseRejected, InputError) as exc:
         return ClusterOutcome(subject, size, "failed", stale, error_kind="rejected", error=str(exc),
-                              response=text if isinstance(text, str) else repr(text))
-    ids, created, reinforced, cleared, linked = _write_cluster(store, subject, members, items, stale_ids, at,
-                                                               pass_id, link_scope)
+                              response=_printable(text) if isinstance(text, str) else repr(text))
     return ClusterOutcome(subject, size, "derived" if items else "empty", stale, tuple(ids), created, reinforced,
                           cleared, linked_ids=tuple(linked))

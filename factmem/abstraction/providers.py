@@ -18,6 +18,7 @@ import math
 import os
 import re
 import threading
+import time
 from collections.abc import Mapping
 from typing import Any, Protocol, runtime_checkable
 
@@ -63,6 +64,8 @@ __all__ = [
 
 PROVIDER_KINDS: tuple[str, ...] = ("openai", "ollama", "oracle")
 _BODY_PREVIEW = 200  # characters of an error body quoted in a ProviderError
+#: The largest answer read (a chat completion of a few generalizations is a few kilobytes).
+MAX_ANSWER_BYTES = 16 * 2**20
 
 
 @runtime_checkable
@@ -158,11 +161,78 @@ class _HTTPProvider:
         return headers
 
     def _post(self, body: dict) -> dict:
-        """POST ``body`` as JSON; return the decoded JSON object or raise ProviderError."""
+        """POST ``body`` as JSON; return the decoded JSON object or raise ProviderError.
+
+        ``timeout`` is a deadline for the whole call — connecting, sending, and reading the answer
+        to its last byte — not only per read (httpx's timeouts are per operation: a server dripping
+        one byte per second would never time out). The request runs in a worker thread that the
+        caller waits for at most ``timeout`` seconds; a worker outliving the deadline drops the
+        connection at its next read (within ``timeout``) and its answer is discarded."""
         url = self.url
         headers = self._headers()
+        deadline = time.monotonic() + self.timeout
+        outcome: dict[str, Any] = {}
+        finished = threading.Event()
+        abandoned = threading.Event()
+
+        def call() -> None:
+            try:
+                outcome["answer"] = self._request(url, body, headers, deadline, abandoned)
+            except BaseException as exc:  # handed to the caller's thread
+                outcome["error"] = exc
+            finally:
+                finished.set()
+
+        threading.Thread(target=call, name="factmem-provider-call", daemon=True).start()
+        if not finished.wait(max(deadline - time.monotonic(), 0.0)):
+            abandoned.set()
+            raise ProviderError("timeout", f"no complete answer from {url} within the {self.timeout:g} s "
+                                           "deadline of the call", url=url)
+        if "error" in outcome:
+            raise outcome["error"]
+        status, reason, raw, text = outcome["answer"]
+        if not 200 <= status < 300:
+            raise ProviderError(
+                "http",
+                f"HTTP {status} {reason} from {url}: {_preview(text)}",
+                url=url,
+                status=status,
+            )
         try:
-            resp = self._http().post(url, json=body, headers=headers)
+            data = json.loads(raw)
+        except (ValueError, RecursionError):  # RecursionError: JSON nested thousands deep
+            raise ProviderError(
+                "envelope", f"answer from {url} is not JSON (HTTP {status}): {_preview(text)}", url=url
+            ) from None
+        if not isinstance(data, dict):
+            raise ProviderError(
+                "envelope", f"answer from {url} is JSON {type(data).__name__}, not an object: {_preview(text)}", url=url
+            )
+        if "error" in data and not self._has_payload(data):
+            raise ProviderError(
+                "envelope", f"{url} answered HTTP {status} with an error: {_preview(json.dumps(data['error']))}", url=url
+            )
+        return data
+
+    def _request(self, url: str, body: dict, headers: dict, deadline: float,
+                 abandoned: threading.Event) -> tuple[int, str, bytes, str]:
+        """The HTTP exchange (in the worker thread): (status, reason, body bytes, body text)."""
+        try:
+            with self._http().stream("POST", url, json=body, headers=headers) as resp:
+                chunks: list[bytes] = []
+                size = 0
+                for chunk in resp.iter_bytes():
+                    if abandoned.is_set() or time.monotonic() > deadline:
+                        raise ProviderError("timeout", f"no complete answer from {url} within the "
+                                                       f"{self.timeout:g} s deadline of the call", url=url)
+                    size += len(chunk)
+                    if size > MAX_ANSWER_BYTES:
+                        raise ProviderError("envelope", f"answer from {url} exceeds {MAX_ANSWER_BYTES:,} bytes",
+                                            url=url)
+                    chunks.append(chunk)
+                raw = b"".join(chunks)
+                text = raw.decode(resp.encoding or "utf-8", errors="replace")
+                return resp.status_code, resp.reason_phrase, raw, text
         except httpx.TimeoutException as exc:
             raise ProviderError(
                 "timeout", f"no answer from {url} within the {self.timeout:g} s timeout ({type(exc).__name__})", url=url
@@ -173,28 +243,6 @@ class _HTTPProvider:
             raise ProviderError(
                 "connection", f"connection to {url} failed: {type(exc).__name__}: {exc}", url=url
             ) from exc
-        if not resp.is_success:
-            raise ProviderError(
-                "http",
-                f"HTTP {resp.status_code} {resp.reason_phrase} from {url}: {_preview(resp.text)}",
-                url=url,
-                status=resp.status_code,
-            )
-        try:
-            data = resp.json()
-        except ValueError:
-            raise ProviderError(
-                "envelope", f"answer from {url} is not JSON (HTTP {resp.status_code}): {_preview(resp.text)}", url=url
-            ) from None
-        if not isinstance(data, dict):
-            raise ProviderError(
-                "envelope", f"answer from {url} is JSON {type(data).__name__}, not an object: {_preview(resp.text)}", url=url
-            )
-        if "error" in data and not self._has_payload(data):
-            raise ProviderError(
-                "envelope", f"{url} answered HTTP {resp.status_code} with an error: {_preview(json.dumps(data['error']))}", url=url
-            )
-        return data
 
     def _has_payload(self, data: dict) -> bool:  # pragma: no cover - overridden
         return True
@@ -214,7 +262,8 @@ class OpenAICompatible(_HTTPProvider):
     POSTs ``{base_url}/v1/chat/completions`` (``base_url`` may end in ``/v1`` or not) with
     ``{"model", "messages", "temperature", "stream": false}`` and returns ``choices[0].message.content``.
     ``api_key_env`` names an environment variable holding a bearer key, read at each call (never
-    stored, never printed). ``timeout`` (seconds) applies to connect, write and each read; no retry.
+    stored, never printed). ``timeout`` (seconds) is a deadline for the whole call (connect, send,
+    the complete answer), not only for each read; no retry.
     """
 
     endpoint = "/v1/chat/completions"

@@ -121,14 +121,19 @@ def add_import_db(sub: argparse._SubParsersAction) -> None:
         help="read a production SQLite memory into a new store file",
         description="Read a SQLite memory in the seed's schema (memory_facts, memory_fact_links, memory_evidence; "
         "factmem's side tables if present) into a new FactStore file, keeping every row and value. The file is "
-        "validated first: a missing table, a missing or extra column, a wrong type or value is an error naming the "
-        "table and column, and nothing is written.",
+        "validated first: a missing table, a missing or extra column, a wrong type or value, a broken invariant "
+        "(a dangling reference, a confidence outside [0, 1], a time outside years 0001-9999, two active facts for a "
+        "single-valued key, an unknown format) is an error naming the table, row and rule, and nothing is written.",
     )
     p.add_argument("sqlite", metavar="FILE", help="SQLite memory, e.g. prod.sqlite")
     p.add_argument("--out", required=True, metavar="DB", help="store file to create (DuckDB)")
     p.add_argument("--params", metavar="FILE", help="params file for the store (default: the file's factmem_meta, "
                    "else the seed's defaults)")
-    p.add_argument("--force", action="store_true", help="replace --out if it exists")
+    p.add_argument("--force", action="store_true",
+                   help="replace --out if it exists (refused while a process has that store open)")
+    p.add_argument("--allow-multiple-active", action="store_true",
+                   help="keep several active facts of one single-valued (subject, predicate) as stored instead of "
+                   "refusing the file")
     p.add_argument("-q", "--quiet", action="store_true", help="print nothing on success")
     p.set_defaults(func=_run_import_db)
 
@@ -139,7 +144,7 @@ def _run_import_db(args: argparse.Namespace) -> int:
 
     params = load_params_file(args.params)[0] if args.params else None
     result = import_db(args.sqlite, args.out, params=params, overwrite=args.force,
-                       progress=False if args.quiet else None)
+                       progress=False if args.quiet else None, allow_multiple_active=args.allow_multiple_active)
     if not args.quiet:
         print(result)
     return 0

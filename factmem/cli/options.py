@@ -12,16 +12,35 @@ __all__ = ["schedule_args", "schedule_of", "search_args", "settings_of", "log_ar
 
 
 def schedule_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--consolidate-every", type=float, default=24.0, metavar="HOURS",
-                   help="consolidate (archive what decayed) every HOURS of log time (default 24)")
-    p.add_argument("--evaluate-every", type=float, default=24.0, metavar="HOURS",
-                   help="score the believed set every HOURS (default 24)")
+    p.add_argument("--consolidate-every", type=float, default=None, metavar="HOURS",
+                   help="consolidate (archive what decayed) every HOURS of log time (default 24; 8760, yearly, for "
+                        "a log made by import-triples)")
+    p.add_argument("--evaluate-every", type=float, default=None, metavar="HOURS",
+                   help="score the believed set every HOURS (default 24; 8760 for a log made by import-triples)")
 
 
-def schedule_of(args: argparse.Namespace, abstract_days: float | None = None) -> Any:
-    from factmem.evaluation.simulate import Schedule
+def schedule_of(args: argparse.Namespace, abstract_days: float | None = None, log: Path | None = None) -> Any:
+    """The schedule the flags ask for; what they leave out comes from the log's default schedule
+    (daily, or yearly for imported temporal facts: :func:`factmem.evaluation.simulate.default_schedule`)."""
+    from factmem.evaluation.simulate import YEARLY_HOURS, Schedule
 
-    return Schedule(args.consolidate_every, args.evaluate_every, abstract_days)
+    default = YEARLY_HOURS if _imported(log) else 24.0
+    return Schedule(default if args.consolidate_every is None else args.consolidate_every,
+                    default if args.evaluate_every is None else args.evaluate_every, abstract_days)
+
+
+def _imported(log: Path | None) -> bool:
+    """Whether a dataset folder was made by import-triples (its scenario names the importer)."""
+    import tomllib
+
+    if log is None:
+        return False
+    scenario = Path(log) / "scenario.toml"
+    try:
+        data = tomllib.loads(scenario.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return False  # the dataset loader reports a bad scenario with its line
+    return str(data.get("generator", "")).endswith("importer")
 
 
 def search_args(p: argparse.ArgumentParser, *, method: str = "random") -> None:

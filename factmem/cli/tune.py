@@ -7,8 +7,6 @@ Each is a thin wrapper over one library call (:func:`factmem.tuning.tune.tune`,
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pandas as pd
 
 from factmem.cli.options import (
@@ -36,8 +34,8 @@ def add_tune(sub) -> None:
                     "interval; promote only if the interval excludes 0; write report.md, params.toml, figures and "
                     "tables to --out.")
     log_arg(p)
-    p.add_argument("--out", metavar="DIR", help="output folder (default runs/<timestamp>/)")
-    p.add_argument("--force", action="store_true", help="replace --out if it already holds a run")
+    p.add_argument("--out", metavar="DIR", help="output folder, new or empty (default runs/<timestamp>/)")
+    p.add_argument("--force", action="store_true", help="replace --out if it holds a previous run")
     search_args(p)
     p.add_argument("--current", metavar="PARAMS", help="production parameters (params.toml) the recommendation must also beat")
     p.add_argument("--start", metavar="fit|PARAMS",
@@ -64,7 +62,7 @@ def _run_tune(args) -> int:
     search, objective, holdout, compute = settings_of(args)
     log_dir = load_log(args.log)
     res = tune(log_dir, out=args.out, search=search, objective=objective, holdout=holdout, compute=compute,
-               schedule=schedule_of(args), current=params_arg(args.current), start=_start_of(args, log_dir),
+               schedule=schedule_of(args, log=log_dir), current=params_arg(args.current), start=_start_of(args, log_dir),
                force=args.force)
     print(f"\n{len(res.sweep.params)} candidates in {res.seconds:.0f} s")
     for k, rec in res.recommendations.items():
@@ -93,7 +91,8 @@ def add_simulate(sub) -> None:
     log_arg(p)
     p.add_argument("--params", metavar="FILE", help="parameters file (TOML/JSON; default: seed defaults + the log's "
                                                     "multi-valued predicates)")
-    p.add_argument("--out", metavar="DIR", help="write the run folder here")
+    p.add_argument("--out", metavar="DIR", help="write the run folder here (new or empty)")
+    p.add_argument("--force", action="store_true", help="replace --out if it holds a previous run")
     schedule_args(p)
     p.add_argument("--abstract-every", type=float, metavar="DAYS", help="run the abstraction pass every DAYS")
     p.add_argument("--provider", choices=("oracle", "openai", "ollama"), default="oracle",
@@ -106,10 +105,11 @@ def add_simulate(sub) -> None:
 
 def _run_simulate(args) -> int:
     from factmem.evaluation.simulate import prepare, simulate
-    from factmem.tuning.runs import manifest, write_run
+    from factmem.tuning.runs import manifest, run_folder, write_run
     from factmem.tuning.tune import base_params
 
-    P = prepare(load_log(args.log))
+    log = load_log(args.log)
+    P = prepare(log)
     params = params_arg(args.params) or base_params(P)
     provider = None
     if args.abstract_every:
@@ -118,25 +118,33 @@ def _run_simulate(args) -> int:
         dataset = str(P.dataset.path) if args.provider == "oracle" else None
         provider = make_provider(args.provider, base_url=args.base_url, model=args.model, cassette=args.cassette,
                                  dataset=dataset)
-    out = Path(args.out) if args.out else None
-    if out:
-        out.mkdir(parents=True, exist_ok=True)
-    run = simulate(P, params, schedule_of(args, args.abstract_every), provider=provider, model=args.model,
-                   store_path=(out / "memory.duckdb") if out else None)
+    schedule = schedule_of(args, args.abstract_every, log)
+    if not args.out:
+        run = simulate(P, params, schedule, provider=provider, model=args.model)
+        _print_simulation(run)
+        run.store.close()
+        return 0
+    with run_folder(args.out, force=args.force) as out:
+        run = simulate(P, params, schedule, provider=provider, model=args.model, store_path=out / "memory.duckdb")
+        try:
+            _print_simulation(run)
+            write_run(out, manifest("simulate", dataset={"path": str(P.dataset.path), "sha256": P.sha256},
+                                    params=params.to_dict(), schedule=run.schedule.to_dict(), summary=run.summary),
+                      {"checkpoints": run.checkpoints, "lost": run.evaluation.lost, "passes": run.passes,
+                       "cardinality": run.cardinality, "trajectories": run.trajectories,
+                       "reliability": run.evaluation.reliability}, finish=False)
+        finally:
+            run.store.close()
+    print(f"\nwrote {out}/")
+    return 0
+
+
+def _print_simulation(run) -> None:
     s = run.summary
     print(pd.Series({k: s[k] for k in ("log_loss", "brier", "auc", "rmse_bins", "precision", "recall", "believed",
                                        "stale", "lost")}).to_string())
     if len(run.passes):
         print("\nabstraction passes:\n" + run.passes.to_string(index=False))
-    if out:
-        write_run(out, manifest("simulate", dataset={"path": str(P.dataset.path), "sha256": P.sha256},
-                                params=params.to_dict(), schedule=run.schedule.to_dict(), summary=s),
-                  {"checkpoints": run.checkpoints, "lost": run.evaluation.lost, "passes": run.passes,
-                   "cardinality": run.cardinality, "trajectories": run.trajectories,
-                   "reliability": run.evaluation.reliability})
-        print(f"\nwrote {out}/")
-    run.store.close()
-    return 0
 
 
 def add_sweep(sub) -> None:
@@ -148,35 +156,42 @@ def add_sweep(sub) -> None:
                                    "Dask cluster.")
     log_arg(p)
     search_args(p, method="grid")
-    p.add_argument("--out", metavar="DIR", help="write results (Parquet, DuckDB) and manifest here")
+    p.add_argument("--out", metavar="DIR", help="write results (Parquet, DuckDB) and manifest here (new or empty)")
+    p.add_argument("--force", action="store_true", help="replace --out if it holds a previous run")
     schedule_args(p)
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=_run_sweep)
 
 
 def _run_sweep(args) -> int:
+    from contextlib import nullcontext
+
     from factmem.evaluation.simulate import prepare
-    from factmem.tuning.runs import manifest, write_run
+    from factmem.tuning.runs import manifest, run_folder, write_run
     from factmem.tuning.sweep import sweep
     from factmem.tuning.tune import base_params
 
     search, objective, holdout, compute = settings_of(args)
     if search.space is None:
         raise InputError("nothing to sweep: give --param NAME=VALUES or --space FILE")
-    P = prepare(load_log(args.log))
-    res = sweep(P, search.space, base=base_params(P), schedule=schedule_of(args), objective=objective,
-                holdout=holdout, search=search, compute=compute)
-    part = "all" if holdout.mode == "subjects" else "train"
-    col = objective.column(part)
-    cols = ["run_id", "baseline", *[c for c in search.space if c in res.table.columns], col]
-    print(res.table.sort_values(col, ascending=objective.lower_is_better)[cols].head(10).to_string(index=False))
-    if args.out:
-        write_run(args.out, manifest("sweep", dataset={"path": str(P.dataset.path), "sha256": P.sha256},
-                                     schedule=res.schedule.to_dict(), split_at=res.split_at,
-                                     objective=objective.to_dict(), holdout=holdout.to_dict(),
-                                     search=search.to_dict()),
-                  {"sweep": res.table})
-        print(f"\nwrote {args.out}/")
+    # the output folder is checked (and marked INCOMPLETE) before the sweep, not after it
+    with run_folder(args.out, force=args.force) if args.out else nullcontext(None) as out:
+        log = load_log(args.log)
+        P = prepare(log)
+        res = sweep(P, search.space, base=base_params(P), schedule=schedule_of(args, log=log), objective=objective,
+                    holdout=holdout, search=search, compute=compute)
+        part = "all" if holdout.mode == "subjects" else "train"
+        col = objective.column(part)
+        cols = ["run_id", "baseline", *[c for c in search.space if c in res.table.columns], col]
+        print(res.table.sort_values(col, ascending=objective.lower_is_better)[cols].head(10).to_string(index=False))
+        if out is not None:
+            write_run(out, manifest("sweep", dataset={"path": str(P.dataset.path), "sha256": P.sha256},
+                                    schedule=res.schedule.to_dict(), split_at=res.split_at,
+                                    objective=objective.to_dict(), holdout=holdout.to_dict(),
+                                    search=search.to_dict()),
+                      {"sweep": res.table}, finish=False)
+    if out is not None:
+        print(f"\nwrote {out}/")
     return 0
 
 

@@ -12,7 +12,10 @@ cannot drift apart.
 * **End reasons** — a *belief state* is one stretch of time during which a fact kept one stored
   confidence; :class:`EndReason` says why it ended (the next observation reinforced or superseded
   it, a consolidation archived it, pruning archived it, or it is still open).
-* **Time** — integer Unix seconds; :data:`OPEN` is "never" as an int64 time; ages are in days.
+* **Time** — integer Unix seconds; :data:`OPEN` is "never" as an int64 time, :data:`NO_TIME` is "no
+  time" (no status change yet); neither is a valid time (the supported range, years 0001–9999, is
+  :data:`MIN_TIME`..:data:`MAX_TIME`). Times before 1970 are negative and valid: never use −1 or 0
+  as a marker. Ages are in days.
 
 >>> Status.SUPERSEDED.label
 'superseded'
@@ -29,8 +32,8 @@ import numpy as np
 
 __all__ = [
     "Kind", "KINDS", "KIND_CODES", "MENTION_KINDS", "Status", "StatusName", "STATUSES", "StatusReason",
-    "STATUS_REASONS", "EndReason", "OPEN", "DAY", "HOUR", "SECONDS_PER_DAY", "ReinforceBase", "REINFORCE_BASES",
-    "SearchMode", "SEARCH_MODES", "LinkScope", "LINK_SCOPES",
+    "STATUS_REASONS", "EndReason", "OPEN", "NO_TIME", "MIN_TIME", "MAX_TIME", "DAY", "HOUR", "SECONDS_PER_DAY",
+    "ReinforceBase", "REINFORCE_BASES", "SearchMode", "SEARCH_MODES", "LinkScope", "LINK_SCOPES",
 ]
 
 # -- kinds ------------------------------------------------------------------------------------------
@@ -82,6 +85,12 @@ class EndReason(IntEnum):
 
 #: "Never" as an int64 Unix time: the end of a state that has not ended.
 OPEN: int = int(np.iinfo(np.int64).max)
+#: "No time" as an int64: a status that has not changed, an absent bound. Not a valid time.
+NO_TIME: int = int(np.iinfo(np.int64).min)
+#: The supported range of times: 0001-01-01T00:00:00Z .. 9999-12-31T23:59:59Z in Unix seconds.
+#: Everything a user hands in (arguments, batches, logs, imported files) is checked against it.
+MIN_TIME: int = -62_135_596_800
+MAX_TIME: int = 253_402_300_799
 #: Whole seconds, for integer time arithmetic.
 DAY: int = 86400
 HOUR: int = 3600

@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 
 from factmem.core.codes import KIND_CODES, KINDS, LINK_SCOPES, REINFORCE_BASES, LinkScope, ReinforceBase
-from factmem.errors import ParamsError
+from factmem.errors import ParamsError, ParamsFileError
 
 __all__ = ["SEED_DECAY_RATE", "SEED_INITIAL_CONFIDENCE", "PER_KIND_FIELDS", "PerKind", "MemoryParams",
     "DEFAULT_PARAMS", "toml_string", "toml_value", "dumps_toml"]
@@ -438,6 +438,10 @@ class MemoryParams:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
             raise ParamsError(f"invalid JSON parameters: {exc}") from None
+        except RecursionError:
+            raise ParamsError("invalid JSON parameters: nested too deep to read") from None
+        except ValueError as exc:  # an integer of thousands of digits
+            raise ParamsError(f"invalid JSON parameters: {exc}") from None
         return cls.from_dict(data)
 
     def to_toml(self) -> str:
@@ -448,6 +452,10 @@ class MemoryParams:
         try:
             data = tomllib.loads(text)
         except tomllib.TOMLDecodeError as exc:
+            raise ParamsError(f"invalid TOML parameters: {exc}") from None
+        except RecursionError:
+            raise ParamsError("invalid TOML parameters: nested too deep to read") from None
+        except ValueError as exc:
             raise ParamsError(f"invalid TOML parameters: {exc}") from None
         return cls.from_dict(data)
 
@@ -465,13 +473,15 @@ class MemoryParams:
         try:
             text = path.read_text(encoding="utf-8")
         except FileNotFoundError:
-            raise ParamsError(f"{path}: no such parameters file") from None
+            raise ParamsFileError(f"{path}: no such parameters file") from None
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ParamsFileError(f"{path}: cannot read: {exc}") from None
         try:
             if path.suffix.lower() == ".json":
                 return cls.from_json(text)
             return cls.from_toml(text)
         except ValueError as exc:
-            raise ParamsError(f"{path}: {exc}") from None
+            raise ParamsFileError(f"{path}: {exc}") from None
 
 
 _FIELD_NAMES = frozenset(f.name for f in dataclasses.fields(MemoryParams))

@@ -1,4 +1,11 @@
-"""Time conventions: integer Unix seconds (UTC) everywhere; ages in days."""
+"""Time conventions: integer Unix seconds (UTC) everywhere; ages in days.
+
+The supported range is years 0001 to 9999 (:data:`~factmem.core.codes.MIN_TIME` ..
+:data:`~factmem.core.codes.MAX_TIME`); times before 1970 are negative. Every time a user hands in
+goes through :func:`to_seconds` (one value) or :func:`check_times` (a column), which refuse what
+lies outside — a value beyond year 9999 as seconds is most likely milliseconds, and the message
+says so.
+"""
 
 from __future__ import annotations
 
@@ -9,9 +16,51 @@ from typing import Any
 
 import numpy as np
 
+from factmem.core.codes import MAX_TIME, MIN_TIME
 from factmem.errors import InputError
 
-__all__ = ["to_seconds", "parse_time", "now_seconds", "resolve_at", "to_datetime"]
+__all__ = ["to_seconds", "parse_time", "now_seconds", "resolve_at", "to_datetime", "check_times", "out_of_range_message",
+           "MIN_TIME", "MAX_TIME"]
+
+
+def out_of_range_message(value: Any) -> str:
+    """Why ``value`` (Unix seconds) is refused: the range, and a hint when it looks like milliseconds."""
+    hint = ""
+    try:
+        v = int(value)
+    except (TypeError, ValueError, OverflowError):
+        v = None
+    # times since 1970 in milliseconds pass 1e12 in 2001 (year 33658 as seconds); in microseconds, 1e15;
+    # in nanoseconds, 1e18 — each unit's decades around now
+    if v is not None and v in (2**64 - 1, 2**63 - 1, -(2**63)):
+        hint = " — an extreme 64-bit value: a placeholder or a wrapped-around -1, not a time"
+    elif v is not None and 10**12 <= abs(v) < 10**14:
+        hint = " — it looks like milliseconds; divide by 1000"
+    elif v is not None and 10**15 <= abs(v) < 10**17:
+        hint = " — it looks like microseconds; divide by 1,000,000"
+    elif v is not None and 10**18 <= abs(v) < 10**20:
+        hint = " — it looks like nanoseconds; divide by 1,000,000,000"
+    return (f"{value} is outside the supported time range (Unix seconds of years 0001 to 9999: "
+            f"{MIN_TIME} to {MAX_TIME}){hint}")
+
+
+def check_times(values: Any, where: Any, field: str = "ts") -> None:
+    """Refuse a column of Unix seconds with a value outside years 0001–9999.
+
+    ``values``: integers (any numpy integer dtype, or floats already checked to be whole);
+    ``where(row) -> str`` names a row for the message (file and line, or row). Vectorized."""
+    arr = np.asarray(values)
+    if arr.size == 0:
+        return
+    if arr.dtype.kind == "u":
+        bad = arr > np.uint64(MAX_TIME)
+    else:
+        bad = (arr < MIN_TIME) | (arr > MAX_TIME)
+    if bad.any():
+        row = int(np.flatnonzero(bad)[0])
+        value = arr[row]
+        value = value.item() if hasattr(value, "item") else value
+        raise InputError(f"{where(row)}: field {field!r} = {out_of_range_message(value)}")
 
 
 def to_seconds(at: Any, *, name: str = "at") -> int:
@@ -21,6 +70,13 @@ def to_seconds(at: Any, *, name: str = "at") -> int:
     >>> to_seconds("2026-01-01T00:00:00Z")
     1767225600
     """
+    seconds = _to_seconds(at, name)
+    if not MIN_TIME <= seconds <= MAX_TIME:
+        raise InputError(f"{name} = {out_of_range_message(seconds)}")
+    return seconds
+
+
+def _to_seconds(at: Any, name: str) -> int:
     if isinstance(at, bool):
         raise InputError(f"{name} must be a time, got {at!r}")
     if isinstance(at, (int, np.integer)):
@@ -32,7 +88,13 @@ def to_seconds(at: Any, *, name: str = "at") -> int:
     if isinstance(at, np.datetime64):
         if np.isnat(at):
             raise InputError(f"{name} is NaT")
-        return int(at.astype("datetime64[s]").astype(np.int64))
+        unit, _ = np.datetime_data(at.dtype)
+        value = int(at.astype(np.int64))
+        per_second = {"Y": None, "M": None, "W": 1 / 604800, "D": 1 / 86400, "h": 1 / 3600, "m": 1 / 60, "s": 1,
+                      "ms": 1000, "us": 10**6, "ns": 10**9, "ps": 10**12, "fs": 10**15, "as": 10**18}.get(unit)
+        if per_second is None or per_second < 1:
+            return int(at.astype("datetime64[s]").astype(np.int64))
+        return value // int(per_second)  # exact, without numpy's overflow on the cast
     if isinstance(at, str):
         try:
             at = _dt.datetime.fromisoformat(at.replace("Z", "+00:00"))
@@ -42,7 +104,11 @@ def to_seconds(at: Any, *, name: str = "at") -> int:
         # pandas.Timestamp is a datetime subclass; NaT is not.
         if at.tzinfo is None:
             at = at.replace(tzinfo=_dt.UTC)
-        return int(math.floor(at.timestamp()))
+        try:
+            return int(math.floor(at.timestamp()))
+        except (OverflowError, ValueError):  # 0001-01-01 in a time zone east of UTC
+            raise InputError(f"{name} = {at.isoformat()} is outside the supported time range "
+                             f"(years 0001 to 9999 UTC)") from None
     if isinstance(at, _dt.date):
         return int(_dt.datetime(at.year, at.month, at.day, tzinfo=_dt.UTC).timestamp())
     raise InputError(f"{name} must be Unix seconds, a datetime or a Timestamp, got {type(at).__name__} {at!r}")
@@ -70,4 +136,5 @@ def resolve_at(at: Any, *, name: str = "at") -> int:
 
 
 def to_datetime(seconds: int) -> _dt.datetime:
-    return _dt.datetime.fromtimestamp(int(seconds), tz=_dt.UTC)
+    """A UTC datetime for Unix seconds in the supported range (also before 1970)."""
+    return _dt.datetime(1970, 1, 1, tzinfo=_dt.UTC) + _dt.timedelta(seconds=int(seconds))

@@ -26,7 +26,8 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 import pyarrow.json as pajson
 
-from factmem.core.codes import MENTION_KINDS
+from factmem.core.codes import MAX_TIME, MENTION_KINDS, MIN_TIME
+from factmem.core.timeutil import check_times, out_of_range_message
 from factmem.errors import InputError
 
 __all__ = ["LOG_FILE", "TRUTH_FILE", "GENERALIZATIONS_FILE", "SCENARIO_FILE", "DATASET_FILES", "NOISE_LABELS",
@@ -71,7 +72,6 @@ _LOG_SCHEMA = pa.schema(
     ]
 )
 _INT_RE = re.compile(r"^-?[0-9]+$")
-_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
 
 def default_scenario(messages: pd.DataFrame) -> dict:
@@ -98,6 +98,7 @@ def _parse_log(data: bytes, path: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
     if not _log_table_ok(table):
         _locate_log_error(data, path)
         raise InputError(f"{path}: invalid log (a vectorized check failed but no line was located)")
+    _check_log_times(table["ts"].to_numpy(), path, data)
 
     messages = table.select(list(MESSAGE_COLUMNS)).to_pandas()
     facts = table["facts"].combine_chunks()
@@ -120,6 +121,24 @@ def _parse_log(data: bytes, path: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
     return messages, events
 
 
+def _check_log_times(ts: np.ndarray, path: Path, data: bytes) -> None:
+    """Message times in the supported range (years 0001–9999 as seconds), and none that looks like
+    milliseconds among seconds: |ts| beyond 1e11 s (year 5138) and ~1000× the log's typical |ts|.
+    Long spans themselves are fine (historical data spans millennia)."""
+    where = lambda row: f"{path}:{_nth_record_line(data, row)}"  # the line is looked up on error only
+    check_times(ts, where)
+    if len(ts) < 2:
+        return
+    magnitude = np.abs(ts.astype(np.float64))
+    typical = float(np.median(magnitude))
+    odd = np.flatnonzero((magnitude > 1e11) & (magnitude > 500 * max(typical, 1.0)))
+    if odd.size:
+        row = int(odd[0])
+        raise InputError(f"{where(row)}: field 'ts' = {int(ts[row])} is about {magnitude[row] / max(typical, 1.0):,.0f}× "
+                         f"the log's typical time ({int(typical)}): it looks like milliseconds among seconds; "
+                         "give every time in Unix seconds")
+
+
 def _log_table_ok(table: pa.Table) -> bool:
     for name in ("session_id", "message_id", "ts", "speaker", "text", "facts"):
         if table[name].null_count:
@@ -134,7 +153,7 @@ def _log_table_ok(table: pa.Table) -> bool:
             return False
         for name in _FACT_FIELDS:
             col = flat.field(name)
-            if col.null_count or pc.any(pc.equal(pc.utf8_length(col), 0)).as_py():
+            if col.null_count or pc.any(pc.equal(pc.utf8_length(pc.utf8_trim_whitespace(col)), 0)).as_py():
                 return False
         if not pc.all(pc.is_in(flat.field("kind"), value_set=pa.array(MENTION_KINDS))).as_py():
             return False
@@ -176,8 +195,8 @@ def _locate_log_error(data: bytes, path: Path) -> None:
         ts = obj["ts"]
         if isinstance(ts, bool) or not isinstance(ts, int):
             raise InputError(f"{where}: field 'ts' must be an integer (Unix seconds), got {ts!r}")
-        if not _INT64_MIN <= ts <= _INT64_MAX:
-            raise InputError(f"{where}: field 'ts' = {ts} is out of the 64-bit range")
+        if not MIN_TIME <= ts <= MAX_TIME:
+            raise InputError(f"{where}: field 'ts' = {out_of_range_message(ts)}")
         facts = obj["facts"]
         if not isinstance(facts, list):
             raise InputError(f"{where}: field 'facts' must be a list, got {facts!r}")
@@ -188,8 +207,9 @@ def _locate_log_error(data: bytes, path: Path) -> None:
             for name in _FACT_FIELDS:
                 if name not in fact or fact[name] is None:
                     raise InputError(f"{fwhere}: field {name!r} is missing")
-                if not isinstance(fact[name], str) or not fact[name]:
-                    raise InputError(f"{fwhere}: field {name!r} must be a non-empty string, got {fact[name]!r}")
+                if not isinstance(fact[name], str) or not fact[name].strip():
+                    raise InputError(f"{fwhere}: field {name!r} must be a non-empty string (not only whitespace), "
+                                     f"got {fact[name]!r}")
             if fact["kind"] not in MENTION_KINDS:
                 raise InputError(
                     f"{fwhere}: field 'kind' has unknown kind {fact['kind']!r}; expected one of {', '.join(MENTION_KINDS)}"
@@ -279,56 +299,87 @@ def _first(mask: pa.Array) -> int | None:
     return int(idx[0].as_py()) if len(idx) else None
 
 
-def _int_col(values: pa.Array, path: Path, name: str, nullable: bool) -> pd.arrays.IntegerArray:
-    """Parse an integer column; empty → NA when nullable; errors name the line (row + 2)."""
+class _CsvRows:
+    """Names a data row of a CSV file as ``file:line`` — the physical line its record starts on,
+    counting the header, blank lines (which the reader skips) and newlines inside quoted fields.
+    Computed only when an error is raised."""
+
+    def __init__(self, path: Path, data: bytes):
+        self.path, self.data = path, data
+
+    def line(self, row: int) -> int:
+        text = self.data.decode("utf-8", "replace").lstrip("\ufeff")
+        reader = csv.reader(io.StringIO(text, newline=""))
+        records = -1  # the header is record -1, data rows count from 0
+        start = 1
+        try:
+            for record in reader:
+                if record:  # a blank line is no record
+                    if records == row:
+                        return start
+                    records += 1
+                start = reader.line_num + 1
+        except csv.Error:
+            pass
+        return row + 2  # not found (cannot happen for a row the reader produced)
+
+    def __call__(self, row: int) -> str:
+        return f"{self.path}:{self.line(row)}"
+
+
+def _int_col(values: pa.Array, at: _CsvRows, name: str, nullable: bool) -> pd.arrays.IntegerArray:
+    """Parse an integer column of times; empty → NA when nullable; values outside the supported range
+    (years 0001–9999) are refused; errors name the line."""
     empty = pc.equal(values, "")
     if not nullable and (i := _first(empty)) is not None:
-        raise InputError(f"{path}:{i + 2}: field {name!r} is empty (an integer, Unix seconds, is required)")
+        raise InputError(f"{at(i)}: field {name!r} is empty (an integer, Unix seconds, is required)")
     ok = pc.or_(pc.match_substring_regex(values, _INT_RE.pattern), empty)
     if (i := _first(pc.invert(ok))) is not None:
-        raise InputError(f"{path}:{i + 2}: field {name!r} must be an integer (Unix seconds), got {values[i].as_py()!r}")
-    try:
-        ints = pc.cast(pc.if_else(empty, "0", values), pa.int64())
-    except pa.ArrowInvalid:
-        # rare: a 20-digit number; find it precisely
-        big = [i for i, v in enumerate(values.to_pylist()) if v and not _INT64_MIN <= int(v) <= _INT64_MAX]
-        raise InputError(f"{path}:{big[0] + 2}: field {name!r} = {values[big[0]].as_py()} is out of the 64-bit range") from None
+        raise InputError(f"{at(i)}: field {name!r} must be an integer (Unix seconds), got {values[i].as_py()!r}")
+    # more than 12 digits is beyond year 9999 as seconds (and may not fit in 64 bits)
+    long = pc.greater(pc.utf8_length(pc.utf8_ltrim(values, characters="-0")), 12)
+    if (i := _first(long)) is not None:
+        raise InputError(f"{at(i)}: field {name!r} = {out_of_range_message(values[i].as_py())}")
+    ints = pc.cast(pc.if_else(empty, "0", values), pa.int64())
+    check_times(ints.to_numpy(), at, field=name)
     return pd.arrays.IntegerArray(ints.to_numpy(), empty.to_numpy(zero_copy_only=False))
 
 
-def _nonempty(values: pa.Array, path: Path, name: str) -> None:
-    if (i := _first(pc.equal(values, ""))) is not None:
-        raise InputError(f"{path}:{i + 2}: field {name!r} is empty")
+def _nonempty(values: pa.Array, at: _CsvRows, name: str) -> None:
+    if (i := _first(pc.equal(pc.utf8_trim_whitespace(values), ""))) is not None:
+        what = "is empty" if values[i].as_py() == "" else f"is only whitespace ({values[i].as_py()!r})"
+        raise InputError(f"{at(i)}: field {name!r} {what}")
 
 
 def _parse_truth(data: bytes, path: Path) -> pd.DataFrame:
     required = TRUTH_COLUMNS[:6]  # relevant_until and noise may be left out
     table = _read_csv_strings(data, path, TRUTH_COLUMNS, required)
+    at = _CsvRows(path, data)
     cols = {n: _str_col(table, n) for n in TRUTH_COLUMNS}
     for name in ("subject", "predicate", "object", "kind"):
-        _nonempty(cols[name], path, name)
+        _nonempty(cols[name], at, name)
     if (i := _first(pc.invert(pc.is_in(cols["kind"], value_set=pa.array(MENTION_KINDS))))) is not None:
         raise InputError(
-            f"{path}:{i + 2}: field 'kind' has unknown kind {cols['kind'][i].as_py()!r}; "
+            f"{at(i)}: field 'kind' has unknown kind {cols['kind'][i].as_py()!r}; "
             f"expected one of {', '.join(MENTION_KINDS)}"
         )
-    valid_from = _int_col(cols["valid_from"], path, "valid_from", nullable=False)
-    valid_to = _int_col(cols["valid_to"], path, "valid_to", nullable=True)
-    relevant = _int_col(cols["relevant_until"], path, "relevant_until", nullable=True)
+    valid_from = _int_col(cols["valid_from"], at, "valid_from", nullable=False)
+    valid_to = _int_col(cols["valid_to"], at, "valid_to", nullable=True)
+    relevant = _int_col(cols["relevant_until"], at, "relevant_until", nullable=True)
     vf = valid_from.to_numpy(dtype=np.int64)
     for name, col in (("valid_to", valid_to), ("relevant_until", relevant)):
         bad = (col < valid_from).fillna(False).to_numpy(dtype=bool)
         if bad.any():
             i = int(np.flatnonzero(bad)[0])
-            raise InputError(f"{path}:{i + 2}: field {name!r} = {col[i]} is before valid_from = {vf[i]}")
+            raise InputError(f"{at(i)}: field {name!r} = {col[i]} is before valid_from = {vf[i]}")
     noise = cols["noise"]
     ok = pc.or_(pc.equal(noise, ""), pc.is_in(noise, value_set=pa.array(NOISE_LABELS)))
     if (i := _first(pc.invert(ok))) is not None:
         raise InputError(
-            f"{path}:{i + 2}: field 'noise' = {noise[i].as_py()!r}; expected empty or one of {', '.join(NOISE_LABELS)}"
+            f"{at(i)}: field 'noise' = {noise[i].as_py()!r}; expected empty or one of {', '.join(NOISE_LABELS)}"
         )
     strs = pa.table({n: cols[n] for n in ("subject", "predicate", "object", "kind")}).to_pandas()
-    periods = _parse_periods(table, path, valid_to)
+    periods = _parse_periods(table, at, valid_to)
     return _with_periods(_truth_frame(
         subject=strs["subject"],
         predicate=strs["predicate"],
@@ -341,7 +392,7 @@ def _parse_truth(data: bytes, path: Path) -> pd.DataFrame:
     ), periods)
 
 
-def _parse_periods(table: pa.Table, path: Path, valid_to: pd.arrays.IntegerArray) -> dict[str, Any]:
+def _parse_periods(table: pa.Table, at: _CsvRows, valid_to: pd.arrays.IntegerArray) -> dict[str, Any]:
     """The optional period columns present in the file: values checked, empty → missing."""
     out = {}
     for name in TRUTH_PERIOD_COLUMNS:
@@ -350,12 +401,12 @@ def _parse_periods(table: pa.Table, path: Path, valid_to: pd.arrays.IntegerArray
         col = _str_col(table, name)
         ok = pc.or_(pc.equal(col, ""), pc.is_in(col, value_set=pa.array(BOUND_PERIODS)))
         if (i := _first(pc.invert(ok))) is not None:
-            raise InputError(f"{path}:{i + 2}: field {name!r} = {col[i].as_py()!r}; expected empty or one of "
+            raise InputError(f"{at(i)}: field {name!r} = {col[i].as_py()!r}; expected empty or one of "
                              f"{', '.join(BOUND_PERIODS)}")
         if name == "end_period":
             dangling = pc.and_(pc.not_equal(col, ""), pa.array(valid_to.isna()))
             if (i := _first(dangling)) is not None:
-                raise InputError(f"{path}:{i + 2}: field 'end_period' = {col[i].as_py()!r} but valid_to is empty "
+                raise InputError(f"{at(i)}: field 'end_period' = {col[i].as_py()!r} but valid_to is empty "
                                  "(an open end has no period)")
         out[name] = col.to_pandas()
     return out
@@ -373,9 +424,10 @@ def _with_periods(truth: pd.DataFrame, periods: Mapping[str, Any]) -> pd.DataFra
 def _parse_generalizations(data: bytes, path: Path) -> pd.DataFrame:
     required = tuple(c for c in GENERALIZATION_COLUMNS if c != "note")
     table = _read_csv_strings(data, path, GENERALIZATION_COLUMNS, required)
+    at = _CsvRows(path, data)
     cols = {n: _str_col(table, n) for n in GENERALIZATION_COLUMNS}
     for name in required:
-        _nonempty(cols[name], path, name)
+        _nonempty(cols[name], at, name)
     frame = pa.table(cols).to_pandas()
     # Every row of one generalization must agree on what it states.
     head = frame.groupby("gen_id", sort=False)[["subject", "predicate", "object"]].transform("first")
@@ -383,7 +435,7 @@ def _parse_generalizations(data: bytes, path: Path) -> pd.DataFrame:
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
         raise InputError(
-            f"{path}:{i + 2}: field 'gen_id': generalization {frame['gen_id'].iloc[i]!r} states different "
+            f"{at(i)}: field 'gen_id': generalization {frame['gen_id'].iloc[i]!r} states different "
             "(subject, predicate, object) on different rows"
         )
     frame["note"] = frame["note"].where(frame["note"] != "", None)
@@ -401,6 +453,8 @@ def _parse_scenario(data: bytes, path: Path) -> dict:
         value = scenario.get(name)
         if isinstance(value, bool) or not isinstance(value, int):
             raise InputError(f"{path}: field {name!r} must be an integer (Unix seconds), got {value!r}")
+        if not MIN_TIME <= value <= MAX_TIME:
+            raise InputError(f"{path}: field {name!r} = {out_of_range_message(value)}")
     if scenario["end"] < scenario["start"]:
         raise InputError(f"{path}: field 'end' = {scenario['end']} is before start = {scenario['start']}")
     mvp = scenario.get("multi_valued_predicates", [])

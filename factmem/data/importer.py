@@ -20,7 +20,8 @@ its optional columns ``start_period`` and ``end_period`` ("year", "month" or "da
 changes can be judged in periods (an old value whose end year is the new value's start year was
 handed over in that year: :mod:`factmem.evaluation.cardinality_choice`); its rows are in start order, ties
 in the file's order. Rows are skipped — and reported with their
-count and first examples, never silently — when a bound is unparseable, when the start period
+count and first examples, never silently — when a bound is unparseable or outside the supported
+years 0001–9999 (times are Unix seconds in that range), when the start period
 begins after the end period ends, when the start is unknown (unless ``open_start="log_start"``),
 when a field is missing or empty, or when the row repeats an earlier one.
 
@@ -45,7 +46,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from factmem.core.codes import DAY, MENTION_KINDS
+from factmem.core.codes import DAY, MAX_TIME, MENTION_KINDS, MIN_TIME
 from factmem.data.logs import Dataset, make_dataset
 from factmem.errors import InputError
 
@@ -92,7 +93,8 @@ class ImportReport:
 def parse_bounds(values: pd.Series | np.ndarray | list[str]) -> pd.DataFrame:
     """Parse bound strings (vectorized) into periods.
 
-    Returns columns ``status`` ("ok", "unknown" or "invalid"), ``lo`` (Unix seconds at the start
+    Returns columns ``status`` ("ok", "unknown", "invalid", or "out_of_range" for a period outside the
+    supported years 0001–9999), ``lo`` (Unix seconds at the start
     of the period), ``hi`` (Unix seconds at its end, exclusive) and ``period`` ("year", "month" or
     "day"); lo/hi are 0 and period is empty unless ok.
     """
@@ -120,7 +122,10 @@ def parse_bounds(values: pd.Series | np.ndarray | list[str]) -> pd.DataFrame:
     hi = np.where(precise_day, (day + 1).astype("datetime64[s]").astype(np.int64),
                   np.where(precise_month, (month + 1).astype("datetime64[s]").astype(np.int64),
                            (year + 1).astype("datetime64[s]").astype(np.int64)))
-    status = np.where(unknown, "unknown", np.where(valid, "ok", "invalid"))
+    # the supported time range: a period must lie within 0001-01-01 .. 9999-12-31T23:59:59
+    in_range = (lo >= MIN_TIME) & (hi <= MAX_TIME)
+    status = np.where(unknown, "unknown", np.where(valid, np.where(in_range, "ok", "out_of_range"), "invalid"))
+    valid &= in_range
     period = np.where(~valid, "", np.where(precise_day, "day", np.where(precise_month, "month", "year")))
     return pd.DataFrame({"status": status, "lo": np.where(valid, lo, 0), "hi": np.where(valid, hi, 0),
                          "period": period})
@@ -194,6 +199,10 @@ def import_triples(
     reason[pending & (start["status"].to_numpy() == "invalid")] = "unparseable start"
     pending = reason == None  # noqa: E711
     reason[pending & (end["status"].to_numpy() == "invalid")] = "unparseable end"
+    for name, bound in (("start", start), ("end", end)):
+        pending = reason == None  # noqa: E711
+        reason[pending & (bound["status"].to_numpy() == "out_of_range")] = \
+            f"{name} outside the supported years 0001-9999"
     s_ok, e_ok = start["status"].to_numpy() == "ok", end["status"].to_numpy() == "ok"
     s_lo, e_hi = start["lo"].to_numpy(), end["hi"].to_numpy()
     pending = reason == None  # noqa: E711

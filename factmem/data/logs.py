@@ -60,7 +60,7 @@ from factmem.data.format import (
     empty_messages,
     empty_truth,
 )
-from factmem.errors import InputError
+from factmem.errors import ExportError, InputError
 
 # ------------------------------------------------------------------------------------------
 # the dataset
@@ -272,15 +272,19 @@ def save(dataset: Dataset, path: str | os.PathLike[str]) -> Path:
     """Write ``dataset`` as a folder that :func:`load` reads back equal; returns the folder.
 
     The bytes depend only on the dataset (same dataset → same files). Existing dataset files in
-    the folder are replaced; other files are left alone. Sets ``dataset.path`` and its hash.
+    the folder are replaced; other files are left alone. Sets ``dataset.path`` and its hash. A folder
+    that cannot be written is an :class:`~factmem.errors.ExportError` naming it.
     """
     folder = Path(path)
     files = _serialize(dataset)
-    folder.mkdir(parents=True, exist_ok=True)
-    for name, data in files.items():
-        tmp = folder / f".{name}.tmp"
-        tmp.write_bytes(data)
-        os.replace(tmp, folder / name)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        for name, data in files.items():
+            tmp = folder / f".{name}.tmp"
+            tmp.write_bytes(data)
+            os.replace(tmp, folder / name)
+    except OSError as exc:
+        raise ExportError(f"{exc.filename or folder}: cannot write the dataset: {exc.strerror or exc}") from None
     dataset.path = folder
     dataset._sha256 = _hash_files(files)
     return folder
@@ -361,7 +365,7 @@ def _log_bytes(messages: pd.DataFrame, events: pd.DataFrame) -> bytes:
             out = Path(tmp) / LOG_FILE
             # Notes are optional: leave the key out when there is none.
             con.execute(
-                f"""COPY (
+                """COPY (
                     WITH f AS (
                         SELECT mi, list(CASE WHEN note IS NULL
                             THEN json_object('subject', subject, 'predicate', predicate, 'object', object, 'kind', kind)
@@ -370,7 +374,8 @@ def _log_bytes(messages: pd.DataFrame, events: pd.DataFrame) -> bytes:
                         FROM facts GROUP BY mi)
                     SELECT session_id, message_id, ts, speaker, text, coalesce(f.facts, []::JSON[]) AS facts
                     FROM msgs LEFT JOIN f USING (mi) ORDER BY mi
-                ) TO '{out.as_posix()}' (FORMAT json)"""
+                ) TO ? (FORMAT json)""",
+                [out.as_posix()],  # bound, never formatted into the SQL (a TMPDIR may hold a quote)
             )
             return out.read_bytes()
     finally:

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from factmem.core.codes import Status
+from factmem.core.codes import NO_TIME, Status
 from factmem.core.decay import age_days, effective_confidence, reinforce
 from factmem.core.params import MemoryParams
 from factmem.errors import InputError
@@ -75,7 +75,7 @@ class BatchOutcome:
 
     Per event (aligned with the input arrays): ``ref``, ``inserted``, ``confidence`` (after the event).
     Per touched fact (``facts``): ref, final confidence, count, last_reinforced, decay_rate, status,
-    status_changed_at (-1 = none), supersedes (NO_REF = none), reinforced (bool: confidence changed),
+    status_changed_at (NO_TIME = none: a time before 1970 is negative and valid), supersedes (NO_REF = none), reinforced (bool: confidence changed),
     first event index (for new facts, the inserting event).
     """
 
@@ -178,8 +178,8 @@ def replay_fast(
     next_same = np.zeros(len(rs), bool)
     next_same[:-1] = run_key[1:] == run_key[:-1]
     status = np.where(next_same, Status.SUPERSEDED, Status.ACTIVE)
-    changed_at = np.full(len(rs), -1, np.int64)
-    changed_at[:-1] = np.where(next_same[:-1], ts[rs[1:]], -1)
+    changed_at = np.full(len(rs), NO_TIME, np.int64)
+    changed_at[:-1] = np.where(next_same[:-1], ts[rs[1:]], NO_TIME)
 
     run_ref = np.where(run_new, provisional_ref(gpos[rs]), state.id[run_key])
     prev_same = np.zeros(len(rs), bool)
@@ -258,7 +258,7 @@ def replay_general(
     st["is_new"] = False
     st["order"] = st["ref"]  # ties in last_reinforced break by id; new facts sort after old
     st["status"] = Status.ACTIVE
-    st["status_changed_at"] = np.int64(-1)
+    st["status_changed_at"] = np.int64(NO_TIME)
     st["supersedes"] = NO_REF
     st["reinforced"] = False
     st["first_event"] = np.int64(-1)
@@ -318,7 +318,7 @@ def replay_general(
                 "key": key[e], "obj": obj[e], "ref": refs, "confidence": c0,
                 "count": np.zeros(e.size, np.int64), "last_reinforced": ts[e], "decay_rate": rates[e],
                 "is_new": True, "order": gpos[e], "status": Status.ACTIVE,
-                "status_changed_at": np.full(e.size, -1, np.int64), "supersedes": sup,
+                "status_changed_at": np.full(e.size, NO_TIME, np.int64), "supersedes": sup,
                 "reinforced": True, "first_event": e,
             })
             st = pd.concat([st, add], ignore_index=True)

@@ -89,6 +89,23 @@ class Evaluation:
     calibration_by_kind: pd.DataFrame = field(default_factory=pd.DataFrame)
 
 
+def _merge_overlapping(triple: np.ndarray, kind: np.ndarray, start: np.ndarray, end: np.ndarray):
+    """Merge the truth intervals [start, end) of one triple that overlap (rows sorted by triple, start);
+    touching intervals (one ends where the next starts) stay apart. Vectorized (grouped cummax)."""
+    if len(triple) < 2:
+        return triple, kind, start, end
+    reach = pd.Series(end).groupby(triple).cummax().to_numpy(np.int64)  # latest end so far in the triple
+    new = np.ones(len(triple), bool)
+    new[1:] = (triple[1:] != triple[:-1]) | (start[1:] >= reach[:-1])
+    if new.all():
+        return triple, kind, start, end
+    group = np.cumsum(new) - 1
+    first = np.flatnonzero(new)
+    merged_end = np.full(len(first), np.iinfo(np.int64).min, np.int64)
+    np.maximum.at(merged_end, group, end)
+    return triple[first], kind[first], start[first], merged_end
+
+
 class Evaluator:
     """Scores belief states against ground truth at checkpoints.
 
@@ -119,10 +136,11 @@ class Evaluator:
             return pd.array(col, dtype="Int64").fillna(OPEN).to_numpy(dtype=np.int64)
 
         t = truth.sort_values(["triple", "valid_from"], kind="stable")
-        self.t_triple = t["triple"].to_numpy(np.int64)
-        self.t_kind = t["kind"].to_numpy(np.int64)
-        self.t_from = t["valid_from"].to_numpy(np.int64)
-        self.t_end = np.minimum(as_end(t["valid_to"]), as_end(t["relevant_until"]))  # true and relevant until
+        # overlapping truth rows of one triple (real data repeats a fact with overlapping bounds) are
+        # one stretch of truth: counted once, else a believed fact would count twice (precision > 1)
+        self.t_triple, self.t_kind, self.t_from, self.t_end = _merge_overlapping(
+            t["triple"].to_numpy(np.int64), t["kind"].to_numpy(np.int64), t["valid_from"].to_numpy(np.int64),
+            np.minimum(as_end(t["valid_to"]), as_end(t["relevant_until"])))  # true and relevant until
         self.t_k0 = np.searchsorted(self.cp, self.t_from, "left")
         self.t_k1 = np.searchsorted(self.cp, self.t_end, "left")
 

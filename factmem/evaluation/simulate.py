@@ -57,18 +57,54 @@ class Schedule:
             raise InputError(f"abstract_every_days must be a positive number of days or None, got {a!r}")
 
     def consolidations(self, start: int, end: int) -> np.ndarray:
-        return W.grid_between(start, end, int(round(self.consolidate_every_hours * HOUR)))
+        return _capped_grid(start, end, int(round(self.consolidate_every_hours * HOUR)), "consolidations",
+                            "consolidate_every_hours", "--consolidate-every HOURS")
 
     def checkpoints(self, start: int, end: int) -> np.ndarray:
-        return W.grid_between(start, end, int(round(self.evaluate_every_hours * HOUR)))
+        return _capped_grid(start, end, int(round(self.evaluate_every_hours * HOUR)), "checkpoints",
+                            "evaluate_every_hours", "--evaluate-every HOURS")
 
     def abstractions(self, start: int, end: int) -> np.ndarray:
         if self.abstract_every_days is None:
             return np.zeros(0, np.int64)
-        return W.grid_between(start, end, int(round(self.abstract_every_days * DAY)))
+        return _capped_grid(start, end, int(round(self.abstract_every_days * DAY)), "abstraction passes",
+                            "abstract_every_days", "--abstract-every DAYS")
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+#: The most consolidations, checkpoints or abstraction passes a schedule may make over a log: beyond
+#: this a run would spend its time and memory on the schedule, not the log (a daily schedule over
+#: Wikidata's two thousand years is 730,000 consolidations).
+MAX_SCHEDULE_POINTS = 100_000
+#: The schedule of logs imported from temporal facts (``factmem import-triples``): bounds are years.
+YEARLY_HOURS = 365 * 24.0
+
+
+def _capped_grid(start: int, end: int, every: int, what: str, field: str, option: str) -> np.ndarray:
+    if every <= 0:
+        raise InputError(f"{field} must be at least one second, got {every} s")
+    count = max(int(end) - int(start), 0) // every
+    if count > MAX_SCHEDULE_POINTS:
+        from factmem.core.timeutil import to_datetime
+
+        span_days = (int(end) - int(start)) / DAY
+        raise InputError(
+            f"a schedule every {every / HOUR:g} h from {to_datetime(start):%Y-%m-%d} to {to_datetime(end):%Y-%m-%d} "
+            f"({span_days:,.0f} days) would make {count:,} {what}, more than {MAX_SCHEDULE_POINTS:,}: choose a "
+            f"longer period ({option}; Schedule({field}=...)) — a yearly one ({YEARLY_HOURS:g} h) suits historical "
+            "data. If the span itself is wrong, look for a time in milliseconds in the log.")
+    return W.grid_between(start, end, every)
+
+
+def default_schedule(dataset: Dataset | PreparedLog) -> Schedule:
+    """The schedule used when none is given: daily, or yearly for a log imported from temporal facts
+    (``factmem import-triples``: year-precision bounds over centuries)."""
+    ds = dataset.dataset if isinstance(dataset, PreparedLog) else dataset
+    if str(ds.scenario.get("generator", "")).endswith("importer"):
+        return Schedule(consolidate_every_hours=YEARLY_HOURS, evaluate_every_hours=YEARLY_HOURS)
+    return Schedule()
 
 
 # -- the log, encoded once ---------------------------------------------------------------------------
@@ -283,6 +319,9 @@ def simulate(log: Dataset | PreparedLog | str | os.PathLike, params: MemoryParam
              checkpoints: np.ndarray | None = None, quiet: bool = True) -> SimulationResult:
     """Replay ``log`` through a FactStore with ``params`` on ``schedule`` and score it.
 
+    ``schedule`` defaults to :func:`default_schedule` (daily; yearly for imported temporal facts); a
+    schedule of more than :data:`MAX_SCHEDULE_POINTS` consolidations or checkpoints is refused.
+
     ``provider`` (with ``schedule.abstract_every_days``): the abstraction pass runs at those times
     (after that time's consolidation). ``track``: (subject, predicate[, object]) tuples whose facts'
     confidence trajectories to return, or how many to pick automatically (the most reinforced fact of
@@ -290,7 +329,7 @@ def simulate(log: Dataset | PreparedLog | str | os.PathLike, params: MemoryParam
     """
     prepared = log if isinstance(log, PreparedLog) else prepare(log)
     params = params or MemoryParams()
-    schedule = schedule or Schedule()
+    schedule = schedule or default_schedule(prepared)
     if schedule.abstract_every_days is not None and provider is None:
         raise InputError("schedule.abstract_every_days needs a provider (e.g. factmem.abstraction.providers.OracleProvider)")
     start, end = prepared.start, prepared.end
@@ -299,6 +338,9 @@ def simulate(log: Dataset | PreparedLog | str | os.PathLike, params: MemoryParam
     if len(cps) == 0:
         raise InputError(f"the log spans {(end - start) / HOUR:.1f} h, less than one evaluation period "
                          f"({schedule.evaluate_every_hours} h)")
+    if store_path is not None and os.path.exists(store_path):
+        raise InputError(f"{store_path}: already exists; a simulation replays the log into an empty store "
+                         "(replaying it again would double its evidence) — remove it or choose another path")
     store = FactStore(store_path, params=params)
     events = prepared.events
     passes = []

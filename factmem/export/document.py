@@ -442,7 +442,14 @@ def read_params_document(path: str | os.PathLike) -> ParamsDocument:
         raise ParamsFileError(f"{path}: {exc}") from None
     except (json.JSONDecodeError, tomllib.TOMLDecodeError) as exc:
         raise ParamsFileError(f"{path}: invalid {fmt.upper()}: {exc}") from None
-    return _parse_document(data, str(path))
+    except RecursionError:
+        raise ParamsFileError(f"{path}: invalid {fmt.upper()}: nested too deep to read") from None
+    except ValueError as exc:  # e.g. an integer of thousands of digits (Python's int conversion limit)
+        raise ParamsFileError(f"{path}: invalid {fmt.upper()}: {exc}") from None
+    try:
+        return _parse_document(data, str(path))
+    except RecursionError:
+        raise ParamsFileError(f"{path}: a value is nested too deep") from None
 
 
 def load_params_file(path: str | os.PathLike) -> tuple[MemoryParams, dict[str, Any]]:

@@ -32,6 +32,7 @@ import json
 import math
 import re
 import struct
+import unicodedata
 from collections.abc import Sequence
 from typing import Any
 
@@ -105,7 +106,10 @@ def f64_bits(x: float) -> str:
 
 
 def rust_str(s: str) -> str:
-    """A Rust string literal for ``s``: quotes, backslashes and every control character escaped."""
+    """A Rust string literal for ``s``: quotes, backslashes, every control character and every
+    invisible format character escaped as ``\\u{...}`` — bidirectional controls (U+202A–U+202E,
+    U+2066–U+2069, U+200E/F, U+061C) in a literal are a compile error (rustc's deny-by-default
+    ``text_direction_codepoint_in_literal``), and none of them should be invisible in a source file."""
     out = []
     for ch in s:
         o = ord(ch)
@@ -119,19 +123,27 @@ def rust_str(s: str) -> str:
             out.append("\\t")
         elif ch == "\r":
             out.append("\\r")
-        elif o < 0x20 or 0x7F <= o <= 0x9F or 0xD800 <= o <= 0xDFFF or ch in "\u2028\u2029":
-            if 0xD800 <= o <= 0xDFFF:
-                raise InputError(f"{s!r} holds a lone surrogate; Rust strings are valid Unicode")
+        elif 0xD800 <= o <= 0xDFFF:
+            raise InputError(f"{s!r} holds a lone surrogate; Rust strings are valid Unicode")
+        elif _invisible(ch):
             out.append(f"\\u{{{o:x}}}")
         else:
             out.append(ch)
     return '"' + "".join(out) + '"'
 
 
+def _invisible(ch: str) -> bool:
+    """Control, format (bidirectional controls, zero-width characters) and line/paragraph separators."""
+    return unicodedata.category(ch) in ("Cc", "Cf", "Zl", "Zp")
+
+
 def _doc_text(value: Any) -> str:
-    """A value shown in a doc comment: JSON-quoted so newlines and CRs cannot break the comment."""
+    """A value shown in a doc comment: JSON-quoted so newlines and CRs cannot break the comment, and
+    invisible characters spelled ``\\uXXXX`` (a bidirectional control in a comment is a compile
+    error: rustc's ``text_direction_codepoint_in_comment``)."""
     if isinstance(value, str):
-        return json.dumps(value, ensure_ascii=False).replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
+        quoted = json.dumps(value, ensure_ascii=False)
+        return "".join(f"\\u{ord(ch):04x}" if _invisible(ch) else ch for ch in quoted)
     if isinstance(value, float):
         return repr(value)
     return str(value)

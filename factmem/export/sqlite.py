@@ -63,12 +63,13 @@ import pyarrow as pa
 from tqdm.auto import tqdm
 
 from factmem import __version__
-from factmem.core.codes import KINDS
+from factmem.core.codes import KINDS, MAX_TIME, MIN_TIME
 from factmem.core.params import MemoryParams
 from factmem.errors import ExportError, InputError, ProductionDBError, StoreError
 from factmem.export.atomic import atomic_write
 from factmem.store.examined import EXAMINED_OUTCOMES, EXAMINED_TABLE
 from factmem.store.factstore import FactStore
+from factmem.store.locking import exclusive
 from factmem.store.schema import STATUSES
 
 __all__ = ["SQLITE_FORMAT", "SEED_FACTS_DDL", "SEED_LINKS_DDL", "EVIDENCE_DDL", "EVIDENCE_INDEX", "STATE_DDL",
@@ -246,6 +247,7 @@ def export_db(store_or_path: FactStore | str | os.PathLike, out_sqlite: str | os
         if not src.exists():
             raise StoreError(f"{src}: no such store file")
         store = FactStore(src, read_only=True)
+    store._lock.acquire()  # a store shared by threads: no write interleaves with the export's reads
     try:
         con = store.db  # raises StoreError when the store is closed
         bad = con.execute(
@@ -300,6 +302,7 @@ def export_db(store_or_path: FactStore | str | os.PathLike, out_sqlite: str | os
         finally:
             bar.close()
     finally:
+        store._lock.release()
         if own:
             store.close()
     return ExportResult(path, counts["facts"], counts["links"], counts["evidence"], counts["state"],
@@ -411,6 +414,89 @@ def _scan(path: Path, sq, table: str, spec: list[tuple[str, str, bool]], present
     return int(sums[0])
 
 
+_TIME_RULE = f"a Unix time in the supported range (years 0001-9999: {MIN_TIME} to {MAX_TIME})"
+_FINITE_MAX = "1.7976931348623157e308"
+
+
+def _time_rule(col: str) -> tuple[str, str, str]:
+    return (col, f'"{col}" IS NOT NULL AND ("{col}" < {MIN_TIME} OR "{col}" > {MAX_TIME})', _TIME_RULE)
+
+
+def _invariant_rules(present: dict[str, dict[str, str]]) -> dict[str, list[tuple[str, str, str]]]:
+    """The store's invariants as per-row rules (column, SQL condition of a bad row, what is expected),
+    checked after the storage classes: values in their domains, times in range, no dangling reference."""
+    facts_ids = "(SELECT id FROM memory_facts)"
+    rules: dict[str, list[tuple[str, str, str]]] = {
+        "memory_facts": [
+            ("confidence", "confidence < 0 OR confidence > 1", "a confidence in [0, 1]"),
+            ("decay_rate", f"decay_rate < 0 OR decay_rate > {_FINITE_MAX}", "a finite decay rate >= 0"),
+            ("reinforcement_count", "reinforcement_count < 0", "a count >= 0"),
+            _time_rule("first_seen"), _time_rule("last_reinforced"),
+            ("supersedes_id", f"supersedes_id IS NOT NULL AND supersedes_id NOT IN {facts_ids}",
+             "the id of a fact in memory_facts (a dangling supersedes_id)"),
+        ],
+        "memory_fact_links": [
+            ("parent_id", f"parent_id NOT IN {facts_ids}", "the id of a fact in memory_facts (a link to a missing fact)"),
+            ("child_id", f"child_id NOT IN {facts_ids}", "the id of a fact in memory_facts (a link to a missing fact)"),
+            _time_rule("created_at"),
+        ],
+        "memory_evidence": [
+            ("fact_id", f"fact_id NOT IN {facts_ids}", "the id of a fact in memory_facts (evidence for a missing fact)"),
+            _time_rule("observed_at"),
+        ],
+        "factmem_fact_state": [
+            ("id", f"id NOT IN {facts_ids}", "the id of a fact in memory_facts (state of a missing fact)"),
+            _time_rule("status_changed_at"),
+        ],
+        "factmem_abstraction_empty": [_time_rule("examined_at")],
+    }
+    ev = present.get("memory_evidence", {})
+    if "confidence" in ev:
+        rules["memory_evidence"].append(("confidence", "confidence < 0 OR confidence > 1", "a confidence in [0, 1]"))
+    if "id" in ev:
+        rules["memory_evidence"].append(
+            ("id", "id IN (SELECT id FROM memory_evidence GROUP BY id HAVING count(*) > 1)", "a unique evidence id"))
+    return {table: [r for r in rs if r[0] in present.get(table, {})] for table, rs in rules.items()}
+
+
+def _check_unique_fact_ids(path: Path, sq: sqlite3.Connection) -> None:
+    pk = {r[1]: (r[2], r[5]) for r in sq.execute('PRAGMA table_info("memory_facts")').fetchall()}
+    if not (pk["id"][1] == 1 and pk["id"][0].upper() == "INTEGER"):  # not a rowid alias: ids may repeat
+        dup = sq.execute("SELECT id, count(*) FROM memory_facts GROUP BY id HAVING count(*) > 1 LIMIT 1").fetchone()
+        if dup:
+            raise ProductionDBError(f"{path}: table memory_facts: column 'id': value {dup[0]!r} appears {dup[1]} times")
+
+
+def _check_meta(path: Path, sq: sqlite3.Connection, tables: list[str]) -> None:
+    """``factmem_meta.format``, when present, must be a format this factmem reads."""
+    if "factmem_meta" not in tables:
+        return
+    try:
+        row = sq.execute("SELECT value FROM factmem_meta WHERE key = 'format'").fetchone()
+    except sqlite3.DatabaseError as exc:
+        raise ProductionDBError(f"{path}: table factmem_meta: unreadable ({exc})") from None
+    if row is not None and row[0] != SQLITE_FORMAT:
+        raise ProductionDBError(f"{path}: table factmem_meta: key 'format' = {row[0]!r}: this factmem reads "
+                                f"{SQLITE_FORMAT!r} (a newer or unknown format; upgrade factmem)")
+
+
+def _check_active_keys(path: Path, sq: sqlite3.Connection, multi_valued: frozenset[str]) -> None:
+    """One active fact per (subject, predicate) of a single-valued predicate."""
+    import json
+
+    row = sq.execute(
+        "SELECT subject, predicate, count(*), group_concat(rowid) FROM memory_facts WHERE status = 'active' "
+        "AND predicate NOT IN (SELECT value FROM json_each(?)) GROUP BY subject, predicate HAVING count(*) > 1 "
+        "ORDER BY min(rowid) LIMIT 1", [json.dumps(sorted(multi_valued))]).fetchone()
+    if row is not None:
+        subject, predicate, n, rowids = row
+        raise ProductionDBError(
+            f"{path}: table memory_facts: rowids {rowids}: {n} active facts for ({subject!r}, {predicate!r}); rule: "
+            "one active fact per (subject, predicate) of a single-valued predicate — declare the predicate "
+            "multi-valued in the params, or keep them as stored with allow_multiple_active=True "
+            "(--allow-multiple-active)")
+
+
 def validate_sqlite(path: str | os.PathLike) -> dict[str, Any]:
     """Check that a SQLite file is a memory factmem can import (see the module docstring); returns
     what it found: row counts, present optional columns and tables. Raises ProductionDBError."""
@@ -440,16 +526,17 @@ def _validate(path: Path, sq: sqlite3.Connection) -> dict[str, Any]:
     present = {}
     for table, (spec, optional) in specs.items():
         present[table] = _check_table(path, sq, table, spec, optional)
-    domains: dict[str, dict[str, tuple]] = {"memory_facts": {"kind": KINDS, "status": STATUSES}, "factmem_fact_state": {"stale": (0, 1)},
-               "factmem_abstraction_examined": {"outcome": EXAMINED_OUTCOMES}}
-    rules = {"factmem_abstraction_empty": _ID_ARRAY_RULE, "factmem_abstraction_examined": _ID_ARRAY_RULE}
-    counts = {table: _scan(path, sq, table, spec, present[table], domains.get(table), rules.get(table))
-              for table, (spec, _) in specs.items()}
-    pk = {r[1]: (r[2], r[5]) for r in sq.execute('PRAGMA table_info("memory_facts")').fetchall()}
-    if not (pk["id"][1] == 1 and pk["id"][0].upper() == "INTEGER"):  # not a rowid alias: ids may repeat
-        dup = sq.execute("SELECT id, count(*) FROM memory_facts GROUP BY id HAVING count(*) > 1 LIMIT 1").fetchone()
-        if dup:
-            raise ProductionDBError(f"{path}: table memory_facts: column 'id': value {dup[0]!r} appears {dup[1]} times")
+    domains: dict[str, dict[str, tuple]] = {"memory_facts": {"kind": KINDS, "status": STATUSES},
+                                            "factmem_fact_state": {"stale": (0, 1)},
+                                            "factmem_abstraction_examined": {"outcome": EXAMINED_OUTCOMES}}
+    rules = {"factmem_abstraction_empty": list(_ID_ARRAY_RULE), "factmem_abstraction_examined": list(_ID_ARRAY_RULE)}
+    for table, extra in _invariant_rules(present).items():
+        rules.setdefault(table, []).extend(extra)
+    counts = {}
+    for table, (spec, _) in specs.items():  # memory_facts first: the references below point into it
+        counts[table] = _scan(path, sq, table, spec, present[table], domains.get(table), rules.get(table))
+        if table == "memory_facts":
+            _check_unique_fact_ids(path, sq)
     info["evidence_columns"] = list(present["memory_evidence"])
     info["counts"] = counts
     return info
@@ -492,13 +579,22 @@ def _read_arrow(sq: sqlite3.Connection, bar, sql: str, schema: list[tuple[str, p
 
 def import_db(sqlite_path: str | os.PathLike, out_duckdb: str | os.PathLike, *,
               params: MemoryParams | None = None, overwrite: bool = False,
-              progress: bool | None = None) -> ImportResult:
+              progress: bool | None = None, allow_multiple_active: bool = False) -> ImportResult:
     """Read a SQLite memory (a production memory, or a file from :func:`export_db`) into a new
     FactStore file at ``out_duckdb``.
 
     ``params``: the store's parameters; default those in the file's ``factmem_meta`` table, else the
     seed's. The file is validated first (see the module docstring); on any error nothing is written.
-    ``progress``: a bar over rows read (None: only on a terminal).
+    Besides types and vocabularies, the store's invariants: confidences in [0, 1], decay rates finite
+    and >= 0, times in the supported range (years 0001–9999), no reference to a missing fact
+    (supersedes_id, links, evidence, fact state), unique evidence ids, a ``factmem_meta`` format this
+    factmem reads, and one active fact per (subject, predicate) of a single-valued predicate (under
+    the params used) unless ``allow_multiple_active`` keeps such keys as stored (the store handles
+    them, as after a predicate stopped being multi-valued). Each violation is a
+    :class:`~factmem.errors.ProductionDBError` naming the table, the row and the rule.
+    ``overwrite`` replaces an existing ``out_duckdb`` — only while no process has it open (its
+    lock is taken first: :func:`factmem.store.locking.exclusive`). ``progress``: a bar over rows
+    read (None: only on a terminal).
     """
     t0 = time.perf_counter()
     src, out = Path(sqlite_path), Path(out_duckdb)
@@ -511,9 +607,12 @@ def import_db(sqlite_path: str | os.PathLike, out_duckdb: str | os.PathLike, *,
         info = _validate(src, sq)
         bar = tqdm(total=sum(info["counts"][t] for t in ("memory_facts", "memory_fact_links", "memory_evidence")),
                    desc="import-db", unit="row", unit_scale=True, disable=None if progress is None else not progress)
+        _check_meta(src, sq, info["tables"])
         saved = _meta_params(src, sq, info["tables"])
         use = params if params is not None else saved if saved is not None else MemoryParams()
         params_from = "argument" if params is not None else "factmem_meta" if saved is not None else "seed defaults"
+        if not allow_multiple_active:
+            _check_active_keys(src, sq, use.multi_valued_predicates)
         has_state = "factmem_fact_state" in info["tables"]
         state = ("s.status_changed_at, s.status_reason, coalesce(s.stale, 0)" if has_state
                  else "NULL, NULL, 0")
@@ -581,7 +680,8 @@ def import_db(sqlite_path: str | os.PathLike, out_duckdb: str | os.PathLike, *,
         finally:
             store.close()
 
-    path = atomic_write(out, write)
+    with exclusive(out):  # never replace a store another process (or this one) has open
+        path = atomic_write(out, write)
     return ImportResult(path, facts.num_rows, links.num_rows, evidence.num_rows, n_state, params_from, filled,
                         time.perf_counter() - t0, 0 if examined is None else examined.num_rows)
 

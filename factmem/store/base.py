@@ -1,5 +1,12 @@
 """The state a FactStore's parts share, declared once: the connection, the parameters, the id
-counters, and the transaction every write runs in.
+counters, the lock, and the transaction every write runs in.
+
+**Threads.** A FactStore may be shared by threads: every call holds the store's re-entrant lock, so
+calls run one at a time (a write never interleaves with another write or a read), and
+``with store.transaction():`` keeps the lock — other threads wait — until the transaction ends.
+The connection itself (``store.db``, ``store.con``) is not guarded: used directly, it is the
+caller's business. For parallel work, open one store per thread on different files, or read-only
+stores in other processes.
 
 :class:`~factmem.store.factstore.FactStore` is assembled from parts that each keep to one concern —
 :class:`~factmem.store.writes.BatchWrites` (set-based ``ingest`` and ``replay``) and
@@ -9,6 +16,7 @@ what each uses is declared here, visible to readers and to type checkers.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -18,6 +26,7 @@ import pandas as pd
 
 from factmem.core.params import MemoryParams
 from factmem.errors import StoreError
+from factmem.store.keyindex import KeyIndex
 
 if TYPE_CHECKING:
     from factmem.store.factstore import ConsolidateResult
@@ -36,6 +45,8 @@ class StoreBase:
     _next_evidence_id: int
     _has_links: bool
     _tx_depth: int
+    _lock: threading.RLock
+    _keys: KeyIndex
 
     @property
     def db(self) -> duckdb.DuckDBPyConnection:
@@ -45,11 +56,13 @@ class StoreBase:
         return self.con
 
     def _read(self, sql: str, params: Any = None) -> pd.DataFrame:
-        return self.db.execute(sql, params or []).df()
+        with self._lock:
+            return self.db.execute(sql, params or []).df()
 
     def _scalar(self, sql: str, params: Any = None) -> Any:
         """The single value a one-row, one-column query returns."""
-        row = self.db.execute(sql, params or []).fetchone()
+        with self._lock:
+            row = self.db.execute(sql, params or []).fetchone()
         assert row is not None, sql  # aggregate queries always return a row
         return row[0]
 
@@ -88,29 +101,48 @@ class StoreBase:
 
 
 class _Transaction:
-    """BEGIN … COMMIT around a write; on any error ROLLBACK and re-read the id counters."""
+    """BEGIN … COMMIT around a write, holding the store's lock throughout; on any error ROLLBACK,
+    re-read the id counters and drop the remember() key map (it may name rolled-back ids)."""
 
     def __init__(self, store: StoreBase):
         self.store = store
 
     def __enter__(self) -> _Transaction:
-        # Re-entrant: an outer transaction (e.g. one abstraction cluster) contains inner writes.
-        if self.store._tx_depth == 0:
-            self.store.db.begin()
-        self.store._tx_depth += 1
+        self.store._lock.acquire()  # other threads wait until the outermost transaction ends
+        try:
+            # Re-entrant: an outer transaction (e.g. one abstraction cluster) contains inner writes.
+            if self.store._tx_depth == 0:
+                self.store.db.begin()
+            self.store._tx_depth += 1
+        except BaseException:
+            self.store._lock.release()
+            raise
         return self
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> Literal[False]:
         store = self.store
-        store._tx_depth -= 1
-        if store._tx_depth > 0:
-            return False
-        con = store.db
-        if exc_type is None:
-            con.commit()
-            return False
         try:
-            con.rollback()
+            store._tx_depth -= 1
+            if store._tx_depth > 0:
+                return False
+            con = store.db
+            if exc_type is None:
+                try:
+                    con.commit()
+                except BaseException:  # a failed commit (disk full) leaves nothing: forget what we counted
+                    try:
+                        con.rollback()
+                    except duckdb.Error:
+                        pass  # DuckDB already rolled it back
+                    store._keys.reset()
+                    store._refresh_counters()
+                    raise
+                return False
+            try:
+                con.rollback()
+            finally:
+                store._keys.reset()
+                store._refresh_counters()
+            return False
         finally:
-            self.store._refresh_counters()
-        return False
+            store._lock.release()

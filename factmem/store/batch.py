@@ -3,7 +3,10 @@
 A batch is a pandas DataFrame, a pyarrow Table, or a file (Parquet, CSV, JSON lines) with columns
 ``ts, subject, predicate, object, kind`` and optional ``session_id, message_id, note``. Everything
 is checked over whole columns with pyarrow compute; the first bad value is reported with where it
-is (file and line, or row), the field and the value.
+is (file and line, or row), the field and the value. Times must lie in the supported range (years
+0001–9999 as Unix seconds, :data:`~factmem.core.codes.MIN_TIME`..:data:`~factmem.core.codes.MAX_TIME`);
+they are checked before any cast, so an unsigned or huge value is named, never wrapped around.
+Strings must be valid Unicode (a lone surrogate is named with its row).
 """
 
 from __future__ import annotations
@@ -17,7 +20,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from factmem.core.codes import KIND_CODES, KINDS
+from factmem.core.codes import KIND_CODES, KINDS, MAX_TIME, MIN_TIME
+from factmem.core.timeutil import check_times
 from factmem.errors import InputError
 
 __all__ = ["REQUIRED", "OPTIONAL", "STRING_FIELDS", "Batch", "load_batch", "empty_batch"]
@@ -55,14 +59,18 @@ def _flat(col: pa.ChunkedArray | pa.Array) -> pa.Array:
 class _Locator:
     """Names a row for error messages: a file line, a Parquet row, or a DataFrame row."""
 
-    def __init__(self, origin: str, *, first_line: int | None = None, index: pd.Index | None = None):
+    def __init__(self, origin: str, *, line_of: Any = None, index: pd.Index | None = None):
         self.origin = origin
-        self.first_line = first_line
+        self.line_of = line_of  # row -> physical line of a text file (blank lines, quoted newlines)
         self.index = index
 
+    @property
+    def text_file(self) -> bool:
+        return self.line_of is not None
+
     def __call__(self, row: int) -> str:
-        if self.first_line is not None:
-            return f"{self.origin}: line {row + self.first_line}"
+        if self.line_of is not None:
+            return f"{self.origin}: line {self.line_of(row)}"
         if self.index is not None and not isinstance(self.index, pd.RangeIndex):
             return f"{self.origin}: row {row} (index {self.index[row]!r})"
         return f"{self.origin}: row {row}"
@@ -124,20 +132,20 @@ def _read_file(path: Path) -> tuple[pa.Table, _Locator]:
                 convert_options=pacsv.ConvertOptions(column_types=types, strings_can_be_null=False,
                                                      null_values=[]),
             )
-            where = _Locator(str(path), first_line=2)
+            where = _Locator(str(path), line_of=lambda row: _csv_line(path, row, "\t" if suffix == ".tsv" else ","))
         elif suffix in (".jsonl", ".ndjson", ".json"):
             import pyarrow.json as pajson
 
             table = pajson.read_json(path)
-            where = _Locator(str(path), first_line=1)
+            where = _Locator(str(path), line_of=lambda row: _jsonl_line(path, row))
         else:
             raise InputError(f"{path}: unsupported file type {suffix!r}; use .parquet, .csv, .tsv or .jsonl")
     except pa.ArrowInvalid as exc:
         raise InputError(f"{path}: cannot read: {exc}") from None
     _check_columns(table.column_names, str(path))
-    if where.first_line is not None and "ts" in table.column_names and pa.types.is_string(table.schema.field("ts").type):
+    if where.text_file and "ts" in table.column_names and pa.types.is_string(table.schema.field("ts").type):
         table = table.set_column(table.schema.get_field_index("ts"), "ts", _parse_int_strings(table.column("ts"), where))
-    if where.first_line is not None and suffix in (".csv", ".tsv"):
+    if where.text_file and suffix in (".csv", ".tsv"):
         # CSV has no null: an empty optional field means "absent"
         for name in OPTIONAL:
             if name in table.column_names:
@@ -145,6 +153,34 @@ def _read_file(path: Path) -> tuple[pa.Table, _Locator]:
                 table = table.set_column(table.schema.get_field_index(name), name,
                                          pc.if_else(pc.equal(col, ""), pa.scalar(None, pa.string()), col))
     return table, where
+
+
+def _jsonl_line(path: Path, row: int) -> int:
+    """The line of the ``row``-th record of a JSON-lines file (blank lines hold no record)."""
+    with path.open("rb") as fh:
+        seen = -1
+        for lineno, line in enumerate(fh, start=1):
+            if line.strip():
+                seen += 1
+                if seen == row:
+                    return lineno
+    return row + 1
+
+
+def _csv_line(path: Path, row: int, delimiter: str) -> int:
+    """The line a CSV data row starts on, counting the header, blank lines and quoted newlines."""
+    import csv
+
+    with path.open(newline="", encoding="utf-8", errors="replace") as fh:
+        reader = csv.reader(fh, delimiter=delimiter)
+        seen, start = -2, 1  # the header is record -1
+        for record in reader:
+            if record:
+                seen += 1
+                if seen == row:
+                    return start
+            start = reader.line_num + 1
+    return row + 2
 
 
 def _parse_int_strings(col: pa.ChunkedArray, where: _Locator) -> pa.Array:
@@ -155,6 +191,13 @@ def _parse_int_strings(col: pa.ChunkedArray, where: _Locator) -> pa.Array:
     if bad.size:
         row = int(bad[0])
         raise InputError(f"{where(row)}: field 'ts' must be integer Unix seconds, got {arr[row].as_py()!r}")
+    # more than 12 digits is beyond year 9999 as seconds (and may not fit in 64 bits): name it first
+    long = np.flatnonzero(np.asarray(pc.greater(pc.utf8_length(pc.utf8_ltrim(stripped, characters="+-0")), 12)
+                                     .fill_null(False)))
+    if long.size:
+        row = int(long[0])
+        text = stripped[row].as_py()
+        check_times(np.array([int(text)], dtype=object), lambda _: where(row))
     return pc.cast(stripped, pa.int64())
 
 
@@ -179,7 +222,13 @@ def _series_to_strings(s: pd.Series, name: str, where: _Locator, *, allow_other:
         return pa.array(s, type=pa.string(), from_pandas=True)
     if s.dtype == object:
         if pd.api.types.infer_dtype(s, skipna=True) in ("string", "empty"):
-            return pa.array(s.to_numpy(), type=pa.string(), from_pandas=True)
+            try:
+                return pa.array(s.to_numpy(), type=pa.string(), from_pandas=True)
+            except UnicodeEncodeError:
+                values = s.to_numpy()
+                row = next(i for i, v in enumerate(values) if isinstance(v, str) and not _encodable(v))  # error path
+                raise InputError(f"{where(row)}: field {name!r} is not valid Unicode text (a lone surrogate): "
+                                 f"{values[row]!r}") from None
         if not allow_other:
             # error path only: find the first value that is not a string
             values = s.to_numpy()
@@ -187,11 +236,25 @@ def _series_to_strings(s: pd.Series, name: str, where: _Locator, *, allow_other:
             row = int(bad[0])
             raise InputError(f"{where(row)}: field {name!r} must be a string, got {values[row]!r} "
                              f"({type(values[row]).__name__})")
-        return pa.array(s.map(lambda v: None if pd.isna(v) else str(v)).to_numpy(), type=pa.string())
+        texts = s.map(lambda v: None if pd.isna(v) else str(v)).to_numpy()
+        try:
+            return pa.array(texts, type=pa.string())
+        except UnicodeEncodeError:
+            row = next(i for i, v in enumerate(texts) if isinstance(v, str) and not _encodable(v))  # error path
+            raise InputError(f"{where(row)}: field {name!r} is not valid Unicode text (a lone surrogate): "
+                             f"{texts[row]!r}") from None
     if not allow_other or not pd.api.types.is_integer_dtype(s.dtype):
         raise InputError(f"{where.origin}: column {name!r} must hold strings, got dtype {s.dtype}")
     # ids given as integers are fine: store their text
     return pc.cast(pa.array(s, from_pandas=True), pa.string())
+
+
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _series_ts(s: pd.Series, where: _Locator) -> pa.Array:
@@ -208,15 +271,27 @@ def _series_ts(s: pd.Series, where: _Locator) -> pa.Array:
         if s.isna().any():
             row = int(np.flatnonzero(s.isna().to_numpy())[0])
             raise InputError(f"{where(row)}: field 'ts' is missing")
-        return pa.array(s.to_numpy(dtype=np.int64))
+        native = s.to_numpy(dtype=getattr(dtype, "numpy_dtype", dtype))
+        check_times(native, where)  # before the cast: uint64 2**64-1 must not become -1
+        return pa.array(native.astype(np.int64))
     if pd.api.types.is_float_dtype(dtype):
         v = s.to_numpy(dtype=np.float64, na_value=np.nan)
-        bad = np.flatnonzero(~np.isfinite(v) | (v != np.floor(v)))
-        if bad.size:
-            row = int(bad[0])
-            raise InputError(f"{where(row)}: field 'ts' must be whole Unix seconds, got {float(v[row])!r}")
-        return pa.array(v.astype(np.int64))
+        return pa.array(_whole_float_seconds(v, where))
     raise InputError(f"{where.origin}: column 'ts' must be integer Unix seconds, got dtype {dtype}")
+
+
+def _whole_float_seconds(v: np.ndarray, where: _Locator) -> np.ndarray:
+    """Float seconds → int64, refusing NaN, fractions and values outside the range (before the cast,
+    which would turn 1e19 into INT64_MIN)."""
+    bad = np.flatnonzero(~np.isfinite(v) | (v != np.floor(v)))
+    if bad.size:
+        row = int(bad[0])
+        raise InputError(f"{where(row)}: field 'ts' must be whole Unix seconds, got {float(v[row])!r}")
+    out_of_range = np.flatnonzero((v < MIN_TIME) | (v > MAX_TIME))
+    if out_of_range.size:
+        row = int(out_of_range[0])
+        check_times(np.array([int(v[row])], dtype=object), lambda _: where(row))
+    return v.astype(np.int64)
 
 
 def _first_true(mask: pa.Array | pa.ChunkedArray) -> int | None:
@@ -233,21 +308,27 @@ def _validate(table: pa.Table, where: _Locator) -> pa.Table:
         row = _first_true(pc.is_null(ts))
         if row is not None:
             raise InputError(f"{where(row)}: field 'ts' is missing")
+        check_times(ts.to_numpy(zero_copy_only=False), where)  # before the cast (uint64)
         ts = pc.cast(ts, pa.int64())
     elif pa.types.is_floating(t):
-        v = ts.to_numpy(zero_copy_only=False)
-        bad = np.flatnonzero(~np.isfinite(v) | (v != np.floor(v)))
-        if bad.size:
-            row = int(bad[0])
-            raise InputError(f"{where(row)}: field 'ts' must be whole Unix seconds, got {float(v[row])!r}")
-        ts = pa.array(v.astype(np.int64))
+        row = _first_true(pc.is_null(ts))
+        if row is not None:
+            raise InputError(f"{where(row)}: field 'ts' is missing")
+        ts = pa.array(_whole_float_seconds(ts.to_numpy(zero_copy_only=False), where))
     elif pa.types.is_timestamp(t):
         row = _first_true(pc.is_null(ts))
         if row is not None:
             raise InputError(f"{where(row)}: field 'ts' is missing")
-        ts = pc.cast(pc.cast(ts, pa.timestamp("s", tz=t.tz)), pa.int64())
+        raw = ts.cast(pa.int64()).to_numpy(zero_copy_only=False)  # in the column's unit
+        per_second = {"s": 1, "ms": 1000, "us": 10**6, "ns": 10**9}[t.unit]
+        fraction = np.flatnonzero(raw % per_second != 0)
+        if fraction.size:
+            row = int(fraction[0])
+            raise InputError(f"{where(row)}: field 'ts' must be whole seconds, got {ts[row].as_py()!r}")
+        ts = pa.array(raw // per_second)
     else:
         raise InputError(f"{where.origin}: column 'ts' must be integer Unix seconds, got type {t}")
+    check_times(ts.to_numpy(zero_copy_only=False), where)
     out["ts"] = ts
 
     for name in STRING_FIELDS:

@@ -29,18 +29,22 @@ from factmem.core.codes import KIND_CODES, KINDS
 from factmem.core.decay import age_days, effective_confidence, reinforce
 from factmem.core.params import MemoryParams
 from factmem.core.timeutil import resolve_at
-from factmem.errors import InputError, SchemaVersionError, StoreError, StoreLockedError
+from factmem.errors import InputError, ParamsError, SchemaVersionError, StoreError, StoreLockedError
 from factmem.store.examined import ExaminedRecords, migrate_examined
+from factmem.store.keyindex import KeyIndex
+from factmem.store.locking import Claim, claim, other_process_message
 from factmem.store.reads import Fact, Reads  # noqa: F401 - part of the API
 from factmem.store.schema import DDL, SCHEMA_VERSION, effective_sql
 from factmem.store.writes import BatchWrites, IngestResult, ReplayResult  # noqa: F401 - part of the API
 
-__all__ = ["Evidence", "ConsolidateResult", "FactStore"]
+__all__ = ["Evidence", "ConsolidateResult", "FactStore", "DUCKDB_CONFIG"]
 
-# Paths open for writing in this process: DuckDB would hand a second connect() the same database,
-# and two stores numbering ids independently would corrupt it.
-_OPEN_PATHS: dict[str, int] = {}
-_OPEN_LOCK = threading.Lock()
+#: DuckDB settings of every store connection: never fetch or load an extension behind the user's back
+#: (DuckDB would try to download one to read a SQLite file handed to it by mistake).
+DUCKDB_CONFIG: dict[str, str | bool | int | float | list[str]] = {
+    "autoinstall_known_extensions": False, "autoload_known_extensions": False}
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+_DUCKDB_MAGIC = b"DUCK"  # at offset 8 of every DuckDB database file
 
 
 @dataclass(frozen=True)
@@ -62,25 +66,35 @@ class FactStore(BatchWrites, Reads, ExaminedRecords):
 
     ``params`` default to those saved in the file (or the seed's for a new store); passing params
     to an existing file replaces the saved ones.
+
+    One process may hold a file open for writing once (whatever the name: hard links and symlinks
+    are recognised); another process gets :class:`~factmem.errors.StoreLockedError` — DuckDB lets
+    one process write a file, or several read it, never both. A store may be shared by threads:
+    calls run one at a time under the store's lock (see :mod:`factmem.store.base`). Times are Unix
+    seconds in years 0001–9999 (negative before 1970).
     """
 
     def __init__(self, path: str | os.PathLike | None = None, params: MemoryParams | None = None, *,
                  read_only: bool = False):
         self.path = None if path is None or str(path) == ":memory:" else Path(path)
         self.read_only = read_only
-        self._lock_key: str | None = None
+        self._claim: Claim | None = None
         self._tx_depth = 0
-        if self.path is not None and not read_only:
-            key = str(self.path.resolve())
-            with _OPEN_LOCK:
-                if key in _OPEN_PATHS:
-                    raise StoreLockedError(f"{self.path} is already open for writing in this process; close it first")
-                _OPEN_PATHS[key] = 1
-            self._lock_key = key
+        self._lock = threading.RLock()
+        self._keys = KeyIndex()
+        self.con = None
+        if self.path is not None:
+            _check_file(self.path, read_only)
+            self._claim = claim(self.path, "read" if read_only else "write")
         try:
             self.con = self._connect()
+            if self._claim is not None:
+                self._claim.bind()  # the file exists now: register its identity too
             self._init_schema(params)
         except BaseException:
+            if self.con is not None:
+                self.con.close()
+                self.con = None
             self._release()
             raise
 
@@ -88,21 +102,18 @@ class FactStore(BatchWrites, Reads, ExaminedRecords):
 
     def _connect(self) -> duckdb.DuckDBPyConnection:
         if self.path is None:
-            return _quiet(duckdb.connect(":memory:"))
-        if self.read_only and not self.path.exists():
-            raise StoreError(f"{self.path}: no such store file")
+            return _quiet(duckdb.connect(":memory:", config=DUCKDB_CONFIG))
         try:
-            return _quiet(duckdb.connect(str(self.path), read_only=self.read_only))
+            return _quiet(duckdb.connect(str(self.path), read_only=self.read_only, config=DUCKDB_CONFIG))
         except duckdb.IOException as exc:
             msg = str(exc)
             if "lock" in msg.lower():
-                raise StoreLockedError(
-                    f"{self.path} is open for writing by another process; close it there, or open this one "
-                    f"with read_only=True ({msg.splitlines()[0]})"
-                ) from None
-            raise StoreError(f"{self.path}: cannot open: {msg}") from None
+                raise StoreLockedError(other_process_message(self.path, msg, self.read_only)) from None
+            if "not a valid DuckDB database file" in msg:
+                raise StoreError(f"{self.path}: not a DuckDB database file (damaged, or another format)") from None
+            raise StoreError(f"{self.path}: cannot open: {msg.splitlines()[0]}") from None
         except duckdb.Error as exc:
-            raise StoreError(f"{self.path}: not a DuckDB file factmem can open: {exc}") from None
+            raise StoreError(f"{self.path}: not a DuckDB file factmem can open: {str(exc).splitlines()[0]}") from None
 
     def _init_schema(self, params: MemoryParams | None) -> None:
         tables: set[str] = set()
@@ -111,7 +122,12 @@ class FactStore(BatchWrites, Reads, ExaminedRecords):
                 "SELECT table_name FROM information_schema.tables WHERE table_schema = 'main'").fetchall()}
         if "factmem_meta" in tables:
             meta = dict(self.db.execute("SELECT key, value FROM factmem_meta").fetchall())
-            version = int(meta.get("schema_version", "0"))
+            raw_version = meta.get("schema_version", "0")
+            try:
+                version = int(raw_version)
+            except ValueError:
+                raise SchemaVersionError(f"{self.path}: unknown schema version {raw_version!r} in factmem_meta "
+                                         f"(this factmem reads schema {SCHEMA_VERSION})") from None
             if version > SCHEMA_VERSION:
                 raise SchemaVersionError(
                     f"{self.path}: written by factmem schema {version} (factmem {meta.get('factmem_version', '?')}); "
@@ -126,7 +142,10 @@ class FactStore(BatchWrites, Reads, ExaminedRecords):
                     self.db.begin()
                     migrate_examined(self.db, tables)
                     self.db.commit()
-            saved = MemoryParams.from_json(meta["params"]) if "params" in meta else MemoryParams()
+            try:
+                saved = MemoryParams.from_json(meta["params"]) if "params" in meta else MemoryParams()
+            except ParamsError as exc:
+                raise StoreError(f"{self.path}: the parameters saved in factmem_meta are invalid: {exc}") from None
             self._params = params if params is not None else saved
             if params is not None and params != saved and not self.read_only:
                 self._set_meta("params", params.to_json(indent=None))
@@ -157,23 +176,28 @@ class FactStore(BatchWrites, Reads, ExaminedRecords):
     def params(self, value: MemoryParams) -> None:
         if not isinstance(value, MemoryParams):
             raise InputError(f"params must be MemoryParams, got {type(value).__name__}")
-        self._params = value
-        if not self.read_only:
-            self._set_meta("params", value.to_json(indent=None))
+        with self._lock:
+            self._params = value
+            if not self.read_only:
+                self._set_meta("params", value.to_json(indent=None))
 
     def close(self) -> None:
-        """Close the database; the store is unusable afterwards."""
-        con = getattr(self, "con", None)
-        if con is not None:
-            con.close()
-            self.con = None
-        self._release()
+        """Close the database; the store is unusable afterwards (waits for other threads' calls)."""
+        lock = getattr(self, "_lock", None)
+        if lock is None:  # __init__ failed before the lock existed
+            return
+        with lock:
+            con = getattr(self, "con", None)
+            if con is not None:
+                con.close()
+                self.con = None
+            self._release()
 
     def _release(self) -> None:
-        if self._lock_key is not None:
-            with _OPEN_LOCK:
-                _OPEN_PATHS.pop(self._lock_key, None)
-            self._lock_key = None
+        held = getattr(self, "_claim", None)
+        if held is not None:
+            held.release()
+            self._claim = None
 
     def __enter__(self) -> FactStore:
         return self
@@ -210,13 +234,17 @@ class FactStore(BatchWrites, Reads, ExaminedRecords):
             raise InputError(f"note must be a string or None, got {note!r}")
         at = resolve_at(at)
         ev = evidence or Evidence()
+        texts: tuple[tuple[str, str | None], ...] = (
+            ("subject", subject), ("predicate", predicate), ("object", object), ("note", note),
+            ("session_id", ev.session_id), ("message_id", ev.message_id))
+        for field_name, text in texts:
+            if isinstance(text, str) and not _is_unicode(text):
+                raise InputError(f"{field_name} is not valid Unicode text (a lone surrogate): {text!r}")
         p = self._params
         with self._transaction():
             # every active fact of (subject, predicate): the identical one and the conflicting one
             # are both picked from these, latest by (last_reinforced, id)
-            rows = self.db.execute(
-                "SELECT id, object, confidence, last_reinforced, decay_rate FROM memory_facts "
-                "WHERE status = 'active' AND subject = ? AND predicate = ?", [subject, predicate]).fetchall()
+            rows = self._active_of(subject, predicate)
             same = max((r for r in rows if r[1] == object), key=lambda r: (r[3], r[0]), default=None)
             if same is not None:
                 fid, _, conf, last, rate = same
@@ -237,10 +265,12 @@ class FactStore(BatchWrites, Reads, ExaminedRecords):
                     "INSERT INTO memory_facts VALUES (?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?, 'active', ?, NULL, NULL, false)",
                     [fid, subject, predicate, object, note, kind, new_conf, at, at, p.decay_rate_for(kind, predicate), conflict])
                 self._next_fact_id += 1
+                self._keys.added(subject, predicate, fid)
                 if conflict is not None:
                     self.db.execute(
                         "UPDATE memory_facts SET status = 'superseded', status_changed_at = ?, "
                         "status_reason = 'contradiction' WHERE id = ?", [at, conflict])
+                    self._keys.removed(conflict)
                     self._mark_stale_parents_of([conflict])
                 action = "insert"
             self.db.execute(
@@ -248,6 +278,23 @@ class FactStore(BatchWrites, Reads, ExaminedRecords):
                 [self._next_evidence_id, fid, ev.session_id, ev.message_id, at, action, new_conf, ev.source])
             self._next_evidence_id += 1
         return int(fid)
+
+    def _active_of(self, subject: str, predicate: str) -> list[tuple]:
+        """(id, object, confidence, last_reinforced, decay_rate) of the active facts of (subject,
+        predicate): the rows the key map names (:mod:`factmem.store.keyindex`), verified here."""
+        candidates = self._keys.candidates(self.db, self._next_fact_id, subject, predicate)
+        if candidates is None:  # a key with a very long history: scan
+            return self.db.execute(
+                "SELECT id, object, confidence, last_reinforced, decay_rate FROM memory_facts "
+                "WHERE status = 'active' AND subject = ? AND predicate = ?", [subject, predicate]).fetchall()
+        if not candidates:
+            return []
+        marks = ", ".join("?" * len(candidates))
+        found = self.db.execute(  # plain columns, compared here: cheaper than expressions in the query
+            "SELECT id, object, confidence, last_reinforced, decay_rate, status, subject, predicate "
+            f"FROM memory_facts WHERE id IN ({marks})", candidates).fetchall()
+        self._keys.settle([r[0] for r in found if r[5] != "active"])
+        return [r[:5] for r in found if r[5] == "active" and r[6] == subject and r[7] == predicate]
 
     def consolidate(self, at: Any = None, prune: bool = True) -> ConsolidateResult:
         """Archive active facts whose effective confidence at ``at`` is below the archive threshold;
@@ -318,6 +365,36 @@ class FactStore(BatchWrites, Reads, ExaminedRecords):
             return 0
         with self._transaction():
             return self._prune(at)
+
+
+def _is_unicode(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _check_file(path: Path, read_only: bool) -> None:
+    """Refuse, before DuckDB sees it, a path that is not a DuckDB database: a folder, an empty or
+    garbled file, a SQLite file (a production memory: ``import-db`` reads those)."""
+    if path.is_dir():
+        raise StoreError(f"{path}: is a folder, not a store file")
+    if not path.exists():
+        if read_only:
+            raise StoreError(f"{path}: no such store file")
+        return
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(16)
+    except OSError as exc:
+        raise StoreError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    if head.startswith(_SQLITE_MAGIC):
+        raise StoreError(f"{path}: a SQLite database, not a factmem store; read a production memory with "
+                         "`factmem import-db` (factmem.export.sqlite.import_db)")
+    if len(head) < 12 or head[8:12] != _DUCKDB_MAGIC:
+        what = "an empty file" if not head else "not a DuckDB database file (damaged, or another format)"
+        raise StoreError(f"{path}: {what}; a store file is made by FactStore or `factmem import-db`")
 
 
 def _quiet(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:

@@ -10,6 +10,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from factmem.core.decay import age_days, effective_confidence
@@ -147,41 +148,94 @@ class Reads(StoreBase):
             SELECT *, {effective_sql('$at')} AS effective_confidence FROM snap {status_filter} ORDER BY id""",
             {"at": at})
 
-    def trajectories(self, fact_ids: Sequence[int], start: Any, end: Any, step: int = 86400) -> pd.DataFrame:
-        """Effective confidence of ``fact_ids`` on the grid start, start+step, … ≤ end (seconds), in one
-        query: reinforcements show as jumps; ``status`` is the fact's status at each time."""
+    #: The most rows :meth:`trajectories` returns unless told otherwise (about 120 bytes each in memory).
+    MAX_TRAJECTORY_ROWS = 2_000_000
+
+    def trajectories(self, fact_ids: Sequence[int], start: Any, end: Any, step: int = 86400, *,
+                     max_rows: int | None = None) -> pd.DataFrame:
+        """Effective confidence of ``fact_ids`` on the grid start, start+step, … ≤ end (seconds):
+        reinforcements show as jumps; ``status`` is the fact's status at each time (None before its
+        first observation, as is ``effective_confidence``). Rows by (fact_id, t).
+
+        Cost: one row per (fact, grid time) — ``len(fact_ids) × ((end − start) // step + 1)`` rows of
+        about 120 bytes in the result — computed with numpy from the facts' evidence (read once, in
+        blocks of facts), so time and memory grow with the rows, not with the store. More than
+        ``max_rows`` (default :attr:`MAX_TRAJECTORY_ROWS`, two million) is refused with the step that
+        would fit: 20 facts every minute over four months are 3.5 million rows (with ``max_rows``
+        raised: about 1.5 s and 0.85 GB peak on two shared cores, against 4.6 s and 1.7 GB for the
+        window query this replaced); every 10 minutes, 350,000.
+        """
         start, end = to_seconds(start, name="start"), to_seconds(end, name="end")
-        if int(step) <= 0:
+        if isinstance(step, bool) or int(step) != step or int(step) <= 0:
             raise InputError(f"step must be a positive number of seconds, got {step!r}")
+        step = int(step)
         if end < start:
             raise InputError(f"end ({end}) is before start ({start})")
-        ids = [int(i) for i in fact_ids]
-        # grid points and observations in one stream per fact; each point carries forward the last
-        # observation at or before it (a window scan: much faster than an ASOF join on many points)
-        return self._read("""
-            WITH ids AS (SELECT DISTINCT unnest($ids::BIGINT[]) AS fact_id),
-            ev AS (SELECT fact_id, observed_at AS t, arg_max(confidence, id) AS confidence
-                   FROM memory_evidence WHERE fact_id IN (SELECT fact_id FROM ids)
-                   GROUP BY fact_id, observed_at),
-            pts AS (SELECT i.fact_id, g.t, NULL::DOUBLE AS confidence, NULL::BIGINT AS obs, 1 AS is_point
-                    FROM ids i CROSS JOIN (SELECT unnest(range($start, $end + 1, $step)) AS t) g
-                    UNION ALL
-                    SELECT fact_id, t, confidence, t, 0 FROM ev),
-            filled AS (SELECT fact_id, t, is_point,
-                              last_value(confidence IGNORE NULLS) OVER w AS c,
-                              last_value(obs IGNORE NULLS) OVER w AS observed_at
-                       FROM pts
-                       WINDOW w AS (PARTITION BY fact_id ORDER BY t, is_point
-                                    ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW))
-            SELECT p.fact_id, p.t, f.kind, f.subject, f.predicate, f.object,
-                   p.c * exp(-f.decay_rate * greatest(0.0, CAST(p.t - p.observed_at AS DOUBLE) / 86400.0))
-                       AS effective_confidence,
-                   CASE WHEN p.observed_at IS NULL THEN NULL
-                        WHEN f.status_changed_at IS NOT NULL AND f.status_changed_at <= p.t THEN f.status
-                        ELSE 'active' END AS status
-            FROM filled p JOIN memory_facts f ON f.id = p.fact_id
-            WHERE p.is_point = 1
-            ORDER BY p.fact_id, p.t""", {"start": start, "end": end, "step": int(step), "ids": ids})
+        limit = self.MAX_TRAJECTORY_ROWS if max_rows is None else int(max_rows)
+        ids = sorted({int(i) for i in fact_ids})
+        points = (end - start) // step + 1
+        if len(ids) * points > limit:
+            fitting = -(-(end - start) // max(limit // max(len(ids), 1) - 1, 1))
+            raise InputError(
+                f"trajectories: {len(ids)} facts × {points:,} times (every {step} s) = {len(ids) * points:,} rows, "
+                f"more than max_rows={limit:,}; use step >= {fitting} s, fewer facts or a shorter span "
+                "(or raise max_rows)")
+        with self._lock:
+            facts = self.db.execute(
+                "SELECT id, kind, subject, predicate, object, decay_rate, status, status_changed_at FROM memory_facts "
+                "WHERE id IN (SELECT unnest($ids::BIGINT[])) ORDER BY id", {"ids": ids}).df()
+            # one observation per (fact, time): the confidence of the last evidence row (NULL-free, as
+            # arg_max skips NULLs) — production evidence may lack confidences
+            ev = self.db.execute(
+                "SELECT fact_id, observed_at AS t, arg_max(confidence, id) AS confidence FROM memory_evidence "
+                "WHERE fact_id IN (SELECT unnest($ids::BIGINT[])) AND observed_at <= $end "
+                "GROUP BY fact_id, observed_at ORDER BY fact_id, t", {"ids": ids, "end": end}).df()
+        grid = np.arange(start, end + 1, step, dtype=np.int64)
+        n_f, n_t = len(facts), len(grid)
+        fid = facts["id"].to_numpy(np.int64)
+        # the last observation at or before each grid time, per fact: one searchsorted over (fact, t)
+        ev_fact = np.searchsorted(fid, ev["fact_id"].to_numpy(np.int64))
+        ev_t = ev["t"].to_numpy(np.int64)
+        # the last known confidence at each observation, within its fact (an observation without one —
+        # production evidence — keeps the previous confidence but still resets the age)
+        raw_conf = ev["confidence"].astype("float64").to_numpy()
+        known_at = np.where(~np.isnan(raw_conf), np.arange(len(ev_t)), -1)
+        last_known = pd.Series(known_at).groupby(ev_fact).cummax().to_numpy() if len(ev_t) else known_at
+        ev_conf = np.where(last_known >= 0, raw_conf[np.maximum(last_known, 0)], np.nan)
+        span = (end - min(start, int(ev_t.min(initial=start)))) + 1
+        key_ev = ev_fact.astype(np.int64) * span + (ev_t - (end - span + 1))
+        rate_of = facts["decay_rate"].to_numpy(np.float64)
+        changed_of = facts["status_changed_at"].astype("float64").to_numpy()
+        status_of = facts["status"].to_numpy(object)
+        no_status = np.array(None, dtype=object)  # before the first observation
+        eff = np.empty(n_f * n_t)
+        status = np.empty(n_f * n_t, dtype=object)
+        per_block = max(1, (1 << 18) // max(n_t, 1))  # facts per block: about 262k rows of temporaries at once
+        for a in range(0, n_f, per_block):  # blocks of facts bound the temporaries' memory
+            b = min(a + per_block, n_f)
+            row_fact = np.repeat(np.arange(a, b, dtype=np.int64), n_t)
+            row_t = np.tile(grid, b - a)
+            if len(ev_t):
+                pos = np.searchsorted(key_ev, row_fact * span + (row_t - (end - span + 1)), "right") - 1
+                has = (pos >= 0) & (ev_fact[np.maximum(pos, 0)] == row_fact)
+                pos = np.maximum(pos, 0)
+                observed, conf = ev_t[pos], np.where(has, ev_conf[pos], np.nan)
+            else:
+                has, observed, conf = np.zeros(len(row_t), bool), row_t, np.full(len(row_t), np.nan)
+            with np.errstate(invalid="ignore", over="ignore"):
+                block_eff = conf * np.exp(-rate_of[row_fact] * np.maximum(0.0, (row_t - observed).astype(np.float64)
+                                                                          / 86400.0))
+            changed = changed_of[row_fact]
+            eff[a * n_t:b * n_t] = np.where(has, block_eff, np.nan)
+            status[a * n_t:b * n_t] = np.where(~has, no_status, np.where(~np.isnan(changed) & (changed <= row_t),
+                                                                         status_of[row_fact], "active"))
+        take = np.repeat(np.arange(n_f, dtype=np.int64), n_t)
+        return pd.DataFrame({
+            "fact_id": fid[take], "t": np.tile(grid, n_f),
+            **{c: pd.Series(facts[c].array.take(take)) for c in ("kind", "subject", "predicate", "object")},
+            "effective_confidence": eff,
+            "status": pd.array(status, dtype=facts["status"].dtype),
+        })
 
     def stats(self, at: Any = None) -> pd.DataFrame:
         """Counts of facts by kind and status, with mean effective confidence."""

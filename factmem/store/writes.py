@@ -15,8 +15,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from factmem.core.codes import OPEN, EndReason, Status
-from factmem.core.timeutil import to_seconds
+from factmem.core.codes import NO_TIME, OPEN, EndReason, Status
+from factmem.core.timeutil import check_times, to_seconds
 from factmem.engine import kernel as K
 from factmem.store.base import StoreBase
 from factmem.store.batch import Batch, load_batch
@@ -216,7 +216,7 @@ class BatchWrites(StoreBase):
                 "decay_rate": pa.array(new["decay_rate"].to_numpy()),
                 "status": pa.array(new["status"].to_numpy().astype(np.int8)),
                 "supersedes_id": pa.array(sup, mask=sup == K.NO_REF),
-                "status_changed_at": pa.array(changed, mask=changed < 0),
+                "status_changed_at": pa.array(changed, mask=changed == NO_TIME),
             })
             self.db.execute(
                 f"INSERT INTO memory_facts SELECT id, subject, predicate, object, note, kind, confidence, "
@@ -232,7 +232,7 @@ class BatchWrites(StoreBase):
                 "reinforcement_count": pa.array(old["count"].to_numpy()),
                 "last_reinforced": pa.array(old["last_reinforced"].to_numpy()),
                 "status": pa.array(codes.astype(np.int8)),
-                "status_changed_at": pa.array(changed, mask=changed < 0),
+                "status_changed_at": pa.array(changed, mask=changed == NO_TIME),
             })
             self.db.execute(
                 "UPDATE memory_facts SET confidence = u.confidence, reinforcement_count = u.reinforcement_count, "
@@ -274,10 +274,8 @@ class BatchWrites(StoreBase):
         links (pruning) or keys holding several active facts, it runs exactly that loop instead.
         """
         self._writable()
+        grid = _consolidation_times(consolidate_at)
         batch = events if isinstance(events, Batch) else load_batch(events)
-        grid = np.unique(np.asarray([to_seconds(t, name="consolidate_at") for t in np.asarray(consolidate_at).ravel()]
-                                    if np.asarray(consolidate_at).dtype.kind not in "iu"
-                                    else np.asarray(consolidate_at, dtype=np.int64).ravel(), dtype=np.int64))
         with self._transaction():
             P = self._prepare(batch) if len(batch) else None
             if self._has_links or (P is not None and P.general_keys().any()) or P is None:
@@ -332,7 +330,7 @@ class BatchWrites(StoreBase):
         is_new = g_origin >= 0
         status = np.select([reason[le] == EndReason.SUPERSEDED, reason[le] == EndReason.ARCHIVED],
                            [Status.SUPERSEDED, Status.ARCHIVED], Status.ACTIVE)
-        changed = np.where(status != Status.ACTIVE, end[le], -1)
+        changed = np.where(status != Status.ACTIVE, end[le], NO_TIME)
         # a new fact supersedes the state before it when that state ended by contradiction
         first_of_key = np.ones(n, bool)
         first_of_key[1:] = P.key[1:] != P.key[:-1]
@@ -419,6 +417,15 @@ class _Prepared:
     def general_keys(self) -> np.ndarray:
         """Keys holding two or more active facts (only after multi_valued_predicates changed)."""
         return np.bincount(self.ex_key, minlength=self.n_keys) >= 2
+
+
+def _consolidation_times(consolidate_at: Any) -> np.ndarray:
+    """Sorted unique int64 consolidation times; each checked like any ``at=`` (range, whole seconds)."""
+    given = np.asarray(consolidate_at)
+    if given.dtype.kind in "iu":
+        check_times(given.ravel(), lambda i: f"consolidate_at[{i}]", field="time")
+        return np.unique(given.ravel().astype(np.int64))
+    return np.unique(np.asarray([to_seconds(t, name="consolidate_at") for t in given.ravel()], dtype=np.int64))
 
 
 def _encode(arr: pa.Array) -> tuple[np.ndarray, pa.Array]:

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import math
-import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -26,7 +25,7 @@ import pandas as pd
 from factmem.core.params import MemoryParams
 from factmem.evaluation.context import ContextEvaluator
 from factmem.evaluation.simulate import PreparedLog, kernel_beliefs, simulate
-from factmem.tuning.runs import default_run_dir, manifest, write_run
+from factmem.tuning.runs import manifest, write_run
 
 if TYPE_CHECKING:
     from factmem.tuning.tune import Recommendation, TuneResult
@@ -95,14 +94,12 @@ def budget_curve_table(result: TuneResult, P: PreparedLog) -> pd.DataFrame:
     return pd.concat(rows, ignore_index=True)
 
 
-def write_tune_run(result: TuneResult, P: PreparedLog, *, out: str | os.PathLike | None = None,
-                   force: bool = False) -> Path:
-    """Write the run folder of ``result`` (see the module docstring); returns its path."""
+def write_tune_run(result: TuneResult, P: PreparedLog, out: Path) -> Path:
+    """Fill the run folder of ``result`` (see the module docstring; made by :func:`factmem.tune`,
+    which marks it complete after this returns); returns its path."""
     from factmem import plots
     from factmem.export import write_params_file
 
-    out = Path(out) if out is not None else default_run_dir()
-    out.mkdir(parents=True, exist_ok=True)
     res = result.sweep
     obj, ho = res.objective, res.holdout
     tab = res.table
@@ -166,7 +163,7 @@ def write_tune_run(result: TuneResult, P: PreparedLog, *, out: str | os.PathLike
         search=result.search.to_dict(), compute=result.compute.to_dict(),
     )
     man = manifest("tune", **info)
-    write_run(out, man, {"sweep": tab, "heldout": heldout, "budget_curves": curves, "checkpoints": ck,
+    write_run(out, man, finish=False, tables={"sweep": tab, "heldout": heldout, "budget_curves": curves, "checkpoints": ck,
                          "reliability": rel.reset_index(drop=True), "lost": lost,
                          "subjects": _subject_table(result)})
     for k, rec in result.recommendations.items():

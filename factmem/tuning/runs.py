@@ -4,6 +4,14 @@ A run folder holds ``manifest.json`` (what ran: parameters, dataset sha256 and s
 factmem version, git commit if any, package versions), one Parquet file per results table, and
 ``results.duckdb`` with the same tables for SQL.
 
+**The run-folder rule.** A run starts in an empty folder (:func:`start_run`, :func:`run_folder`):
+a folder that holds anything is refused — replaying a log into a previous run's ``memory.duckdb``
+would double its evidence — unless ``force`` (``--force``) asks to replace it, which is done only
+for a folder that is a factmem run (it has ``manifest.json`` or the ``INCOMPLETE`` marker), never
+for other files. While a run writes, the folder holds ``INCOMPLETE``; the marker is removed last,
+after ``manifest.json``, so a folder without it is complete. :func:`load_run` refuses an incomplete
+folder (a killed run, or one still running).
+
 >>> import tempfile, pandas as pd
 >>> d = write_run(tempfile.mkdtemp(), {"kind": "demo"}, {"t": pd.DataFrame({"x": [1, 2]})})
 >>> load_run(d).table("t")["x"].tolist()
@@ -16,8 +24,10 @@ import datetime as _dt
 import json
 import os
 import platform
+import shutil
 import subprocess
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
@@ -26,7 +36,15 @@ from typing import Any
 import pandas as pd
 
 from factmem import __version__
-from factmem.errors import FactmemError
+from factmem.errors import ExportError, FactmemError, InputError
+
+__all__ = ["write_run", "load_run", "Run", "manifest", "start_run", "finish_run", "run_folder", "default_run_dir",
+           "INCOMPLETE", "git_commit", "package_versions"]
+
+#: The marker a run folder holds while it is being written (removed last: its absence means complete).
+INCOMPLETE = "INCOMPLETE"
+_INCOMPLETE_TEXT = ("This factmem run did not finish (or is still running): its results are partial.\n"
+                    "Run it again into an empty folder, or pass --force (force=True) to replace this one.\n")
 
 __all__ = ["PACKAGES", "git_commit", "package_versions", "manifest", "default_run_dir", "write_run", "Run",
     "load_run"]
@@ -95,28 +113,97 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
-def write_run(out: str | os.PathLike, manifest: Mapping[str, Any], tables: Mapping[str, pd.DataFrame]) -> Path:
-    """Write a run folder: manifest.json, ``<table>.parquet`` each, and results.duckdb."""
+def _is_run_folder(path: Path) -> bool:
+    return (path / "manifest.json").is_file() or (path / INCOMPLETE).is_file()
+
+
+def start_run(out: str | os.PathLike, *, force: bool = False) -> Path:
+    """Make ``out`` an empty run folder marked ``INCOMPLETE`` (see the module docstring).
+
+    A folder that holds anything is refused (:class:`~factmem.errors.InputError`) unless ``force``
+    and it is a factmem run folder, which is then removed first. An unwritable place is an
+    :class:`~factmem.errors.ExportError` naming it."""
+    out = Path(out)
+    try:
+        if out.exists() and not out.is_dir():
+            raise InputError(f"{out}: exists and is not a folder; choose another output folder")
+        if out.is_dir() and any(out.iterdir()):
+            if not force:
+                what = "a previous run" if _is_run_folder(out) else "files that are not a factmem run"
+                raise InputError(f"{out}: the folder is not empty ({what}); a run starts from an empty folder — "
+                                 "choose another one, or pass --force (force=True) to replace a previous run")
+            if not _is_run_folder(out):
+                raise InputError(f"{out}: not a factmem run folder (no manifest.json or {INCOMPLETE}); --force "
+                                 "replaces only a previous run — choose an empty or new folder")
+            shutil.rmtree(out)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / INCOMPLETE).write_text(_INCOMPLETE_TEXT, encoding="utf-8")
+    except OSError as exc:
+        raise ExportError(f"{out}: cannot write the run folder: {exc.strerror or exc}") from None
+    return out
+
+
+def finish_run(out: str | os.PathLike) -> None:
+    """Mark a run folder complete (remove ``INCOMPLETE``): the last step of every run."""
+    marker = Path(out) / INCOMPLETE
+    try:
+        marker.unlink(missing_ok=True)
+    except OSError as exc:
+        raise ExportError(f"{out}: cannot finish the run folder: {exc.strerror or exc}") from None
+
+
+@contextmanager
+def run_folder(out: str | os.PathLike, *, force: bool = False) -> Iterator[Path]:
+    """``with run_folder(out) as path:`` — :func:`start_run`, then :func:`finish_run` on success; on
+    an error the folder (empty or replaced when the run started) is removed: nothing half-written
+    stays behind. A killed process leaves it marked ``INCOMPLETE``."""
+    path = start_run(out, force=force)
+    try:
+        yield path
+    except OSError as exc:  # the disk filled up, a file became unwritable: a user's problem, not a bug
+        shutil.rmtree(path, ignore_errors=True)
+        where = exc.filename or path
+        raise ExportError(f"{where}: cannot write the run: {exc.strerror or exc}") from None
+    except BaseException:
+        shutil.rmtree(path, ignore_errors=True)
+        raise
+    finish_run(path)
+
+
+def write_run(out: str | os.PathLike, manifest: Mapping[str, Any], tables: Mapping[str, pd.DataFrame], *,
+              finish: bool = True) -> Path:
+    """Write a run's results: ``<table>.parquet`` each, results.duckdb, then manifest.json last.
+
+    ``out`` is a folder from :func:`start_run` (or a new or empty one). ``finish``: mark the folder
+    complete afterwards (a caller that writes more files passes False and calls :func:`finish_run`).
+    An unwritable folder is an :class:`~factmem.errors.ExportError` naming the file."""
     import duckdb
 
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
     names = sorted(k for k, v in tables.items() if len(v.columns))  # a frame without columns holds nothing
     man = dict(manifest)
     man["tables"] = names
-    (out / "manifest.json").write_text(json.dumps(_jsonable(man), indent=2, allow_nan=False) + "\n", encoding="utf-8")
-    for name in names:
-        tables[name].to_parquet(out / f"{name}.parquet", index=False)
-    db = out / "results.duckdb"
-    if db.exists():
-        db.unlink()
-    con = duckdb.connect(str(db))
     try:
+        out.mkdir(parents=True, exist_ok=True)
         for name in names:
-            frame = tables[name]  # noqa: F841 - read by DuckDB's replacement scan
-            con.execute(f'CREATE TABLE "{name}" AS SELECT * FROM frame')
-    finally:
-        con.close()
+            tables[name].to_parquet(out / f"{name}.parquet", index=False)
+        db = out / "results.duckdb"
+        if db.exists():
+            db.unlink()
+        con = duckdb.connect(str(db))
+        try:
+            for name in names:
+                frame = tables[name]  # noqa: F841 - read by DuckDB's replacement scan
+                con.execute(f'CREATE TABLE "{name}" AS SELECT * FROM frame')
+        finally:
+            con.close()
+        tmp = out / ".manifest.json.tmp"
+        tmp.write_text(json.dumps(_jsonable(man), indent=2, allow_nan=False) + "\n", encoding="utf-8")
+        os.replace(tmp, out / "manifest.json")
+    except (OSError, duckdb.IOException) as exc:
+        raise ExportError(f"{out}: cannot write the run: {getattr(exc, 'strerror', None) or exc}") from None
+    if finish:
+        finish_run(out)
     return out
 
 
@@ -143,6 +230,8 @@ class Run:
 def load_run(path: str | os.PathLike) -> Run:
     """Read a run folder written by :func:`write_run` (``factmem tune``, ``sweep``, ``simulate``)."""
     path = Path(path)
+    if (path / INCOMPLETE).exists():
+        raise FactmemError(f"{path}: an incomplete run (it holds {INCOMPLETE}: killed, failed or still running)")
     try:
         man = json.loads((path / "manifest.json").read_text(encoding="utf-8"))
     except FileNotFoundError:

@@ -49,7 +49,7 @@ from factmem.core.params import MemoryParams
 from factmem.data.logs import Dataset
 from factmem.errors import InputError
 from factmem.evaluation.context import FIELDS, ContextEvaluator, ContextScores
-from factmem.evaluation.simulate import PreparedLog, Schedule, encode_events, kernel_beliefs, prepare
+from factmem.evaluation.simulate import PreparedLog, Schedule, default_schedule, encode_events, kernel_beliefs, prepare
 from factmem.tuning.settings import OBJECTIVES, Compute, Holdout, Objective, Search
 from factmem.tuning.space import ALIASES, assign, grid_points, random_points
 
@@ -242,12 +242,12 @@ def sweep(log: Any, space: Mapping[str, Any] | Sequence[MemoryParams], *, base: 
     list of MemoryParams. ``base``: the parameters not swept (default: the seed's, with the dataset's
     multi-valued predicates). The baseline rows come first unless ``include_baseline=False``.
     """
-    schedule = schedule or Schedule()
     objective = objective or Objective()
     holdout = holdout or Holdout()
     compute = compute or Compute()
     search = search or Search(method="grid")
     P = log if isinstance(log, PreparedLog) else prepare(log)
+    schedule = schedule or default_schedule(P)
     H = None
     if holdout.mode == "log":
         H = holdout.log if isinstance(holdout.log, PreparedLog) else prepare(holdout.log)

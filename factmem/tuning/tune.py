@@ -51,8 +51,9 @@ from factmem.data.logs import bundled_dataset
 from factmem.errors import InputError
 from factmem.evaluation.cardinality import measure_cardinality, suggest_multi_valued
 from factmem.evaluation.context import FIELDS
-from factmem.evaluation.simulate import PreparedLog, Schedule, prepare
+from factmem.evaluation.simulate import PreparedLog, Schedule, default_schedule, prepare
 from factmem.tuning.report import write_tune_run
+from factmem.tuning.runs import default_run_dir, run_folder
 from factmem.tuning.settings import CONTEXT_OBJECTIVES, Compute, Holdout, Objective, Search
 from factmem.tuning.space import ALIASES, Range, coordinate, grid_points, random_points, refine_points
 from factmem.tuning.sweep import SweepResult, baseline_rows, sweep
@@ -300,18 +301,31 @@ def tune(log: Any = None, *, out: str | os.PathLike | None = None, search: Searc
          write: bool = True, force: bool = False) -> TuneResult:
     """Tune the memory's parameters on ``log`` (default: the bundled ``small`` dataset); see the
     module docstring. ``current``: production's parameters, which a recommendation must also beat.
-    ``start``: a candidate to centre the search on (e.g. :func:`factmem.fit`'s parameters)."""
-    t0 = time.perf_counter()
-    search = search or Search()
+    ``start``: a candidate to centre the search on (e.g. :func:`factmem.fit`'s parameters).
+
+    ``out`` (default ``runs/<timestamp>/``) must be new or empty (the run-folder rule of
+    :mod:`factmem.tuning.runs`; ``force=True`` replaces a previous run); it is checked before any work,
+    holds ``INCOMPLETE`` while the run writes, and is removed if the run fails."""
     objective = objective or Objective()
     holdout = holdout or Holdout()
-    compute = compute or Compute()
-    schedule = schedule or Schedule()
     if not objective.per_budget and holdout.mode == "subjects":
         raise InputError(f"objective {objective.name!r} is scored over the whole memory, not per subject, so it "
                          "cannot be held out by subject; use a context objective (utility, recall_at_k, "
                          "precision_at_k, stale_at_k) or hold out by time or another log")
+    if not write:
+        return _tune(log, None, search, objective, holdout, compute, schedule, current, start)
+    with run_folder(out if out is not None else default_run_dir(), force=force) as folder:
+        return _tune(log, folder, search, objective, holdout, compute, schedule, current, start)
+
+
+def _tune(log: Any, out: Path | None, search: Search | None, objective: Objective, holdout: Holdout,
+          compute: Compute | None, schedule: Schedule | None, current: MemoryParams | None,
+          start: MemoryParams | None) -> TuneResult:
+    t0 = time.perf_counter()
+    search = search or Search()
+    compute = compute or Compute()
     P = prepare(log if log is not None else bundled_dataset())
+    schedule = schedule or default_schedule(P)
     if holdout.mode == "log" and not isinstance(holdout.log, PreparedLog):
         holdout = Holdout(**{**holdout.__dict__, "log": prepare(holdout.log)})
     base = base_params(P)
@@ -349,8 +363,8 @@ def tune(log: Any = None, *, out: str | os.PathLike | None = None, search: Searc
         recs[k] = _recommend(res, k, tuning_part, eval_part, folds, i_base, i_def, i_cur, current, search, holdout,
                              i_start)
     result = TuneResult(res, recs, search, compute, baseline, current, start, None, time.perf_counter() - t0)
-    if write:
-        result.out = write_tune_run(result, P, out=out, force=force)
+    if out is not None:
+        result.out = write_tune_run(result, P, out)
     result.seconds = time.perf_counter() - t0
     return result
 
