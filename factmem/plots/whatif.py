@@ -73,7 +73,7 @@ def subject_changes(subjects: pd.DataFrame, *, axes: Sequence[Axes] | None = Non
             lo, hi = float(values.min()), float(values.max())
             if lo == hi:
                 lo, hi = lo - 0.5, hi + 0.5
-            ax.hist(values, bins=np.linspace(lo, hi, bins + 1), color="#0072B2", alpha=0.85)
+            ax.hist(values, bins=np.linspace(lo, hi, bins + 1).tolist(), color="#0072B2", alpha=0.85)
         ax.axvline(0.0, color="#444444", lw=1.0, ls="--")
         ax.set_xlabel(label)
         ax.set_ylabel("people")

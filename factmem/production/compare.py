@@ -47,8 +47,8 @@ import pandas as pd
 
 from factmem.core.codes import DAY, OPEN, EndReason, Status
 from factmem.core.decay import effective_confidence
-from factmem.evaluation.context import ContextEvaluator, ContextScores, context_threshold
 from factmem.engine.waves import first_archive_time
+from factmem.evaluation.context import ContextEvaluator, ContextScores, context_threshold
 from factmem.production.rebuild import ProductionLog
 from factmem.production.replay import Replay
 

@@ -145,16 +145,14 @@ def replay_log(log: ProductionLog, params: MemoryParams, grid: np.ndarray, encod
                          predicate=enc.predicate[order], predicate_names=enc.predicate_names)
     n = len(ts)
 
-    def back(name: str, dtype) -> np.ndarray:  # engine rows -> key-sorted positions -> observations
+    def back(values: np.ndarray, dtype) -> np.ndarray:  # engine rows -> key-sorted positions -> observations
         out = np.empty(n, dtype)
-        out[order] = getattr(res, name)[0][res.row_of_event]
+        out[order] = values[0][res.row_of_event]
         return out
 
-    conf, inserted, end = back("conf", np.float64), back("inserted", bool), back("end", np.int64)
-    reason, rate = back("reason", np.int8), back("rate", np.float64)
-    origin = back("origin", np.int64)
-    origin = order[origin]  # key-sorted position of the inserting observation -> observation index
-    del res
+    conf, inserted, end = back(res.conf, np.float64), back(res.inserted, bool), back(res.end, np.int64)
+    reason, rate = back(res.reason, np.int8), back(res.rate, np.float64)
+    origin = order[back(res.origin, np.int64)]  # key-sorted position of the inserting observation -> observation
     return Replay(params=params, grid=grid, conf=conf, inserted=inserted, origin=origin, end=end, reason=reason,
                   rate=rate, previous=enc.previous)
 
