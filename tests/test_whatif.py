@@ -102,6 +102,34 @@ def test_a_file_without_factmem_extras_reproduces_with_current(exported, tmp_pat
     assert seed.current.source == "seed defaults" and seed.reproduction.failed > 0
     assert set(seed.reproduction.failures["cause"]) <= {"other_decay_rate", "unexplained"}
     assert seed.reproduction.by_cause["other_decay_rate"] > 0
+    failing = seed.reproduction.failures
+    assert failing["checks"].str.contains("decay_rate").sum() == seed.reproduction.by_check["decay_rate"] > 0
+    assert not failing["checks"].str.endswith(",").any() and (failing["checks"] != "").all()
+
+
+def test_what_abstraction_did_is_reported_not_replayed(tmp_path):
+    """Derived facts, links and pruning are not replayed: the facts they touched fail to reproduce, each
+    with its cause, and the what-if goes on with every observation."""
+    from factmem.abstraction.providers import OracleProvider
+    from factmem.export.sqlite import export_db
+
+    ds = generate("tiny", seed=7)
+    oracle = OracleProvider(ds.generalizations, seed=7, facts_truth=ds.truth)
+    run = simulate(ds, MemoryParams(prune_min_reinforcements=1), Schedule(abstract_every_days=7), provider=oracle)
+    export_db(run.store, tmp_path / "prod.sqlite", progress=False)
+    derived = int((run.store.facts(at=ds.end)["kind"] == "derived").sum())
+    pruned = int((run.store.facts(at=ds.end)["status_reason"] == "pruned").sum())
+    run.store.close()
+    assert derived > 0 and pruned > 0
+    result = whatif(tmp_path / "prod.sqlite", MemoryParams(prune_min_reinforcements=1), bootstrap=0)
+    rep = result.reproduction
+    assert rep.derived == derived and rep.checked == rep.facts - derived
+    assert rep.by_cause["pruned"] == pruned and set(rep.by_cause) <= {"pruned", "abstraction_evidence",
+                                                                      "after_abstraction"}
+    assert rep.failed == sum(rep.by_cause.values()) and rep.renumbered > 0
+    assert any("derived facts" in n for n in result.notes)
+    # both sides replay the same observations: the same parameters change nothing
+    assert result.summary["forgotten"] == result.summary["kept"] == 0
 
 
 # -- a hand-built production file ---------------------------------------------------------------------

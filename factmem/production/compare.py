@@ -49,14 +49,16 @@ from factmem.core.codes import DAY, OPEN, EndReason, Status
 from factmem.core.decay import effective_confidence
 from factmem.engine.waves import first_archive_time
 from factmem.evaluation.context import ContextEvaluator, ContextScores, context_threshold
-from factmem.production.rebuild import ProductionLog
+from factmem.production.rebuild import ProductionLog, release_memory
 from factmem.production.replay import Replay
 
-__all__ = ["PAIR_BUDGET", "MAX_CHECKPOINTS", "CHANGES", "TripleStates", "triple_states", "contexts_at",
+__all__ = ["PAIR_BUDGET", "EVENT_BLOCK", "MAX_CHECKPOINTS", "CHANGES", "TripleStates", "triple_states", "contexts_at",
            "event_differences", "over_time", "context_sums", "lexicographic_rank"]
 
 #: (belief state, session start) pairs scored at once by :func:`context_sums`
-PAIR_BUDGET = 8_000_000
+PAIR_BUDGET = 3_000_000
+#: observations per block in :func:`over_time`
+EVENT_BLOCK = 1_000_000
 #: checkpoints of :func:`over_time` at most
 MAX_CHECKPOINTS = 2000
 #: what a triple's change at ``at`` is called, in order of precedence
@@ -180,17 +182,23 @@ def over_time(log: ProductionLog, replays: dict[str, Replay], cps: np.ndarray) -
     out = pd.DataFrame({"t": cps, "date": pd.to_datetime(cps, unit="s", utc=True).strftime("%Y-%m-%d %H:%M")})
     n = len(cps)
     for side, rep in replays.items():
-        by_event = (rep.reason == EndReason.REINFORCED) | (rep.reason == EndReason.SUPERSEDED)
-        vis_end = np.where(rep.end == OPEN, OPEN, np.where(by_event, rep.end + 1, rep.end))
-        lo = np.searchsorted(cps, ts, side="right")  # first checkpoint after the observation
-        hi = np.searchsorted(cps, vis_end, side="left")  # first checkpoint it is no longer seen at
-        below = first_archive_time(rep.conf, rep.rate, ts, rep.params.retrieval_threshold, cps, int(cps[-1]))
-        hi_believed = np.minimum(hi, np.searchsorted(cps, below, side="left"))
-        out[f"held_{side}"] = _cover(n, lo, hi)
-        out[f"believed_{side}"] = _cover(n, lo, hi_believed)
-        for name, reason in (("archived", EndReason.ARCHIVED), ("superseded", EndReason.SUPERSEDED)):
-            when = rep.end[rep.reason == reason]
-            out[f"{name}_{side}"] = np.searchsorted(np.sort(when), cps, side="right")
+        counts = {name: np.zeros(n, np.int64) for name in ("held", "believed", "archived", "superseded")}
+        for a in range(0, len(ts), EVENT_BLOCK):  # blocks of observations: counts add up, memory stays flat
+            b = min(a + EVENT_BLOCK, len(ts))
+            reason, end = rep.reason[a:b], rep.end[a:b]
+            by_event = (reason == EndReason.REINFORCED) | (reason == EndReason.SUPERSEDED)
+            vis_end = np.where(end == OPEN, OPEN, np.where(by_event, end + 1, end))
+            lo = np.searchsorted(cps, ts[a:b], side="right")  # first checkpoint after the observation
+            hi = np.searchsorted(cps, vis_end, side="left")  # first checkpoint it is no longer seen at
+            below = first_archive_time(rep.conf[a:b], rep.rate[a:b], ts[a:b], rep.params.retrieval_threshold, cps,
+                                       int(cps[-1]))
+            counts["held"] += _cover(n, lo, hi)
+            counts["believed"] += _cover(n, lo, np.minimum(hi, np.searchsorted(cps, below, side="left")))
+            for name, code in (("archived", EndReason.ARCHIVED), ("superseded", EndReason.SUPERSEDED)):
+                counts[name] += np.bincount(np.searchsorted(cps, end[reason == code], side="left"),
+                                            minlength=n + 1)[:n]
+        for name, values in counts.items():
+            out[f"{name}_{side}"] = np.cumsum(values) if name in ("archived", "superseded") else values
     return out
 
 
@@ -238,5 +246,7 @@ def context_sums(evaluator: ContextEvaluator, beliefs: dict[str, np.ndarray], re
         if sums is None:
             sums = np.zeros_like(part.sums)
         sums[:, a:b] = part.sums[:, a:b]
+        del part, rows
+    release_memory()
     assert sums is not None
     return ContextScores(evaluator.budgets, evaluator.parts, evaluator.subjects, sums)

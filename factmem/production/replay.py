@@ -252,8 +252,11 @@ def check_reproduction(log: ProductionLog, replay: Replay) -> Reproduction:
 
     cause = _causes(log, failed, replay.params)
     sel = np.flatnonzero(failed)
-    failing_checks = np.stack([~ok[c][sel] for c in CHECKS], axis=1) if sel.size else np.zeros((0, len(CHECKS)), bool)
-    names = np.array(CHECKS, dtype=object)
+    # the failing checks of each fact as one string: a loop over the checks, not over facts
+    listed = np.full(len(sel), "", dtype=object)
+    for c in CHECKS:
+        listed = listed + np.where(ok[c][sel], "", c + ", ").astype(object)
+    listed = np.asarray(pd.Series(listed, dtype=object).str.removesuffix(", "), dtype=object)
     status_names = np.array([s.label for s in Status], dtype=object)
     failures = pd.DataFrame({
         "id": facts["id"].to_numpy()[sel],
@@ -261,7 +264,7 @@ def check_reproduction(log: ProductionLog, replay: Replay) -> Reproduction:
         "predicate": facts["predicate"].to_numpy()[sel] if sel.size else np.zeros(0, object),
         "object": facts["object"].to_numpy()[sel] if sel.size else np.zeros(0, object),
         "kind": facts["kind"].to_numpy()[sel] if sel.size else np.zeros(0, object),
-        "checks": [", ".join(names[row]) for row in failing_checks],  # one string per failing fact
+        "checks": listed,
         "cause": cause[sel],
         "status": status_names[prod_status[sel]], "status_replay": status_names[status[sel]],
         "confidence": facts["confidence"].to_numpy()[sel], "confidence_replay": replay.conf[le[sel]],

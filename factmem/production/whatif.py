@@ -66,7 +66,7 @@ from factmem.production.compare import (
     over_time,
     triple_states,
 )
-from factmem.production.rebuild import ProductionLog, file_sha256, read_production
+from factmem.production.rebuild import ProductionLog, file_sha256, read_production, release_memory
 from factmem.production.replay import Reproduction, check_reproduction, consolidation_grid, encode, replay_log
 from factmem.tuning.tune import bootstrap_difference
 
@@ -284,6 +284,7 @@ def whatif(production: str | os.PathLike, params: MemoryParams | ParamsDocument 
         encoded = encode(log, new.params.multi_valued_predicates)
     replay_new = replay_log(log, new.params, grid, encoded)
     del encoded
+    release_memory()
     replays = {"current": replay_current, "new": replay_new}
 
     # -- at `at`: triples, subjects, contexts --------------------------------------------------------
@@ -308,6 +309,7 @@ def whatif(production: str | os.PathLike, params: MemoryParams | ParamsDocument 
                                  max_points_per_subject=settings.max_points_per_subject, seed=settings.seed)
     eval_subject = pd.Index(evaluator.subjects).get_indexer(pd.Index(np.asarray(subject_names, dtype=object)))
     state_subject = eval_subject[subject_of_triple[triple_of_event]]
+    release_memory()
     scores = {side: context_sums(evaluator, rep.beliefs(log, triple_of_event), rep, state_subject)
               for side, rep in replays.items()}
     metrics = _metric_table(scores, settings)
