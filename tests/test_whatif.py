@@ -142,7 +142,7 @@ def _day(d: float) -> int:
     return T0 + int(d * DAY)
 
 
-def _hand_built(path, *, evidence=True, facts=True, drop_column=False, orphan=False):
+def _hand_built(path, *, evidence=True, facts=True, drop_column=False, orphan=False, shuffled=False):
     """Seven facts consistent with the seed's defaults (daily consolidation at midnight UTC).
 
     id subject predicate   object kind  observed (days after T0)
@@ -176,6 +176,9 @@ def _hand_built(path, *, evidence=True, facts=True, drop_column=False, orphan=Fa
           (7, 6, "s5", "m6", _day(45)), (8, 7, "s6", "m7", _day(50))]
     if orphan:
         ev.append((9, 42, "s6", "m7", _day(50)))
+    if shuffled:  # ids that do not follow time (rows written by several processes): time decides the order
+        ids = [5, 1, 2, 8, 3, 7, 4, 6]
+        ev = [(ids[i], *row[1:]) for i, row in enumerate(ev)]
     if evidence:
         con.executemany("INSERT INTO memory_evidence (id, fact_id, session_id, message_id, observed_at) "
                         "VALUES (?,?,?,?,?)", ev)
@@ -216,6 +219,16 @@ def test_a_faster_preference_decay_archives_exactly_the_expected_facts(tmp_path)
     report = (out / "report.md").read_text()
     assert "**2** facts the current parameters keep active would be archived" in report
     assert "seed's defaults" in report and "7 of 7" in report
+
+
+def test_the_order_of_evidence_rows_is_their_time_order(tmp_path):
+    new = MemoryParams(decay_rate={"user_preference": 0.2})
+    ordered = whatif(_hand_built(tmp_path / "a.sqlite"), new, bootstrap=0)
+    shuffled = whatif(_hand_built(tmp_path / "b.sqlite", shuffled=True), new, bootstrap=0)
+    assert shuffled.reproduction.reproduced == 7
+    assert shuffled.summary == ordered.summary
+    pd.testing.assert_frame_equal(shuffled.triples, ordered.triples)
+    pd.testing.assert_frame_equal(shuffled.metrics, ordered.metrics)
 
 
 def test_consolidations_are_daily_at_midnight_utc():
@@ -318,3 +331,29 @@ def test_context_scoring_in_groups_of_subjects_equals_one_call(exported):
     grouped = context_sums(ctx, beliefs, replay, subject, pair_budget=50)  # one subject per group
     assert len(ctx.subjects) > 2
     np.testing.assert_array_equal(grouped.sums, whole.sums)
+
+
+def test_over_time_in_blocks_of_observations_equals_one_block(exported, monkeypatch):
+    import factmem.production.compare as compare
+
+    log = read_production(exported["prod"])
+    grid = consolidation_grid(log.first, log.latest, DAY)
+    replays = {"current": replay_log(log, OWN, grid), "new": replay_log(log, OWN.replace(reinforce_gain=0.6), grid)}
+    cps = compare.checkpoints(log.first, log.last)
+    whole = compare.over_time(log, replays, cps)
+    monkeypatch.setattr(compare, "EVENT_BLOCK", 37)
+    blocks = compare.over_time(log, replays, cps)
+    pd.testing.assert_frame_equal(blocks, whole)
+    assert whole["archived_new"].is_monotonic_increasing and whole["held_current"].max() > 0
+
+
+def test_believed_set_over_time_equals_the_checkpoint_metrics(exported):
+    """An independent count: the checkpoint metrics' believed-set size on the original log."""
+    result = whatif(exported["prod"], OWN.replace(decay_rate={"user_preference": 0.1}), bootstrap=0)
+    P = prepare(exported["dataset"])
+    cps = result.over_time["t"].to_numpy()
+    grid = Schedule().consolidations(P.start, P.end)
+    for side, params in (("current", OWN), ("new", result.new.params)):
+        checkpoints = P.evaluator(cps).score(kernel_beliefs(P, [params], grid)[0], params.retrieval_threshold)
+        got = checkpoints.checkpoints.set_index("t")["believed"].reindex(cps).to_numpy()
+        np.testing.assert_array_equal(result.over_time[f"believed_{side}"].to_numpy(), got)

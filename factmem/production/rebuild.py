@@ -279,7 +279,7 @@ def read_production(path: str | os.PathLike) -> ProductionLog:
     try:
         saved = _meta_params(path, sq, tables)
         facts = _read_facts(sq, has_state)
-        evidence = _read_evidence(path, sq, ev_cols)
+        evidence = _read_evidence(path, sq, ev_cols, counts["memory_evidence"])
         link_max = sq.execute("SELECT max(created_at) FROM memory_fact_links").fetchone()[0]
     finally:
         sq.close()
@@ -287,16 +287,17 @@ def read_production(path: str | os.PathLike) -> ProductionLog:
     # evidence -> fact rows; every fact_id must exist
     fact_ids = facts["id"].to_numpy()
     ev_fact_id = evidence["fact_id"]
-    pos = np.searchsorted(fact_ids, ev_fact_id)
-    posc = np.minimum(pos, max(len(fact_ids) - 1, 0))
-    found = (pos < len(fact_ids)) & (fact_ids[posc] == ev_fact_id) if len(fact_ids) else np.zeros(len(pos), bool)
+    fact_row = np.searchsorted(fact_ids, ev_fact_id)
+    np.minimum(fact_row, max(len(fact_ids) - 1, 0), out=fact_row)
+    found = fact_ids[fact_row] == ev_fact_id if len(fact_ids) else np.zeros(len(fact_row), bool)
     if not found.all():
         bad = np.flatnonzero(~found)
         i = bad[np.argmin(evidence["evidence_id"][bad])]
         raise ProductionDBError(
             f"{path}: table memory_evidence: column 'fact_id': {len(bad)} rows point at facts memory_facts does "
             f"not have (first: evidence id {int(evidence['evidence_id'][i])} -> fact_id {int(ev_fact_id[i])})")
-    fact_row = posc
+    del found, ev_fact_id
+    evidence.pop("fact_id")
     derived = (np.asarray(facts["kind"].cat.codes)[fact_row] == KINDS.index("derived"))
     src = evidence["source"]
     observation = (src == _SRC_OBS) | ((src == _SRC_NULL) & ~derived)
@@ -308,15 +309,20 @@ def read_production(path: str | os.PathLike) -> ProductionLog:
     facts["observations"] = np.bincount(fact_row[observation], minlength=n_facts)
     facts["abstraction_evidence"] = np.bincount(fact_row[~observation], minlength=n_facts)
 
-    # observations in the order the memory saw them: (observed_at, evidence id)
-    sel = np.flatnonzero(observation)
-    ts = evidence["observed_at"][sel]
-    eid = evidence["evidence_id"][sel]
-    order = sel[np.lexsort((eid, ts))]
+    # observations in the order the memory saw them: (observed_at, evidence id) — usually the
+    # order of the rows already (ids grow with time), and then they are kept without a copy
+    eid, observed = evidence["evidence_id"], evidence["observed_at"]
+    in_order = bool((np.diff(eid) > 0).all() and (np.diff(observed) >= 0).all())
+    sel = None if n_obs == len(src) else np.flatnonzero(observation)
+    if not in_order:
+        sel = np.lexsort((eid, observed)) if sel is None else sel[np.lexsort((eid[sel], observed[sel]))]
+
+    def take(values, rows=sel):
+        return values if rows is None else values[rows]
+
     events = pd.DataFrame({
-        "evidence_id": evidence["evidence_id"][order], "fact": fact_row[order],
-        "ts": evidence["observed_at"][order],
-        "session_id": evidence["session_id"][order], "message_id": evidence["message_id"][order],
+        "evidence_id": take(eid), "fact": take(fact_row), "ts": take(observed),
+        "session_id": take(evidence["session_id"]), "message_id": take(evidence["message_id"]),
     }, copy=False)
     latest_parts = [int(evidence["observed_at"].max()), int(facts["first_seen"].max()),
                     int(facts["last_reinforced"].max()), int(facts["status_changed_at"].max())]
@@ -335,7 +341,7 @@ def read_production(path: str | os.PathLike) -> ProductionLog:
         "messages": _count_messages(events),
         "subjects": int(pd.unique(facts["subject"].cat.codes[facts["observations"].to_numpy() > 0]).size),
     }
-    del evidence, src, observation, sel, ts, eid, order, fact_row, derived, pos, posc, found, ev_fact_id
+    del evidence, src, observation, sel, eid, observed, fact_row, derived
     release_memory()
     return ProductionLog(path=path, sha256=file_sha256(path), size_bytes=path.stat().st_size, tables=tables,
                          facts=facts, events=events, counts=counts_out, saved_params=saved,
@@ -412,19 +418,25 @@ def _read_facts(sq: sqlite3.Connection, has_state: bool) -> pd.DataFrame:
     return out
 
 
-def _read_evidence(path: Path, sq: sqlite3.Connection, present: set[str]) -> dict[str, Any]:
+def _read_evidence(path: Path, sq: sqlite3.Connection, present: set[str], n_rows: int) -> dict[str, Any]:
+    """The evidence table in chunks, into arrays allocated once (``n_rows`` from the validation)."""
     id_col = "id" if "id" in present else "rowid"
     src_col = "source" if "source" in present else "NULL"
     sql = f"SELECT {id_col}, fact_id, session_id, message_id, observed_at, {src_col} FROM memory_evidence"
-    ids, fact_ids, observed, sources = [], [], [], []
+    out = {name: np.empty(n_rows, np.int64) for name in ("evidence_id", "fact_id", "observed_at")}
+    sources = np.empty(n_rows, np.int8)
     sessions: list[pa.Array] = []
     messages: list[pa.Array] = []
     value_set = pa.array([OBSERVATION, ABSTRACTION], pa.string())
+    at = 0
     for cols in _chunks(sq, sql):
         eid, fid, sess, msg, obs, src = cols
-        ids.append(_ints(eid))
-        fact_ids.append(_ints(fid))
-        observed.append(_ints(obs))
+        end = at + len(eid)
+        if end > n_rows:  # the file grew since it was validated: a writer is at work
+            raise ProductionDBError(f"{path}: table memory_evidence changed while it was read; copy the file first")
+        out["evidence_id"][at:end] = eid
+        out["fact_id"][at:end] = fid
+        out["observed_at"][at:end] = obs
         sessions.append(pa.array(sess, pa.string()))
         messages.append(pa.array(msg, pa.string()))
         s = pa.array(src, pa.string())
@@ -438,9 +450,8 @@ def _read_evidence(path: Path, sq: sqlite3.Connection, present: set[str]) -> dic
                 f"{path}: table memory_evidence: column 'source': unknown value {src[i]!r} at evidence id {eid[i]} "
                 f"({n} rows); allowed: observation, abstraction, NULL")
         code[code < 0] = _SRC_NULL
-        sources.append(code)
-    return {
-        "evidence_id": np.concatenate(ids), "fact_id": np.concatenate(fact_ids),
-        "observed_at": np.concatenate(observed), "source": np.concatenate(sources),
-        "session_id": _categorical(sessions), "message_id": _categorical(messages),
-    }
+        sources[at:end] = code
+        at = end
+    if at != n_rows:
+        raise ProductionDBError(f"{path}: table memory_evidence changed while it was read; copy the file first")
+    return {**out, "source": sources, "session_id": _categorical(sessions), "message_id": _categorical(messages)}

@@ -75,16 +75,18 @@ def consolidation_grid(first: int, until: int, period: int) -> np.ndarray:
 
 @dataclass
 class Encoded:
-    """The rebuilt log encoded for the engine under one set of multi-valued predicates."""
+    """The rebuilt log encoded for the engine under one set of multi-valued predicates: observations
+    sorted by (key, replay order), as the engine takes them, shared by every replay with these keys."""
 
     order: np.ndarray  # key-sorted position -> observation index
-    key: np.ndarray  # per observation
+    key: np.ndarray  # key-sorted
     n_keys: int
-    obj: np.ndarray
-    kind: np.ndarray
-    predicate: np.ndarray
+    obj: np.ndarray  # key-sorted
+    ts: np.ndarray  # key-sorted
+    kind: np.ndarray  # key-sorted
+    predicate: np.ndarray  # key-sorted
     predicate_names: tuple[str, ...]
-    previous: np.ndarray  # per observation: the previous observation of its key, -1 at the first
+    previous: np.ndarray  # per observation (replay order): the previous observation of its key, -1 at the first
 
 
 def encode(log: ProductionLog, multi_valued: frozenset[str] | set[str]) -> Encoded:
@@ -94,16 +96,18 @@ def encode(log: ProductionLog, multi_valued: frozenset[str] | set[str]) -> Encod
     multi = np.isin(np.asarray(names, dtype=object), sorted(multi_valued))[p] if names else np.zeros(len(p), bool)
     n_p, n_o = max(len(names), 1), len(log.facts["object"].cat.categories) + 1
     sp, _ = pd.factorize(s * np.int64(n_p) + p)
+    del s
     key, uniq = pd.factorize(sp.astype(np.int64) * np.int64(n_o) + np.where(multi, o + 1, 0))
-    key = key.astype(np.int64)
+    del sp, multi
     order = np.argsort(key, kind="stable")  # observations are in replay order already
+    key = key[order].astype(np.int64)
     kind_names = list(log.facts["kind"].cat.categories)
     kind_map = np.array([KIND_CODES[k] for k in kind_names], dtype=np.int8)
-    kind = kind_map[log.event_codes("kind")]
     previous = np.full(len(key), -1, np.int64)
-    same = key[order][1:] == key[order][:-1]
+    same = key[1:] == key[:-1]
     previous[order[1:][same]] = order[:-1][same]
-    return Encoded(order=order, key=key, n_keys=len(uniq), obj=o, kind=kind, predicate=p, predicate_names=names,
+    return Encoded(order=order, key=key, n_keys=len(uniq), obj=o[order], ts=log.events["ts"].to_numpy()[order],
+                   kind=kind_map[log.event_codes("kind")[order]], predicate=p[order], predicate_names=names,
                    previous=previous)
 
 
@@ -137,22 +141,22 @@ class Replay:
 def replay_log(log: ProductionLog, params: MemoryParams, grid: np.ndarray, encoded: Encoded | None = None) -> Replay:
     """Replay the rebuilt log under ``params`` with consolidations at ``grid`` (an empty memory first)."""
     enc = encoded if encoded is not None else encode(log, params.multi_valued_predicates)
-    ts = log.events["ts"].to_numpy()
     order = enc.order
     grid = np.asarray(grid, np.int64)
-    res = W.replay_waves(enc.key[order], enc.obj[order], ts[order], enc.kind[order], enc.n_keys,
-                         W.ParamArrays.of([params]), grid, horizon=int(grid[-1]) if grid.size else None,
-                         predicate=enc.predicate[order], predicate_names=enc.predicate_names)
-    n = len(ts)
+    res = W.replay_waves(enc.key, enc.obj, enc.ts, enc.kind, enc.n_keys, W.ParamArrays.of([params]), grid,
+                         horizon=int(grid[-1]) if grid.size else None, predicate=enc.predicate,
+                         predicate_names=enc.predicate_names)
+    n = len(order)
 
-    def back(values: np.ndarray, dtype) -> np.ndarray:  # engine rows -> key-sorted positions -> observations
+    def back(name: str, dtype) -> np.ndarray:  # engine rows -> key-sorted positions -> observations
         out = np.empty(n, dtype)
-        out[order] = values[0][res.row_of_event]
+        out[order] = getattr(res, name)[0][res.row_of_event]
+        setattr(res, name, None)  # a 10M-observation log: free each engine result once it is moved
         return out
 
-    conf, inserted, end = back(res.conf, np.float64), back(res.inserted, bool), back(res.end, np.int64)
-    reason, rate = back(res.reason, np.int8), back(res.rate, np.float64)
-    origin = order[back(res.origin, np.int64)]  # key-sorted position of the inserting observation -> observation
+    conf, inserted, end = back("conf", np.float64), back("inserted", bool), back("end", np.int64)
+    reason, rate = back("reason", np.int8), back("rate", np.float64)
+    origin = order[back("origin", np.int64)]  # key-sorted position of the inserting observation -> observation
     return Replay(params=params, grid=grid, conf=conf, inserted=inserted, origin=origin, end=end, reason=reason,
                   rate=rate, previous=enc.previous)
 

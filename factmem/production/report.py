@@ -72,14 +72,23 @@ def _table(frame: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
-def _verdict(row: dict[str, Any], lower_is_better: bool = False) -> str:
+def _direction(row: dict[str, Any], lower_is_better: bool = False) -> str:
+    """``better``/``worse`` when the 95% interval excludes 0, ``within noise`` when it does not."""
     low, high = row["low"], row["high"]
     if not (math.isfinite(low) and math.isfinite(high)):
-        return "no interval (too few people with session starts)"
+        return "no interval"
     if low > 0 or high < 0:
-        better = (high < 0) if lower_is_better else (low > 0)
-        return "a change beyond resampling noise — " + ("better" if better else "worse") + " under the new parameters"
-    return "within resampling noise (the interval includes 0)"
+        return "better" if ((high < 0) if lower_is_better else (low > 0)) else "worse"
+    return "within noise"
+
+
+def _verdict(row: dict[str, Any], lower_is_better: bool = False) -> str:
+    d = _direction(row, lower_is_better)
+    if d == "no interval":
+        return "no interval (too few people with session starts)"
+    if d == "within noise":
+        return "within resampling noise (the interval includes 0)"
+    return f"a change beyond resampling noise — {d} under the new parameters"
 
 
 def render_report(result: WhatIfResult) -> str:
@@ -181,13 +190,13 @@ def render_report(result: WhatIfResult) -> str:
         f"(those with a needed fact; {s['session_starts_all']:,} in all), pooled over people; Δ = new − current, "
         f"95% percentile interval from {st.bootstrap:,} bootstrap resamples of people (seed {st.seed}).",
         "",
-        "| k | metric | current | new | Δ | 95% interval | verdict |", "|---|---|---|---|---|---|---|",
+        "| k | metric | current | new | Δ | 95% interval | new parameters |", "|---|---|---|---|---|---|---|",
     ]
     for row in result.metrics.to_dict(orient="records"):
         lower = row["metric"] == "stale"
         lines.append(f"| {row['budget']} | {row['metric']}@k | {_num(row['current'])} | {_num(row['new'])} | "
                      f"{_signed(row['difference'])} | {_interval(row['low'], row['high'])} | "
-                     f"{_verdict(row, lower).split(' — ')[0].split(' (')[0]} |")
+                     f"{_direction(row, lower)} |")
     lines += ["", "![per-person change](subject_changes.png)", "",
               "## Most affected people", "",
               f"Ranked by facts whose state differs at {_date(result.at)}, then context changes (k = {k}), "

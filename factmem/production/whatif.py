@@ -276,6 +276,12 @@ def whatif(production: str | os.PathLike, params: MemoryParams | ParamsDocument 
     horizon = max(log.latest, at_time)
     grid = consolidation_grid(log.first, horizon, settings.period)
 
+    # -- the session starts scored by the context metrics (built first: the replays are large) -------
+    evaluator = ContextEvaluator(log.prepared(sessions_only=True), budgets=settings.budgets, needed="next-session",
+                                 stale_cost=settings.stale_cost,
+                                 max_points_per_subject=settings.max_points_per_subject, seed=settings.seed)
+    release_memory()
+
     # -- replays -------------------------------------------------------------------------------------
     encoded = encode(log, cur.params.multi_valued_predicates)
     replay_current = replay_log(log, cur.params, grid, encoded)
@@ -304,9 +310,6 @@ def whatif(production: str | os.PathLike, params: MemoryParams | ParamsDocument 
     events_diff = event_differences(log, replay_current, replay_new, at_time)
 
     # -- budgeted context metrics at session starts -------------------------------------------------
-    evaluator = ContextEvaluator(log.prepared(sessions_only=True), budgets=settings.budgets, needed="next-session",
-                                 stale_cost=settings.stale_cost,
-                                 max_points_per_subject=settings.max_points_per_subject, seed=settings.seed)
     eval_subject = pd.Index(evaluator.subjects).get_indexer(pd.Index(np.asarray(subject_names, dtype=object)))
     state_subject = eval_subject[subject_of_triple[triple_of_event]]
     release_memory()
