@@ -357,3 +357,19 @@ def test_believed_set_over_time_equals_the_checkpoint_metrics(exported):
         checkpoints = P.evaluator(cps).score(kernel_beliefs(P, [params], grid)[0], params.retrieval_threshold)
         got = checkpoints.checkpoints.set_index("t")["believed"].reindex(cps).to_numpy()
         np.testing.assert_array_equal(result.over_time[f"believed_{side}"].to_numpy(), got)
+
+
+def test_the_figures_draw_both_sides(tmp_path):
+    from factmem import plots
+
+    result = whatif(_hand_built(tmp_path / "hand.sqlite"), MemoryParams(decay_rate={"user_preference": 0.2}),
+                    bootstrap=0)
+    fig = plots.believed_over_time(result.over_time)
+    lines = fig.axes[0].get_lines()
+    assert len(lines) == 4  # believed and active, per side
+    believed_new = next(line for line in lines if line.get_label() == "believed — new parameters")
+    assert list(believed_new.get_ydata()) == list(result.over_time["believed_new"])
+    fig = plots.subject_changes(result.subjects, budget=20)
+    assert len(fig.axes) == 2 and fig.axes[0].get_ylabel() == "people"
+    with pytest.raises(ValueError, match="believed_current"):
+        plots.believed_over_time(result.over_time.drop(columns=["believed_current"]))

@@ -39,14 +39,16 @@ from factmem.core.codes import KIND_CODES, OPEN, EndReason, Status
 from factmem.core.params import MemoryParams
 from factmem.engine import waves as W
 from factmem.errors import InputError
-from factmem.production.rebuild import NO_ID, ProductionLog
+from factmem.production.rebuild import NO_ID, ProductionLog, release_memory
 
 __all__ = ["MAX_CONSOLIDATIONS", "RTOL", "ATOL", "CHECKS", "CAUSES", "Replay", "consolidation_grid", "encode",
            "replay_log", "Reproduction", "check_reproduction"]
 
 #: more consolidations than this are refused (a daily schedule over ~270 years)
 MAX_CONSOLIDATIONS = 100_000
-RTOL, ATOL = 1e-9, 1e-12
+#: tolerances of the float checks (confidence, decay rate)
+RTOL = 1e-9
+ATOL = 1e-12
 #: the per-fact checks of :func:`check_reproduction`, in report order
 CHECKS: tuple[str, ...] = ("evidence", "status", "confidence", "reinforcement_count", "first_seen",
                            "last_reinforced", "decay_rate", "supersedes_id", "status_changed_at")
@@ -106,9 +108,10 @@ def encode(log: ProductionLog, multi_valued: frozenset[str] | set[str]) -> Encod
     previous = np.full(len(key), -1, np.int64)
     same = key[1:] == key[:-1]
     previous[order[1:][same]] = order[:-1][same]
-    return Encoded(order=order, key=key, n_keys=len(uniq), obj=o[order], ts=log.events["ts"].to_numpy()[order],
-                   kind=kind_map[log.event_codes("kind")[order]], predicate=p[order], predicate_names=names,
-                   previous=previous)
+    # objects and predicates fit 32 bits (they are category codes): half the memory on a large log
+    return Encoded(order=order, key=key, n_keys=len(uniq), obj=o[order].astype(np.int32),
+                   ts=log.events["ts"].to_numpy()[order], kind=kind_map[log.event_codes("kind")[order]],
+                   predicate=p[order].astype(np.int32), predicate_names=names, previous=previous)
 
 
 @dataclass
@@ -141,6 +144,7 @@ class Replay:
 def replay_log(log: ProductionLog, params: MemoryParams, grid: np.ndarray, encoded: Encoded | None = None) -> Replay:
     """Replay the rebuilt log under ``params`` with consolidations at ``grid`` (an empty memory first)."""
     enc = encoded if encoded is not None else encode(log, params.multi_valued_predicates)
+    release_memory()  # the engine's working arrays are large: start from what is really in use
     order = enc.order
     grid = np.asarray(grid, np.int64)
     res = W.replay_waves(enc.key, enc.obj, enc.ts, enc.kind, enc.n_keys, W.ParamArrays.of([params]), grid,
