@@ -52,8 +52,9 @@ from factmem.evaluation.context import ContextEvaluator, ContextScores, context_
 from factmem.production.rebuild import ProductionLog, release_memory
 from factmem.production.replay import Replay
 
-__all__ = ["PAIR_BUDGET", "EVENT_BLOCK", "MAX_CHECKPOINTS", "CHANGES", "TripleStates", "triple_states", "contexts_at",
-           "event_differences", "over_time", "context_sums", "lexicographic_rank"]
+__all__ = ["PAIR_BUDGET", "EVENT_BLOCK", "MAX_CHECKPOINTS", "CHANGES", "TripleStates", "latest_mentions",
+           "triple_states", "changes", "contexts_at", "event_differences", "checkpoints", "over_time", "context_sums",
+           "lexicographic_rank"]
 
 #: (belief state, session start) pairs scored at once by :func:`context_sums`
 PAIR_BUDGET = 3_000_000

@@ -29,7 +29,10 @@ at facts ``memory_facts`` does not have, an unknown ``source`` value, unreadable
 parameters.
 
 **Memory**: strings are read into Arrow and kept dictionary-encoded (pandas categoricals), numbers as
-numpy arrays; nothing holds one Python object per row.
+numpy arrays allocated once; nothing holds one Python object per row, and the pages the row-by-row
+reading churned through are handed back (:func:`release_memory`). Measured on a 10M-observation file
+(``benchmarks/bench_whatif.py``): the read peaks at about 2 GB of resident memory, the whole what-if at
+about 3.5 GB.
 """
 
 from __future__ import annotations

@@ -1,9 +1,12 @@
 """What-if on a production memory: before shipping new parameters, see what they would have done to the
 people already in it.
 
->>> from factmem.production.whatif import whatif            # doctest: +SKIP
->>> result = whatif("prod.sqlite", "new_params.toml", out="runs/whatif")   # doctest: +SKIP
->>> result.summary["forgotten"], result.metrics.query("metric == 'utility'")   # doctest: +SKIP
+Usage (``prod.sqlite`` a production memory, ``new_params.toml`` a params file)::
+
+    from factmem import whatif
+
+    result = whatif("prod.sqlite", "new_params.toml", out="runs/whatif")
+    result.summary["forgotten"], result.comparison("utility")
 
 :func:`whatif` does, in order (each step is a module of :mod:`factmem.production`):
 
