@@ -57,7 +57,7 @@ def param_sets(draw):
     mvp = draw(st.sets(st.sampled_from(PREDICATES), max_size=2))
     gain = draw(st.sampled_from([0.3, 0.05, 0.9, 1.0]))
     rate = draw(st.sampled_from([0.3, 0.0, 2.0]))
-    thr = draw(st.sampled_from([0.05, 0.3, 0.0]))
+    thr = draw(st.sampled_from([0.05, 0.3, 0.0, 0.4]))  # 0.4: hit exactly at rate 0
     return MemoryParams(reinforce_base=base, multi_valued_predicates=mvp, reinforce_gain=gain,
                         archive_threshold=thr, decay_rate={"episodic": rate},
                         decay_rate_by_predicate=draw(predicate_rates))
@@ -150,6 +150,19 @@ def assert_matches_reference(s: FactStore, m: RefMemory):
     ev = s.evidence()
     assert ev["fact_id"].tolist() == [e["fact_id"] for e in m.evidence]
     assert ev["action"].tolist() == [e["action"] for e in m.evidence]
+    assert_effective_matches_reference(s, m)
+
+
+def assert_effective_matches_reference(s: FactStore, m: RefMemory):
+    """``effective_confidence`` read at several times, some before facts' last reinforcement (a
+    negative age: the stored confidence, never more), equals the reference's."""
+    facts = m.table()
+    stamps = sorted({f["last_reinforced"] for f in facts})
+    times = {stamps[0] - 86400, stamps[-1] + 3 * 86400} | {stamps[i] - 1 for i in range(0, len(stamps), max(1, len(stamps) // 3))}
+    for at in sorted(times):
+        got = s.facts(at=at)["effective_confidence"].to_numpy()
+        want = np.array([m._effective(f, at) for f in facts])
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=0, err_msg=f"effective_confidence at {at}")
 
 
 @settings(max_examples=200)
