@@ -222,7 +222,9 @@ class Evaluator:
         lo, hi = np.maximum(k0[pb], self.t_k0[pt]), np.minimum(kb[pb], self.t_k1[pt])
         true_believed = _diff_count(n, lo, hi)
         hit_needed = _diff_count(n, np.maximum(k0[pb], self.t_needed_k0[pt]), hi)
-        me = self.min_end_k[triple]
+        # triples past the log's own (derived facts the log never names, e.g. invented by a model)
+        # were never true, never needed and never mentioned
+        me = _lookup(self.min_end_k, triple, n)
         stale = _diff_count(n, np.maximum(k0, me), kb) - _diff_count(n, np.maximum(lo, me[pb]), hi)
         lost_all = self._lost(triple, kind, start, end, reason)
         lost_at = lost_all["archived_at"].to_numpy(np.int64)
@@ -344,7 +346,7 @@ class Evaluator:
         m_cal = len(cal_idx)
         ment = self._mentioned[cal_idx]
         ment_true = self._mentioned_true[cal_idx]
-        mentioned = self.first_mention[triple[sb]] < t if S else np.zeros(0, bool)
+        mentioned = _lookup(self.first_mention, triple[sb], OPEN) < t if S else np.zeros(0, bool)
         held_n = np.bincount(sr, weights=mentioned, minlength=m_cal)
         held_true = np.bincount(sr, weights=y * mentioned, minlength=m_cal)
         off_true = np.maximum(ment_true - held_true, 0)
@@ -395,6 +397,12 @@ class Evaluator:
             summary[f"log_loss.{r['kind']}"] = r["log_loss"]
         return {"per_checkpoint": per_checkpoint, "summary": summary, "by_kind": by_kind,
                 "reliability": _reliability(pc, y, sk)}
+
+
+def _lookup(per_triple: np.ndarray, triple: np.ndarray, missing: int) -> np.ndarray:
+    """``per_triple[triple]``, with ``missing`` for codes past the array (triples the log never names)."""
+    inside = triple < len(per_triple)
+    return np.where(inside, per_triple[np.where(inside, triple, 0)] if len(per_triple) else missing, missing)
 
 
 def _rmse_bins(p: np.ndarray, y: np.ndarray, kind: np.ndarray, age_days: np.ndarray) -> float:
