@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from factmem.core.codes import KINDS
@@ -185,6 +185,14 @@ def test_ingest_in_random_splits_equals_remember(params, segments, splits):
 
 
 @settings(max_examples=200)
+# found under a mutant that picks the fact to supersede by id, not by (last_reinforced, id): two active
+# 'likes' facts whose reinforcement order differs from their insertion order when 'likes' turns single-valued
+@example(segments=[([(1_700_000_000, "ada", "likes", "rust", "explicit", None),
+                     (1_700_000_000, "ada", "likes", "zig", "explicit", None),
+                     (1_700_000_000, "ada", "likes", "rust", "explicit", None),
+                     (1_700_000_001, "ada", "likes", "rust", "explicit", None)], 1_700_000_001),
+                   ([], 1_700_000_001),
+                   ([(1_700_000_001, "ada", "likes", "go", "explicit", None)], 1_700_000_001)], base="stored")
 @given(segments=streams(), base=st.sampled_from(["stored", "effective"]))
 def test_switching_multi_valued_to_single_valued(segments, base):
     """Keys holding several active facts (the general path) after a predicate stops being multi-valued."""
