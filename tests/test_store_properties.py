@@ -166,6 +166,11 @@ def assert_effective_matches_reference(s: FactStore, m: RefMemory):
 
 
 @settings(max_examples=200)
+# a confidence exactly on the archive threshold (0.4, no decay) stays active; a read before the last
+# reinforcement sees the stored confidence
+@example(params=MemoryParams(archive_threshold=0.4, decay_rate={"episodic": 0.0}),
+         segments=[([(1_700_000_000, "ada", "saw", "rust", "episodic", None),
+                     (1_700_086_400, "ada", "likes", "go", "explicit", None)], 1_700_172_800)])
 @given(params=param_sets(), segments=streams())
 def test_remember_matches_reference(params, segments):
     assert_matches_reference(run_remember(params, segments), run_reference(params, segments))
