@@ -62,6 +62,7 @@ import pandas as pd
 from factmem.core.codes import OPEN, SECONDS_PER_DAY, EndReason
 from factmem.core.params import MemoryParams
 from factmem.errors import InputError
+from factmem.evaluation.metrics import true_intervals
 
 if TYPE_CHECKING:
     from factmem.evaluation.simulate import PreparedLog
@@ -84,7 +85,8 @@ FIELDS: tuple[str, ...] = (
     "recall",      # sum of H / N
     "precision",   # sum of H / C over points with C > 0
     "precise",     # number of points with C > 0
-    "log_loss",    # sum over context facts of the log loss of p = effective confidence, y = true and relevant
+    "log_loss",    # sum over context facts of the log loss of p = effective confidence (clipped to
+                   # [1e-4, 1 - 1e-4]), y = true and relevant at t (next-session: y = the session needs it)
     "scored",      # number of context facts in log_loss
 )
 _F = {name: i for i, name in enumerate(FIELDS)}
@@ -258,9 +260,8 @@ class ContextEvaluator:
         vfrom = t["valid_from"].to_numpy(np.int64)
         vto = pd.array(t["valid_to"], dtype="Int64").fillna(OPEN).to_numpy(np.int64)
         rel = pd.array(t["relevant_until"], dtype="Int64").fillna(OPEN).to_numpy(np.int64)
-        tend = np.minimum(vto, rel)  # true and relevant until
-        real = tend > vfrom
-        triple, vfrom, tend = triple[real], vfrom[real], tend[real]
+        # true and relevant until; overlapping rows of a triple joined, never-true rows dropped
+        triple, vfrom, tend = true_intervals(triple, vfrom, np.minimum(vto, rel))
         # first mention inside each interval: the fact is needed from just after it
         m = P.mentions.sort_values(["triple", "ts"], kind="stable")
         m_tr, m_ts = m["triple"].to_numpy(np.int64), m["ts"].to_numpy(np.int64)
