@@ -1,9 +1,12 @@
 """The notebooks: committed without outputs, one parameters cell first, public API only, and each one
 executed headlessly by a real Jupyter kernel in quick mode (``FACTMEM_NOTEBOOK_QUICK=1``, Agg backend)
 without a cell error. The notebooks assert their own conclusions, so a run without errors means every
-conclusion they state held on this run's numbers. A notebook writes only to its output folder under the
+conclusion they state held on this run's numbers. A notebook writes to its output folder under the
 kernel's temporary directory, and either leaves it there or removes it at the end, saying so
-(``removed <folder>``); the notebooks in :data:`REMOVES_ITS_FOLDER` must remove it."""
+(``removed <folder>``); the notebooks in :data:`REMOVES_ITS_FOLDER` must remove it. Notebook 04 also
+keeps its tuning run (``RUN_DIR``, relative to the kernel's working directory) for notebook 05, which
+exports that run's recommendation; :func:`test_tuning_run_flows_from_04_into_05` runs the two in
+sequence so that the hand-off cannot break."""
 
 from __future__ import annotations
 
@@ -31,7 +34,7 @@ NAMES = [
     "07_real_temporal_facts",
 ]
 #: notebooks that remove their output folder at the end (issue: notebooks a researcher can trust)
-REMOVES_ITS_FOLDER = {"06_fit_decay_from_data", "07_real_temporal_facts"}
+REMOVES_ITS_FOLDER = set(NAMES)
 NOTEBOOKS = [NOTEBOOK_DIR / f"{name}.ipynb" for name in NAMES]
 # nbclient's per-cell timeout: a hung cell fails the test instead of blocking the suite
 CELL_TIMEOUT_S = 60
@@ -154,3 +157,34 @@ def test_notebook_executes_in_quick_mode(path, tmp_path, record_property):
     else:
         assert list(tmp_path.glob(f"{prefix}*/*"))
     assert seconds < NOTEBOOK_BUDGET_S, f"{path.name} took {seconds:.0f} s in quick mode"
+
+
+def _parameters(nb: nbformat.NotebookNode, **values: str) -> None:
+    """Set parameters the way papermill does: a cell right after the parameters cell (same kernel)."""
+    first = next(i for i, c in enumerate(nb.cells) if "parameters" in c.metadata.get("tags", []))
+    nb.cells.insert(first + 1, v4.new_code_cell("\n".join(f"{k} = {v}" for k, v in values.items())))
+
+
+def _stdout(nb: nbformat.NotebookNode) -> str:
+    return "".join(o.get("text", "") for c in code_cells(nb) for o in c.outputs if o.output_type == "stream")
+
+
+@pytest.mark.slow
+def test_tuning_run_flows_from_04_into_05(tmp_path):
+    """Notebook 04 keeps its run folder; notebook 05, pointed at it, exports exactly that recommendation
+    (the same params.toml fingerprint) instead of tuning again."""
+    tuning = nbformat.read(NOTEBOOK_DIR / "04_sweep_and_tuning.ipynb", as_version=4)
+    execute(tuning, tmp_path)
+    run = tmp_path / "runs" / "04_sweep_and_tuning-quick" / "run"
+    assert (run / "params.toml").is_file() and (run / "manifest.json").is_file() and not (run / "INCOMPLETE").exists()
+    printed = re.search(r"fingerprint ([0-9a-f]{64})", _stdout(tuning))
+    assert printed, "notebook 04 did not print the fingerprint of params.toml"
+
+    export = nbformat.read(NOTEBOOK_DIR / "05_export_to_production.ipynb", as_version=4)
+    _parameters(export, TUNING_RUN=repr(str(run)))
+    execute(export, tmp_path)
+    text = _stdout(export)
+    assert f"exporting notebook 4's run folder: {run.resolve()}" in text
+    assert "running notebook 4's tune here" not in text
+    assert f"fingerprint {printed.group(1)}" in text
+    assert not list(tmp_path.glob("factmem-nb0[45]-*"))  # both removed their output folders
