@@ -506,7 +506,7 @@ class ContextEvaluator:
                 o[vary] = e
         return tuple(out)
 
-    def _flags(self, pe: np.ndarray, tr: np.ndarray, t: np.ndarray, params: MemoryParams):
+    def _flags(self, pe: np.ndarray | None, tr: np.ndarray, t: np.ndarray, params: MemoryParams):
         """Per (point, context fact): needed, charged, stale (a part of charged), true and relevant now."""
         if self.needed_mode == "truth":
             q = tr * self._tt_span + (np.clip(t, self._tt_key_base, None) - self._tt_key_base)
@@ -521,6 +521,7 @@ class ContextEvaluator:
             was_true[known] = self._first_true[tr[known]] < t[known]
             stale = charged & was_true
             return needed, charged, stale, true_now
+        assert pe is not None  # next-session flags depend on the point, not only on its time
         n_tr = max(self._n_known, 1)
         needed = _member(self._sess_triple_key, pe * n_tr + tr) & (tr < self._n_known)
         multi = np.isin(np.asarray(self._predicates, dtype=object),

@@ -113,7 +113,12 @@ def _radix_select(group: np.ndarray, dist: np.ndarray, take: np.ndarray, shift: 
         g, want = (np.cumsum(present) - 1)[g_next], left[present]
         below_floor = first and bool((cut_c[present] == _BUCKETS - 1).any())
         if shift == 0 or below_floor:  # equal values (or values below the floor): rank them exactly
-            keep[idx] = _rank_exact(g, dist[idx], want, lambda j, rows=idx: tie_keys(rows[j]))
+            rows = idx
+
+            def exact_keys(j: np.ndarray) -> tuple[np.ndarray, ...]:
+                return tie_keys(rows[j])
+
+            keep[idx] = _rank_exact(g, dist[idx], want, exact_keys)
             return keep
         shift = max(shift - _RADIX_BITS, 0)
         first = False
