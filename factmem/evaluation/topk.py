@@ -113,9 +113,7 @@ def _radix_select(group: np.ndarray, dist: np.ndarray, take: np.ndarray, shift: 
         g, want = (np.cumsum(present) - 1)[g_next], left[present]
         below_floor = first and bool((cut_c[present] == _BUCKETS - 1).any())
         if shift == 0 or below_floor:  # equal values (or values below the floor): rank them exactly
-            rows = idx
-
-            def exact_keys(j: np.ndarray) -> tuple[np.ndarray, ...]:
+            def exact_keys(j: np.ndarray, rows: np.ndarray = idx) -> tuple[np.ndarray, ...]:
                 return tie_keys(rows[j])
 
             keep[idx] = _rank_exact(g, dist[idx], want, exact_keys)
