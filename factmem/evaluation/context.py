@@ -62,6 +62,7 @@ import pandas as pd
 from factmem.core.codes import OPEN, SECONDS_PER_DAY, EndReason
 from factmem.core.params import MemoryParams
 from factmem.errors import InputError
+from factmem.evaluation.metrics import order_by_packed
 from factmem.evaluation.topk import top_k_masks
 
 if TYPE_CHECKING:
@@ -573,15 +574,8 @@ def _canonical_order(subject: np.ndarray, local: np.ndarray, start: np.ndarray, 
     width = int(local.max()) + 1
     if (int(subject.max()) + 1) * span * width < 2**62:
         packed = (subject * span + (start - s0)) * width + local
-        order = np.argsort(packed, kind="stable")
-        ps = packed[order]
-        dup = np.flatnonzero(ps[1:] == ps[:-1])
-        if dup.size:  # equal (subject, start, triple): order those by (end, confidence, rate)
-            rows = np.unique(np.concatenate([dup, dup + 1]))
-            group = np.searchsorted(ps[rows], ps[rows], "left")
-            sub = order[rows]
-            order[rows] = sub[np.lexsort((rate[sub], conf[sub], end[sub], group))]
-        return order
+        # equal (subject, start, triple) — zero-length states — are ordered by (end, confidence, rate)
+        return order_by_packed(packed, lambda rows: (rate[rows], conf[rows], end[rows]))
     return np.lexsort((rate, conf, end, local, start, subject))
 
 
