@@ -49,7 +49,14 @@ from factmem.core.params import MemoryParams
 from factmem.data.logs import Dataset
 from factmem.errors import InputError
 from factmem.evaluation.context import FIELDS, ContextEvaluator, ContextScores
-from factmem.evaluation.simulate import PreparedLog, Schedule, default_schedule, encode_events, kernel_beliefs, prepare
+from factmem.evaluation.simulate import (
+    PreparedLog,
+    Schedule,
+    default_schedule,
+    encode_events,
+    kernel_belief_arrays,
+    prepare,
+)
 from factmem.tuning.settings import OBJECTIVES, Compute, Holdout, Objective, Search
 from factmem.tuning.space import ALIASES, assign, grid_points, random_points
 
@@ -188,7 +195,7 @@ def score_chunk(log: Any, holdout_log: Any, params: list[dict], schedule: dict, 
     plan, _ = plan_parts(P, H, sched, ho)
     for prep, cp_ranges, time_ranges in plan:
         cps = sched.checkpoints(prep.start, prep.end)
-        beliefs = kernel_beliefs(prep, ps, sched.consolidations(prep.start, prep.end),
+        beliefs = kernel_belief_arrays(prep, ps, sched.consolidations(prep.start, prep.end),
                                  encode_events(prep, ps[0].multi_valued_predicates))
         ev = prep.evaluator(cps)
         ctx = _context_evaluator(prep, objective, time_ranges, ho.seed)
