@@ -95,8 +95,11 @@ def _auc_with_unheld(p: np.ndarray, y: np.ndarray, w_true: float, w_false: float
     """``weighted_auc`` of the held samples ``p`` (weight 1, ``p >= eps``) plus ``w_true`` positives
     and ``w_false`` negatives at ``eps`` — the same number, by sorting positives and negatives apart
     (no index sort): every term is a whole or half count, so the sum is exact in any order."""
-    pos = np.sort(p[y == 1])
-    neg = np.sort(p[y == 0])
+    return _auc_sorted(np.sort(p[y == 1]), np.sort(p[y == 0]), w_true, w_false, eps)
+
+
+def _auc_sorted(pos: np.ndarray, neg: np.ndarray, w_true: float, w_false: float, eps: float) -> float:
+    """:func:`_auc_with_unheld` from the held positives and negatives, each sorted."""
     wp, wn = len(pos) + float(w_true), len(neg) + float(w_false)
     if wp == 0 or wn == 0:
         return float("nan")
@@ -382,8 +385,17 @@ class Evaluator:
              - np.bincount(offs[pb[ok]] + (hi[ok] - r0[pb[ok]]), minlength=S + 1))
         y = (np.cumsum(d[:S]) > 0).astype(np.int8)
         pc = np.clip(p, self.eps, 1 - self.eps)
-        loss = -(y * np.log(pc) + (1 - y) * np.log1p(-pc))
+        # -(y log p + (1 - y) log(1 - p)), each logarithm only where it is used (the same numbers)
+        loss = np.empty(S)
+        positive = y == 1
+        np.log(pc, out=loss, where=positive)
+        np.log1p(-pc, out=loss, where=~positive)
+        np.negative(loss, out=loss)
         sk = kind[sb]
+        # held positives and negatives sorted per kind once; all kinds' are their merge (sorted runs)
+        by_kind = [(np.sort(pc[(sk == k) & positive]), np.sort(pc[(sk == k) & ~positive])) for k in range(len(KINDS))]
+        pos_all = np.sort(np.concatenate([a for a, _ in by_kind]), kind="stable")
+        neg_all = np.sort(np.concatenate([b for _, b in by_kind]), kind="stable")
 
         # triples mentioned before t but not held predict 0 (clipped to eps); held triples never
         # mentioned (derived facts) join the population while held
@@ -407,7 +419,7 @@ class Evaluator:
             "log_loss": float(per_ck_loss.sum() / N) if N else float("nan"),
             "brier": float((((pc - y) ** 2).sum() + W_true * (1 - self.eps) ** 2 + W_false * self.eps ** 2) / N)
             if N else float("nan"),
-            "auc": _auc_with_unheld(pc, y, W_true, W_false, self.eps),
+            "auc": _auc_sorted(pos_all, neg_all, W_true, W_false, self.eps),
             "rmse_bins": _rmse_bins(pc, y, sk, age),
             "held_log_loss": float(loss.mean()) if S else float("nan"),
             "samples": int(N),
@@ -432,7 +444,7 @@ class Evaluator:
                 "log_loss": float((loss[sel].sum() + ot * l1 + of * l0) / nk),
                 "brier": float((((pc[sel] - y[sel]) ** 2).sum() + ot * (1 - self.eps) ** 2 + of * self.eps ** 2) / nk),
                 "rmse_bins": _rmse_bins(pc[sel], y[sel], sk[sel], age[sel]),
-                "auc": _auc_with_unheld(pc[sel], y[sel], ot, of, self.eps),
+                "auc": _auc_sorted(by_kind[k][0], by_kind[k][1], ot, of, self.eps),
             })
         by_kind = pd.DataFrame(rows)
         for r in rows:
