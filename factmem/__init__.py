@@ -3,9 +3,9 @@ replay, tuning, fitting and export of its parameters.
 
 What a user reaches for first is here: :class:`FactStore`, :class:`MemoryParams`, :class:`Evidence`,
 :func:`load_log`, :func:`generate`, :func:`simulate` (with :class:`Schedule`), :func:`sweep`,
-:func:`tune`, :func:`fit`. The rest lives in the layer folders (``core``, ``engine``, ``store``,
-``data``, ``abstraction``, ``evaluation``, ``fitting``, ``tuning``, ``export``, ``plots``, ``cli``,
-``testing``); see docs/design.md. Heavy parts (DuckDB, pandas, matplotlib) load on first use, so
+:func:`tune`, :func:`fit`, :func:`whatif`. The rest lives in the layer folders (``core``, ``engine``,
+``store``, ``data``, ``abstraction``, ``evaluation``, ``fitting``, ``tuning``, ``production``, ``export``,
+``plots``, ``cli``, ``testing``); see docs/design.md. Heavy parts (DuckDB, pandas, matplotlib) load on first use, so
 ``import factmem`` and ``factmem --help`` stay quick.
 """
 
@@ -25,6 +25,7 @@ if TYPE_CHECKING:  # what the lazy names below resolve to, for type checkers and
     from factmem.data.logs import load as load_log
     from factmem.evaluation.simulate import Schedule, simulate
     from factmem.fitting.fit import fit
+    from factmem.production.whatif import whatif
     from factmem.store.factstore import Evidence, FactStore
     from factmem.store.reads import Fact
     from factmem.tuning.sweep import sweep
@@ -41,11 +42,13 @@ _LAZY: dict[str, tuple[str, str]] = {
     "sweep": ("factmem.tuning.sweep", "sweep"),
     "tune": ("factmem.tuning.tune", "tune"),
     "fit": ("factmem.fitting.fit", "fit"),
+    "whatif": ("factmem.production.whatif", "whatif"),
 }
 
 __all__ = [
     "__version__", "FactmemError", "InputError", "ParamsError", "StoreError", "KINDS", "MemoryParams",
     "FactStore", "Evidence", "Fact", "load_log", "generate", "simulate", "Schedule", "sweep", "tune", "fit",
+    "whatif",
 ]
 
 

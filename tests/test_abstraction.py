@@ -37,9 +37,9 @@ from factmem.core.params import MemoryParams
 from factmem.data.generate import generate, write
 from factmem.errors import CassetteMiss, ProviderError, ResponseRejected, StoreError
 from factmem.store.factstore import FactStore
+from factmem.testing import RefMemory
 
 from .llm_server import OLLAMA_PATH, OPENAI_PATH, LLMServer, Reply, provider_handler
-from .reference import RefMemory
 
 FAST = 0.3  # client timeout (seconds)
 T0 = 1_700_000_000

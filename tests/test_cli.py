@@ -57,10 +57,31 @@ def tiny_dir(tmp_path_factory):
 
 
 def test_simulate_command(tiny_dir, tmp_path, capsys):
+    """The printed scores are the library's: simulate() on the same log with the same defaults."""
+    import json
+
+    from factmem.evaluation.simulate import Schedule, prepare, simulate
+    from factmem.tuning.tune import base_params
+
     assert main(["simulate", "--log", str(tiny_dir), "--out", str(tmp_path / "sim")]) == 0
     out = capsys.readouterr().out
-    assert "log_loss" in out and "recall" in out
-    assert (tmp_path / "sim" / "manifest.json").exists() and (tmp_path / "sim" / "memory.duckdb").exists()
+    printed = {}
+    for line in out.splitlines():
+        parts = line.split()
+        if len(parts) == 2 and parts[0] in ("log_loss", "brier", "auc", "rmse_bins", "precision", "recall",
+                                            "believed", "stale", "lost"):
+            printed[parts[0]] = float(parts[1])
+    P = prepare(tiny_dir)
+    run = simulate(P, base_params(P), Schedule())
+    want = run.summary
+    run.store.close()
+    assert set(printed) == {"log_loss", "brier", "auc", "rmse_bins", "precision", "recall", "believed", "stale", "lost"}
+    for key, value in printed.items():
+        assert value == pytest.approx(want[key], rel=1e-5, abs=1e-9), key  # printed to 6 significant digits
+    assert 0 < want["recall"] < 1 and want["believed"] > 0  # numbers that could be wrong
+    manifest = json.loads((tmp_path / "sim" / "manifest.json").read_text())
+    assert manifest["summary"]["log_loss"] == want["log_loss"] and manifest["summary"]["lost"] == want["lost"]
+    assert (tmp_path / "sim" / "memory.duckdb").exists()
 
 
 def test_simulate_command_with_abstraction(tiny_dir, capsys):

@@ -396,3 +396,21 @@ def test_generate_argument_errors(tmp_path):
     (tmp_path / "bad.toml").write_text("days = [")
     with pytest.raises(ValueError, match="bad.toml"):
         generate(tmp_path / "bad.toml")
+
+
+def test_drift_preset_preferences_change_every_few_weeks():
+    """`drift` scales every preference's lifetime by 0.08 *and* announces changes faster; both
+    overrides reach the scenario (they once lived in two dicts of which the second replaced the first),
+    and the generated truth changes preferences at about that pace."""
+    base = {p.name: p for p in preset("small").predicates}
+    drift = preset("drift")
+    prefs = [p for p in drift.predicates if p.kind == "user_preference"]
+    assert prefs
+    for p in prefs:
+        assert p.lifetime_days == pytest.approx(0.08 * base[p.name].lifetime_days)
+        assert (p.change_delay_days, p.unmentioned_change) == (1.0, 0.1)
+    truth = generate(drift, seed=1).truth
+    pref = truth[(truth["kind"] == "user_preference") & truth["noise"].isna()]
+    inside = pref["valid_from"] >= drift.start
+    # values that began inside the 180-day log: lifetimes of 16-80 days give several per slot
+    assert inside.sum() > 2 * (~inside).sum()

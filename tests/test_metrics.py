@@ -86,10 +86,39 @@ def test_calibration_matches_brute_force():
     row = ev.calibration_by_kind.set_index("kind").loc["explicit"]
     assert row["log_loss"] == pytest.approx(ll, rel=1e-12) and row["auc"] == pytest.approx(auc, rel=1e-12)
     assert row["samples"] == len(s) and row["held"] == sum(1 for x in s if x[2])
-    # RMSE(bins) over held samples: kind explicit; ages (days since the state began) bucketed
     held = [(x[0], x[1]) for x in s if x[2]]
     assert ev.summary["held_log_loss"] == pytest.approx(
         -np.mean([yy * math.log(pp) + (1 - yy) * math.log(1 - pp) for pp, yy in held]), rel=1e-12)
+
+
+def test_rmse_bins_and_reliability_by_hand():
+    """RMSE(bins) over held samples, binned by kind × age since the state began ([0,1), [1,3), [3,7),
+    [7,14) ... days), each bin weighted by its size; reliability bins by predicted probability."""
+    truth, mentions, beliefs, cps = case()
+    ev = Evaluator(truth, mentions, cps).score(beliefs, retrieval_threshold=0.05)
+    # held samples (p, y, age in days), from the case's story: A's first state (0.4, ages 1-5 at days
+    # 1-5), A's second (0.58, ages 1-7 at days 6-12; true until day 10), C (0.4, false, ages 1-4)
+    held = [(0.4, 1, d) for d in range(1, 6)] + [(0.58, int(d < 10), d - 5) for d in range(6, 13)] + \
+           [(0.4, 0, d - 2) for d in range(3, 7)]
+    bins: dict = {}
+    for p, y, age in held:
+        bins.setdefault(0 if age < 1 else 1 if age < 3 else 2 if age < 7 else 3, []).append((p, y))
+    assert sorted(len(v) for v in bins.values()) == [1, 6, 9]  # unequal bins: weighting matters
+    weighted = math.sqrt(sum(len(v) * (np.mean([p for p, _ in v]) - np.mean([y for _, y in v])) ** 2
+                             for v in bins.values()) / len(held))
+    assert ev.summary["rmse_bins"] == pytest.approx(weighted, rel=1e-12)
+    unweighted = math.sqrt(np.mean([(np.mean([p for p, _ in v]) - np.mean([y for _, y in v])) ** 2 for v in bins.values()]))
+    assert abs(weighted - unweighted) > 0.01
+    assert ev.calibration_by_kind.set_index("kind").loc["explicit", "rmse_bins"] == pytest.approx(weighted, rel=1e-12)
+    # reliability: held samples by predicted probability in tenths (0.4 -> bin 4, 0.58 -> bin 5)
+    rel = ev.reliability
+    assert rel["kind"].unique().tolist() == ["all", "explicit"]
+    for _, r in rel.iterrows():
+        members = [(p, y) for p, y, _ in held if min(int(p * 10), 9) == r["bin"]]
+        assert r["n"] == len(members)
+        assert r["p_mean"] == pytest.approx(np.mean([p for p, _ in members]), rel=1e-12)
+        assert r["y_mean"] == pytest.approx(np.mean([y for _, y in members]), rel=1e-12)
+    assert rel[rel["kind"] == "all"][["bin", "n"]].values.tolist() == [[4, 9], [5, 7]]
 
 
 def test_decay_and_retrieval_threshold():

@@ -600,8 +600,7 @@ def test_opening_a_store_another_process_writes_says_what_duckdb_allows(tmp_path
 @pytest.mark.parametrize("collide", [False, True])
 def test_remember_after_set_based_writes_rollbacks_and_collisions_matches_the_reference(collide, monkeypatch):
     from factmem.store import keyindex
-
-    from .reference import RefMemory
+    from factmem.testing import RefMemory
 
     if collide:  # every key hashes alike: candidates are other keys' facts, which must be told apart
         monkeypatch.setattr(keyindex, "key_hash", lambda s, p: 7)

@@ -3,12 +3,14 @@ cardinality measures and costs."""
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 import pytest
 
 from factmem.abstraction.oracle import OracleProvider
 from factmem.core.params import MemoryParams
 from factmem.data.generate import generate
+from factmem.errors import InputError
 from factmem.evaluation.cardinality import measure_cardinality, suggest_multi_valued, supersession_costs
 from factmem.evaluation.simulate import Schedule, kernel_beliefs, prepare, simulate
 
@@ -108,7 +110,9 @@ def test_simulation_scores_are_sane(tiny):
 
 
 def test_abstraction_in_the_loop(tiny):
-    oracle = OracleProvider(tiny.dataset.generalizations, facts_truth=tiny.dataset.truth, seed=1)
+    # half the answers carry an invented generalization (absent from the truth)
+    oracle = OracleProvider(tiny.dataset.generalizations, facts_truth=tiny.dataset.truth, seed=1,
+                            error_rates={"invented": 0.5})
     sched = Schedule(abstract_every_days=7)
     run = simulate(tiny, MemoryParams(multi_valued_predicates=tiny.dataset.multi_valued_predicates,
                                       prune_min_reinforcements=1), sched, provider=oracle)
@@ -119,8 +123,21 @@ def test_abstraction_in_the_loop(tiny):
     assert (p["believed_after"] <= p["believed_before"] + p["created"]).all()
     derived = run.store.query("SELECT * FROM memory_facts WHERE kind = 'derived'")
     assert len(derived) > 0
-    # derived facts that match the planted generalizations count as true
-    assert run.beliefs["kind"].eq(3).any()
+    # derived facts that match the planted generalizations count as true; the others (the oracle's
+    # invented generalizations) as false: score each group alone and read precision
+    gen = tiny.dataset.generalizations
+    planted = set(zip(gen["subject"], gen["predicate"], gen["object"]))
+    b = run.beliefs[run.beliefs["kind"].eq(3)]
+    names = list(tiny.triples) + tiny.extra_triples()  # invented triples get codes past the log's
+    matches = np.array([tuple(names[c]) in planted for c in b["triple"]])
+    assert matches.any() and (~matches).any()
+    cps = sched.checkpoints(tiny.start, tiny.end)
+    good = tiny.evaluator(cps).score(b[matches], 0.0)
+    held = good.checkpoints["believed"] > 0
+    assert held.sum() > 0 and (good.checkpoints["true_believed"] == good.checkpoints["believed"]).all()
+    assert good.summary["precision"] == 1.0 and good.summary["stale"] == 0
+    bad = tiny.evaluator(cps).score(b[~matches], 0.0)
+    assert (bad.checkpoints["true_believed"] == 0).all() and bad.checkpoints["believed"].sum() > 0
     run.store.close()
 
 
@@ -137,7 +154,7 @@ def test_bad_schedule():
 
 
 def test_missing_dataset_folder(tmp_path):
-    with pytest.raises(Exception, match="nope"):
+    with pytest.raises(InputError, match="nope: no such dataset folder"):
         prepare(tmp_path / "nope")
 
 
@@ -190,3 +207,23 @@ def test_supersession_costs():
     assert c.loc["speaks", "false_supersessions"] == 1 and c.loc["speaks", "false_share"] == 1.0
     # multi-valued works_on: y inserted at 10d beside x, which ended at 8d -> a missed supersession
     assert c.loc["works_on", "missed_supersessions"] == 1 and c.loc["works_on", "multi_valued"]
+
+
+def test_missed_supersession_boundary():
+    """A value whose truth ends exactly when the new value is inserted had stopped being valid at that
+    moment (intervals are half-open, [valid_from, valid_to)): leaving it active is a missed
+    supersession. One that ends a second later was still valid: not missed."""
+    t = truth_frame([("ada", "works_on", "x", 0, 8 * D), ("ada", "works_on", "y", 8 * D, None),
+                     ("bob", "works_on", "x", 0, 8 * D + 1), ("bob", "works_on", "y", 8 * D, None)])
+    facts = pd.DataFrame({
+        "id": [1, 2, 3, 4], "subject": ["ada", "ada", "bob", "bob"], "predicate": ["works_on"] * 4,
+        "object": ["x", "y", "x", "y"], "kind": ["explicit"] * 4, "status": ["active"] * 4,
+        "status_changed_at": pd.array([None] * 4, dtype="Int64"), "first_seen": [1, 8 * D, 1, 8 * D],
+    })
+    c = supersession_costs(facts, t, multi_valued={"works_on"}).set_index("predicate")
+    assert c.loc["works_on", "missed_supersessions"] == 1  # ada's; bob's x was still valid at 8 d
+    # the same moment seen from the single-valued side: y superseding x at exactly 8 d is right, not false
+    sup = facts.assign(status=["superseded", "active", "superseded", "active"],
+                       status_changed_at=pd.array([8 * D, None, 8 * D, None], dtype="Int64"))
+    s = supersession_costs(sup, t, multi_valued=()).set_index("predicate")
+    assert s.loc["works_on", "false_supersessions"] == 1  # bob's only

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from factmem.cli.main import main
 from factmem.core.codes import KINDS
 from factmem.core.params import MemoryParams
-from factmem.errors import ExportError, ProductionDBError
+from factmem.errors import ExportError, ProductionDBError, StoreError
 from factmem.export.sqlite import (
     EVIDENCE_DDL,
     SEED_FACTS_DDL,
@@ -418,7 +418,7 @@ def test_other_bad_inputs(tmp_path, sample):
     with pytest.raises(ExportError, match=r"1 facts have a NaN confidence .*first id 2"):
         export_db(sample, out, overwrite=True)
     assert out.read_bytes() == b"keep me"
-    with pytest.raises(Exception, match="no such store file"):
+    with pytest.raises(StoreError, match="none.duckdb: no such store file"):
         export_db(tmp_path / "none.duckdb", tmp_path / "x.sqlite")
     assert not (tmp_path / "x.sqlite").exists()
 

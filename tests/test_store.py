@@ -32,17 +32,52 @@ def test_episodic_half_life_is_about_2_3_days(store):
     fid = store.remember("ada", "saw", "a fox", kind="episodic", at=T0)
     f = store.get(fid)
     assert f.confidence == 0.4 and f.decay_rate == 0.3
-    half = math.log(2) / 0.3
-    assert half == pytest.approx(2.31, abs=0.01)
-    eff = store.facts(at=T0 + int(half * DAY))["effective_confidence"].iloc[0]
-    assert eff == pytest.approx(0.2, rel=1e-4)
+    # the store's effective confidence falls through half (0.2) between 2.30 and 2.32 days (ln 2 / 0.3)
+    eff = store.facts(at=T0 + int(2.30 * DAY))["effective_confidence"].iloc[0]
+    assert eff > 0.2 > store.facts(at=T0 + int(2.32 * DAY))["effective_confidence"].iloc[0]
+    assert store.facts(at=T0 + 3 * DAY)["effective_confidence"].iloc[0] == pytest.approx(0.4 * math.exp(-0.9), rel=1e-12)
 
 
 def test_preference_half_life_is_about_35_days(store):
     store.remember("ada", "prefers", "rust", kind="user_preference", at=T0)
     at_35 = store.facts(at=T0 + 35 * DAY)["effective_confidence"].iloc[0]
-    assert at_35 / 0.5 == pytest.approx(math.exp(-0.7), rel=1e-12)
-    assert 0.49 < at_35 / 0.5 < 0.51
+    assert at_35 == pytest.approx(0.5 * math.exp(-0.7), rel=1e-12)
+    # half of 0.5 is reached between 34.6 and 34.7 days (ln 2 / 0.02 = 34.66)
+    assert store.facts(at=T0 + int(34.6 * DAY))["effective_confidence"].iloc[0] > 0.25
+    assert store.facts(at=T0 + int(34.7 * DAY))["effective_confidence"].iloc[0] < 0.25
+
+
+def test_a_read_before_last_reinforced_sees_the_stored_confidence(store):
+    """Age is clipped at 0: reading at a time before a fact's last reinforcement (a negative age)
+    gives the stored confidence, never more — in facts(), stats() and consolidate()."""
+    a = store.remember("ada", "uses", "vim", kind="explicit", at=T0 + DAY)
+    b = store.remember("ada", "saw", "a fox", kind="episodic", at=T0 + 10 * DAY)
+    store.remember("ada", "saw", "a fox", kind="episodic", at=T0 + 12 * DAY)  # b: 0.58, reinforced at 12 d
+    f = store.facts(at=T0).set_index("id")["effective_confidence"]
+    assert f[a] == 0.4 and f[b] == pytest.approx(0.58, abs=1e-15)
+    assert store.facts(at=T0 + 11 * DAY).set_index("id").loc[b, "effective_confidence"] == pytest.approx(0.58, abs=1e-15)
+    st = store.stats(at=T0).set_index("kind")
+    assert st.loc["explicit", "mean_effective_confidence"] == 0.4
+    # a consolidation dated before the reinforcement compares the stored confidence with the threshold
+    store.params = store.params.replace(archive_threshold=0.41)
+    assert store.consolidate(at=T0) == (1, 0)
+    assert store.get(a).status == "archived" and store.get(b).status == "active"
+
+
+def test_archival_boundary_is_strict(store_factory):
+    """A confidence exactly on the archive threshold stays active: archival is ``effective < threshold``,
+    through consolidate and through replay."""
+    p = MemoryParams(archive_threshold=0.4, decay_rate={"explicit": 0.0})
+    s = store_factory(p)
+    fid = s.remember("ada", "uses", "vim", kind="explicit", at=T0)
+    assert s.consolidate(at=T0 + 100 * DAY) == (0, 0) and s.get(fid).status == "active"
+    s.params = p.replace(archive_threshold=0.4000000000000001)  # the next float up
+    assert s.consolidate(at=T0 + 101 * DAY) == (1, 0) and s.get(fid).status == "archived"
+    r = store_factory(p, name="replay.duckdb")
+    r.replay(events([(T0, "ada", "uses", "vim", "explicit"), (T0, "ada", "saw", "rain", "episodic")]),
+             [T0 + DAY, T0 + 50 * DAY])
+    f = r.facts(at=T0).set_index("object")
+    assert f.loc["vim", "status"] == "active" and f.loc["rain", "status"] == "archived"
 
 
 def test_reinforcement_sequence_from_0_4(store):

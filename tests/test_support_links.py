@@ -46,9 +46,9 @@ from factmem.export.document import load_params_file, params_fingerprint, write_
 from factmem.export.rust import render_rust
 from factmem.export.sqlite import export_db, import_db
 from factmem.store.factstore import FactStore
+from factmem.testing import RefMemory
 
 from .llm_server import Reply
-from .reference import RefMemory
 
 T0 = 1_700_000_000
 DAY = 86400

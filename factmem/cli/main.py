@@ -1,7 +1,8 @@
 """The ``factmem`` command: a thin layer over the library.
 
 Each subcommand is one ``add_<name>(subparsers)`` function (in :mod:`factmem.cli.data`,
-:mod:`~factmem.cli.abstract`, :mod:`~factmem.cli.export`, :mod:`~factmem.cli.tune`, ...) that defines
+:mod:`~factmem.cli.abstract`, :mod:`~factmem.cli.export`, :mod:`~factmem.cli.tune`,
+:mod:`~factmem.cli.production`, ...) that defines
 its arguments and sets ``func`` to the function that runs it — one library call; :data:`COMMANDS`
 lists them. ``main`` returns the exit status: 0 on success, 2 on a usage or input error (one line
 naming what is wrong: every :class:`~factmem.errors.FactmemError`); any other exception is a bug and
@@ -18,6 +19,7 @@ from factmem.cli.abstract import add_abstract
 from factmem.cli.data import add_generate, add_import_triples
 from factmem.cli.export import add_export, add_export_db, add_import_db, add_params
 from factmem.cli.fit import add_fit
+from factmem.cli.production import add_whatif
 from factmem.cli.tune import add_cardinality, add_simulate, add_sweep, add_tune
 from factmem.errors import FactmemError
 
@@ -37,6 +39,7 @@ COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [
     add_sweep,
     add_cardinality,
     add_fit,
+    add_whatif,
 ]
 
 

@@ -50,9 +50,13 @@ def _start_of(args, log_dir) -> MemoryParams | None:
     if not args.start:
         return None
     if args.start == "fit":
+        from factmem.evaluation.simulate import prepare
         from factmem.fitting.fit import fit
+        from factmem.tuning.tune import base_params
 
-        return fit(log_dir, bootstrap=0).params
+        # fitted on the same base as tune's baseline (the log's multi-valued predicates), so the start
+        # point differs from it only in what was fitted
+        return fit(log_dir, bootstrap=0, base=base_params(prepare(log_dir))).params
     return params_arg(args.start)
 
 

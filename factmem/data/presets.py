@@ -306,9 +306,10 @@ def _preset_dicts() -> dict[str, tuple[str, dict[str, Any]]]:
                    "messages": {"assistant_replies": False, "facts_per_message": 3}}),
         "drift": ("preferences that change every few weeks: stresses supersession and how fast beliefs follow",
                   {"days": 180, "personas": 16, "sessions": {"rate_per_day": 1.2},
-                   "predicates": {**_scale(cat, "user_preference", "lifetime_days", 0.08),
-                                  **{n: {"change_delay_days": 1.0, "unmentioned_change": 0.1}
-                                     for n, p in cat.items() if p["kind"] == "user_preference"}}}),
+                   # one override per preference: lifetime × 0.08 together with the faster announcement
+                   # (two dicts unpacked into one would let the second replace the first, lifetimes lost)
+                   "predicates": {n: {**over, "change_delay_days": 1.0, "unmentioned_change": 0.1}
+                                  for n, over in _scale(cat, "user_preference", "lifetime_days", 0.08).items()}}),
         "episodic-flood": ("many short-lived episodes and one-off chatter: stresses fast decay and context pressure",
                            {"days": 120, "personas": 16, "sessions": {"rate_per_day": 1.5},
                             "noise": {"irrelevant_per_session": 1.5},

@@ -62,7 +62,7 @@ import pandas as pd
 from factmem.core.codes import OPEN, SECONDS_PER_DAY, EndReason
 from factmem.core.params import MemoryParams
 from factmem.errors import InputError
-from factmem.evaluation.metrics import order_by_packed
+from factmem.evaluation.metrics import order_by_packed, true_intervals
 from factmem.evaluation.topk import top_k_masks
 
 if TYPE_CHECKING:
@@ -86,7 +86,8 @@ FIELDS: tuple[str, ...] = (
     "recall",      # sum of H / N
     "precision",   # sum of H / C over points with C > 0
     "precise",     # number of points with C > 0
-    "log_loss",    # sum over context facts of the log loss of p = effective confidence, y = true and relevant
+    "log_loss",    # sum over context facts of the log loss of p = effective confidence (clipped to
+                   # [1e-4, 1 - 1e-4]), y = true and relevant at t (next-session: y = the session needs it)
     "scored",      # number of context facts in log_loss
 )
 _F = {name: i for i, name in enumerate(FIELDS)}
@@ -193,13 +194,24 @@ class ContextEvaluator:
         self._n_known = len(trip_codes)
 
         # -- evaluation points: (session, subject) at the session's first message -----------------
+        # sessions as ranks in the lexicographic order of their ids: the (session, subject) pairs of
+        # millions of mentions are found and ordered on integers, not on Python strings
+        ev_session, session_names = _session_ranks(ev["session_id"])
         msg = prepared.dataset.messages
         starts = msg.groupby("session_id", sort=False)["ts"].min()
+        session_start = starts.reindex(pd.Index(session_names, dtype=object)).to_numpy(dtype=np.float64)
+        if np.isnan(session_start).any():
+            missing = session_names[np.flatnonzero(np.isnan(session_start))[0]]
+            raise InputError(f"session {missing!r} has mentions but no message")
         ev_subject = self._triple_subject[prepared.ev_triple]
-        pts = pd.DataFrame({"session": ev["session_id"].to_numpy(object), "subject": ev_subject})
-        pts = pts.drop_duplicates()
-        pts["t"] = pts["session"].map(starts).to_numpy(np.int64)
-        pts = pts.sort_values(["subject", "t", "session"], kind="stable").reset_index(drop=True)
+        n_subj = max(len(self.subjects), 1)
+        pair = np.unique(ev_session * n_subj + ev_subject)
+        pt_session, pt_subject = pair // n_subj, pair % n_subj
+        pt_t = session_start[pt_session].astype(np.int64)
+        order = np.lexsort((pt_session, pt_t, pt_subject))  # by subject, start, session id
+        pts = pd.DataFrame({"session": session_names[pt_session[order]], "subject": pt_subject[order],
+                            "t": pt_t[order]})
+        pt_session = pt_session[order]
         self.sampled_from = len(pts)
         if max_points_per_subject is not None:
             if max_points_per_subject < 1:
@@ -208,7 +220,9 @@ class ContextEvaluator:
             key = rng.random(len(pts))
             rank = pd.Series(key).groupby(pts["subject"].to_numpy()).rank(method="first").to_numpy()
             pts = pts[rank <= max_points_per_subject].reset_index(drop=True)
+            pt_session = pt_session[rank <= max_points_per_subject]
         self.points = pts
+        self._ev_session, self._pt_session = ev_session, pt_session  # for _prepare_sessions
         self._pt_subject = pts["subject"].to_numpy(np.int64)
         self._pt_t = pts["t"].to_numpy(np.int64)
         self._n_points = len(pts)
@@ -229,6 +243,7 @@ class ContextEvaluator:
             self._prepare_truth()
         else:
             self._prepare_sessions()
+        del self._ev_session, self._pt_session
         valid = self._pt_needed >= 1
         self._pt_valid = valid & (self._pt_part >= 0)
         self._prepare_scoring()
@@ -287,9 +302,8 @@ class ContextEvaluator:
         vfrom = t["valid_from"].to_numpy(np.int64)
         vto = pd.array(t["valid_to"], dtype="Int64").fillna(OPEN).to_numpy(np.int64)
         rel = pd.array(t["relevant_until"], dtype="Int64").fillna(OPEN).to_numpy(np.int64)
-        tend = np.minimum(vto, rel)  # true and relevant until
-        real = tend > vfrom
-        triple, vfrom, tend = triple[real], vfrom[real], tend[real]
+        # true and relevant until; overlapping rows of a triple joined, never-true rows dropped
+        triple, vfrom, tend = true_intervals(triple, vfrom, np.minimum(vto, rel))
         # first mention inside each interval: the fact is needed from just after it
         m = P.mentions.sort_values(["triple", "ts"], kind="stable")
         m_tr, m_ts = m["triple"].to_numpy(np.int64), m["ts"].to_numpy(np.int64)
@@ -321,13 +335,25 @@ class ContextEvaluator:
 
     def _prepare_sessions(self) -> None:
         P = self.prepared
-        ev = P.events
         # point index of each mention: (session, subject of the mention)
-        pt_index = pd.MultiIndex.from_arrays([self.points["session"].to_numpy(object), self._pt_subject])
-        m_subject = self._triple_subject[P.ev_triple]
-        where = pt_index.get_indexer(pd.MultiIndex.from_arrays([ev["session_id"].to_numpy(object), m_subject]))
+        n_subj = max(len(self.subjects), 1)
+        pt_key = self._pt_session * n_subj + self._pt_subject
+        by_key = np.argsort(pt_key, kind="stable")
+        sorted_key = pt_key[by_key]
+        # a log may hold millions of mentions: temporaries are dropped as soon as they are used
+        m_key = self._triple_subject[P.ev_triple]
+        m_key += self._ev_session * n_subj
+        where = np.full(len(m_key), -1, np.int64)
+        if len(sorted_key):
+            pos = np.searchsorted(sorted_key, m_key)
+            np.minimum(pos, len(sorted_key) - 1, out=pos)
+            found = sorted_key[pos] == m_key
+            where[found] = by_key[pos[found]]
+            del pos, found
+        del m_key
         keep = where >= 0  # sampled-out points drop their mentions
-        pe, tr = where[keep].astype(np.int64), P.ev_triple[keep]
+        pe, tr = where[keep], P.ev_triple[keep]
+        del where, keep
         n_tr = max(self._n_known, 1)
         key = np.unique(pe * n_tr + tr)
         self._sess_triple_key = key
@@ -590,6 +616,18 @@ def _blocks(subject: np.ndarray, cnt: np.ndarray, size: int) -> list[tuple[int, 
     cuts = starts[np.r_[True, block[1:] != block[:-1]]]
     bounds = np.r_[cuts, n]
     return [(int(x), int(y)) for x, y in zip(bounds[:-1], bounds[1:])]
+
+
+def _session_ranks(sessions) -> tuple[np.ndarray, np.ndarray]:
+    """Per mention, the rank of its session id in lexicographic order; and the ids in that order."""
+    codes, uniques = pd.factorize(sessions)
+    if (codes < 0).any():
+        raise InputError(f"{int((codes < 0).sum())} mentions have no session_id")
+    names = np.asarray(uniques, dtype=object)
+    order = np.argsort(names, kind="stable")  # over distinct sessions, not mentions
+    rank = np.empty(len(order), np.int64)
+    rank[order] = np.arange(len(order))
+    return rank[codes], names[order]
 
 
 def _lexicographic_rank(predicates, objects) -> np.ndarray:

@@ -20,13 +20,15 @@ so a state is *held* at ``t`` when ``start < t`` and ``t <= end`` (ended by an e
 ``confidence * exp(-rate * (t - start) / 86400) >= retrieval_threshold``.
 
 Against the truth (per triple, intervals where it is **true and relevant**: ``valid_from`` up to
-``valid_to``, and for episodic facts no later than ``relevant_until``):
+``valid_to``, and for episodic facts no later than ``relevant_until``; rows of one triple that
+overlap make one interval, rows that only touch stay two — see :func:`true_intervals`):
 
 * **precision**: believed and true / believed; **recall**: believed and needed / needed, where
   *needed* means true and relevant at ``t`` and mentioned since it became true, before ``t``;
 * **stale**: believed, no longer true and relevant, though it was (the world changed, memory did not);
 * **lost** (forgetting regret): archived while still true and relevant, and mentioned again later
-  within the same truth interval — the conversation needed it back (cumulative, with the list);
+  within the same truth interval — the conversation needed it back (cumulative, with the list). A
+  mention at the archival instant is later: a consolidation at ``T`` runs before the events at ``T``;
 * **calibration**, reading effective confidence as the probability that the triple is true and
   relevant at ``t``, over every triple mentioned before ``t``: a held triple predicts its effective
   confidence, one not held (archived, superseded) predicts 0. Probabilities are clipped to
@@ -47,7 +49,8 @@ import pandas as pd
 from factmem.core.codes import KINDS, OPEN, SECONDS_PER_DAY, EndReason
 from factmem.errors import InputError
 
-__all__ = ["EPS", "AGE_EDGES_DAYS", "BELIEF_COLUMNS", "order_by_packed", "weighted_auc", "Evaluation", "Evaluator"]
+__all__ = ["EPS", "AGE_EDGES_DAYS", "BELIEF_COLUMNS", "order_by_packed", "true_intervals", "weighted_auc",
+           "Evaluation", "Evaluator"]
 
 EPS = 1e-4
 AGE_EDGES_DAYS = np.array([0, 1, 3, 7, 14, 30, 60, 120, np.inf])
@@ -124,23 +127,6 @@ class Evaluation:
     calibration_by_kind: pd.DataFrame = field(default_factory=pd.DataFrame)
 
 
-def _merge_overlapping(triple: np.ndarray, kind: np.ndarray, start: np.ndarray, end: np.ndarray):
-    """Merge the truth intervals [start, end) of one triple that overlap (rows sorted by triple, start);
-    touching intervals (one ends where the next starts) stay apart. Vectorized (grouped cummax)."""
-    if len(triple) < 2:
-        return triple, kind, start, end
-    reach = pd.Series(end).groupby(triple).cummax().to_numpy(np.int64)  # latest end so far in the triple
-    new = np.ones(len(triple), bool)
-    new[1:] = (triple[1:] != triple[:-1]) | (start[1:] >= reach[:-1])
-    if new.all():
-        return triple, kind, start, end
-    group = np.cumsum(new) - 1
-    first = np.flatnonzero(new)
-    merged_end = np.full(len(first), np.iinfo(np.int64).min, np.int64)
-    np.maximum.at(merged_end, group, end)
-    return triple[first], kind[first], start[first], merged_end
-
-
 class Evaluator:
     """Scores belief states against ground truth at checkpoints.
 
@@ -171,10 +157,10 @@ class Evaluator:
             return pd.array(col, dtype="Int64").fillna(OPEN).to_numpy(dtype=np.int64)
 
         t = truth.sort_values(["triple", "valid_from"], kind="stable")
-        # overlapping truth rows of one triple (real data repeats a fact with overlapping bounds) are
-        # one stretch of truth: counted once, else a believed fact would count twice (precision > 1)
-        self.t_triple, self.t_kind, self.t_from, self.t_end = _merge_overlapping(
-            t["triple"].to_numpy(np.int64), t["kind"].to_numpy(np.int64), t["valid_from"].to_numpy(np.int64),
+        rows_triple, rows_kind = t["triple"].to_numpy(np.int64), t["kind"].to_numpy(np.int64)
+        # the stretches of truth (rows of one triple that overlap joined; never-true rows dropped)
+        self.t_triple, self.t_from, self.t_end = true_intervals(
+            rows_triple, t["valid_from"].to_numpy(np.int64),
             np.minimum(as_end(t["valid_to"]), as_end(t["relevant_until"])))  # true and relevant until
         self.t_k0 = np.searchsorted(self.cp, self.t_from, "left")
         self.t_k1 = np.searchsorted(self.cp, self.t_end, "left")
@@ -182,7 +168,7 @@ class Evaluator:
         m = mentions.sort_values(["triple", "ts"], kind="stable")
         self.m_triple = m["triple"].to_numpy(np.int64)
         self.m_ts = m["ts"].to_numpy(np.int64)
-        n_tr = int(max(self.t_triple.max(initial=-1), self.m_triple.max(initial=-1))) + 1
+        n_tr = int(max(rows_triple.max(initial=-1), self.m_triple.max(initial=-1))) + 1
         self.n_triples = n_tr
 
         # first mention of each triple, and the first mention inside each truth interval
@@ -207,7 +193,8 @@ class Evaluator:
 
         # calibration population: triples mentioned before t, and of them the true-and-relevant ones
         self.kind_of_triple = np.full(n_tr, -1, np.int64)
-        self.kind_of_triple[self.t_triple] = self.t_kind
+        self.kind_of_triple[rows_triple] = rows_kind  # never-true rows too: a misstatement has a kind
+        self.t_kind = self.kind_of_triple[self.t_triple]
         mk0 = np.searchsorted(self.cp, np.where(first_any == OPEN, 0, first_any + 1), "left")
         mk0 = np.where(first_any == OPEN, n, mk0)
         fm_tr = first_any[self.t_triple]
@@ -272,7 +259,9 @@ class Evaluator:
         lo, hi = np.maximum(k0[pb], self.t_k0[pt]), np.minimum(kb[pb], self.t_k1[pt])
         true_believed = _diff_count(n, lo, hi)
         hit_needed = _diff_count(n, np.maximum(k0[pb], self.t_needed_k0[pt]), hi)
-        me = self.min_end_k[triple]
+        # triples past the log's own (derived facts the log never names, e.g. invented by a model)
+        # were never true, never needed and never mentioned
+        me = _lookup(self.min_end_k, triple, n)
         stale = _diff_count(n, np.maximum(k0, me), kb) - _diff_count(n, np.maximum(lo, me[pb]), hi)
         lost_all = self._lost(triple, kind, start, end, reason)
         lost_at = lost_all["archived_at"].to_numpy(np.int64)
@@ -348,7 +337,10 @@ class Evaluator:
         pb, pt = self._pairs(tr)
         inside = (self.t_from[pt] <= at[pb]) & (at[pb] < self.t_end[pt])
         pb, pt = pb[inside], pt[inside]
-        nxt = self._next_mention(tr[pb], at[pb])
+        # mentioned again: at or after the archival (consolidate(T) runs before the events at T), but
+        # not the state's own observation when it began at that instant
+        began = start[arch][pb]
+        nxt = self._next_mention(tr[pb], np.where(began < at[pb], at[pb] - 1, at[pb]))
         again = nxt < self.t_end[pt]
         pb, nxt = pb[again], nxt[again]
         sel = arch[pb]
@@ -402,7 +394,7 @@ class Evaluator:
         m_cal = len(cal_idx)
         ment = self._mentioned[cal_idx]
         ment_true = self._mentioned_true[cal_idx]
-        mentioned = self.first_mention[triple[sb]] < t if S else np.zeros(0, bool)
+        mentioned = _lookup(self.first_mention, triple[sb], OPEN) < t if S else np.zeros(0, bool)
         held_n = np.bincount(sr, weights=mentioned, minlength=m_cal)
         held_true = np.bincount(sr, weights=y * mentioned, minlength=m_cal)
         off_true = np.maximum(ment_true - held_true, 0)
@@ -427,13 +419,18 @@ class Evaluator:
         }
         # by kind: held samples by the fact's kind, unheld by the triple's kind
         rows: list[dict[str, Any]] = []
+        # the unheld of a kind are its mentioned triples less the held ones *of that triple kind* (a
+        # fact's kind can differ from its triple's: a derived fact restating an observation, a
+        # triple the truth does not know)
+        held_tk = _lookup(self.kind_of_triple, triple[sb], -1)
         for k, name in enumerate(KINDS):
             sel = sk == k
             # unheld split by kind needs per-kind population counts
             mt_k = self._mentioned_true_by_kind[k][cal_idx]
             ment_k = self._mentioned_by_kind[k][cal_idx]
-            hn = np.bincount(sr[sel], weights=mentioned[sel], minlength=m_cal)
-            ht = np.bincount(sr[sel], weights=(y * mentioned)[sel], minlength=m_cal)
+            of_k = held_tk == k
+            hn = np.bincount(sr[of_k], weights=mentioned[of_k], minlength=m_cal)
+            ht = np.bincount(sr[of_k], weights=(y * mentioned)[of_k], minlength=m_cal)
             ot = np.maximum(mt_k - ht, 0).sum()
             of = np.maximum(ment_k - hn - np.maximum(mt_k - ht, 0), 0).sum()
             nk = sel.sum() + ot + of
@@ -451,6 +448,33 @@ class Evaluator:
             summary[f"log_loss.{r['kind']}"] = r["log_loss"]
         return {"per_checkpoint": per_checkpoint, "summary": summary, "by_kind": by_kind,
                 "reliability": _reliability(pc, y, sk)}
+
+
+def true_intervals(triple: np.ndarray, valid_from: np.ndarray, end: np.ndarray
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The stretches ``[from, end)`` in which each triple is true and relevant, sorted by (triple,
+    from), from truth rows (``end`` = the earlier of valid_to and relevant_until). Rows of one triple
+    that overlap describe one stretch and are joined — imported truth has them (Wikidata12k: 1,337
+    rows), and counting each would count the fact twice; rows that only touch stay apart (an episode
+    that recurs becomes true again at its start); empty rows (never true) hold nothing."""
+    real = end > valid_from
+    triple, valid_from, end = triple[real], valid_from[real], end[real]
+    order = np.lexsort((valid_from, triple))
+    triple, valid_from, end = triple[order], valid_from[order], end[order]
+    if not len(triple):
+        return triple, valid_from, end
+    # a row opens a new stretch unless it starts before the latest end of its triple's earlier rows
+    latest = pd.Series(end).groupby(triple).cummax().to_numpy()
+    opens = np.ones(len(triple), bool)
+    opens[1:] = (triple[1:] != triple[:-1]) | (valid_from[1:] >= latest[:-1])
+    first = np.flatnonzero(opens)
+    return triple[first], valid_from[first], np.maximum.reduceat(end, first)
+
+
+def _lookup(per_triple: np.ndarray, triple: np.ndarray, missing: int) -> np.ndarray:
+    """``per_triple[triple]``, with ``missing`` for codes past the array (triples the log never names)."""
+    inside = triple < len(per_triple)
+    return np.where(inside, per_triple[np.where(inside, triple, 0)] if len(per_triple) else missing, missing)
 
 
 def _rmse_bins(p: np.ndarray, y: np.ndarray, kind: np.ndarray, age_days: np.ndarray) -> float:

@@ -9,7 +9,8 @@ UTC dates for real timestamps and days since the start for synthetic clocks (``t
 
 Memory: :func:`trajectories`, :func:`kind_trajectories`, :func:`decay_curves`, :func:`lineage`.
 Evaluation: :func:`checkpoint_metrics`, :func:`abstraction_outcomes`, :func:`sweep_heatmap`,
-:func:`pareto` (and :func:`pareto_front`), :func:`reliability`.
+:func:`pareto` (and :func:`pareto_front`), :func:`reliability`. Tuning: :func:`budget_curves`, :func:`slices`.
+What-if on a production memory: :func:`believed_over_time`, :func:`subject_changes`.
 
 >>> import pandas as pd
 >>> table = pd.DataFrame({"label": "seed", "kind": ["explicit", "episodic"],
@@ -34,10 +35,11 @@ from factmem.plots.evaluation import (
 )
 from factmem.plots.memory import decay_curves, kind_trajectories, lineage, trajectories
 from factmem.plots.tuning import budget_curves, slices
+from factmem.plots.whatif import believed_over_time, subject_changes
 
 __all__ = [
     "KINDS", "KIND_COLORS", "STATUS_COLORS", "OUTCOME_COLORS", "METRIC_LABELS",
     "trajectories", "kind_trajectories", "decay_curves", "lineage",
     "checkpoint_metrics", "abstraction_outcomes", "sweep_heatmap", "pareto", "pareto_front", "reliability",
-    "budget_curves", "slices", "save",
+    "budget_curves", "slices", "believed_over_time", "subject_changes", "save",
 ]

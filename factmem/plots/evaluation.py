@@ -79,7 +79,8 @@ def _is_count(values: np.ndarray) -> bool:
 def checkpoint_metrics(metrics: pd.DataFrame, *, axes: Sequence[Axes] | None = None, time: str = "auto",
                        title: str | None = None) -> Figure:
     """Metrics at each replay checkpoint, three panels sharing the time axis: believed-set size (and
-    ``needed`` when present); precision and recall (0–1); stale beliefs and lost facts.
+    ``needed`` when present); precision and recall (0–1); stale beliefs (a count at each checkpoint)
+    and lost facts (a running total since the start).
 
     ``metrics``: columns ``t, believed, precision, recall, stale, lost`` (+ optional ``needed``).
     ``axes``: three Axes to draw into (or two: stale/lost then go on a right-hand axis of the second).
@@ -112,12 +113,13 @@ def checkpoint_metrics(metrics: pd.DataFrame, *, axes: Sequence[Axes] | None = N
     stale, lost = numbers(m, "stale", "metrics"), numbers(m, "lost", "metrics")
     counts = _is_count(np.concatenate([stale, lost]))
     c = axs[2] if len(axs) == 3 else b.twinx()
-    c.plot(x, stale, color="#999933", label="stale (world changed, memory did not)", **style)
-    c.plot(x, lost, color="#882255", label="lost (archived while still needed)", **style)
+    # stale is a state (counted afresh at each checkpoint), lost a running total: the labels say so
+    c.plot(x, stale, color="#999933", label="stale: believed, no longer true (at each checkpoint)", **style)
+    c.plot(x, lost, color="#882255", label="lost: archived while true, needed again (cumulative)", **style)
     c.set_ylabel("facts (count)" if counts else "share of believed (0–1)")
     c.set_ylim(bottom=0)
     if len(axs) == 3:
-        c.set_title("Stale beliefs and lost facts", loc="left", fontsize="medium")
+        c.set_title("Stale beliefs (at each checkpoint) and lost facts (cumulative)", loc="left", fontsize="medium")
         legend_outside(b)
         legend_outside(c)
     else:  # one legend for both y axes of the shared panel; the right axis's lines dashed

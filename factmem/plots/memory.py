@@ -6,6 +6,7 @@ Part of :mod:`factmem.plots` (import from there). Inputs are the DataFrames ``Fa
 from __future__ import annotations
 
 import textwrap
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -39,6 +40,8 @@ __all__ = ["trajectories", "kind_trajectories", "decay_curves", "lineage"]
 
 _LN2 = float(np.log(2.0))
 _SRC_GRID, _SRC_EVIDENCE, _SRC_EVENT = 0, 1, 2
+#: colours of the groups of ``trajectories(color_by=...)`` (Okabe–Ito, then Tol: colour-blind safe)
+_GROUP_PALETTE = ("#0072B2", "#009E73", "#D55E00", "#CC79A7", "#E69F00", "#56B4E9", "#332288", "#882255")
 
 
 def _interp_per_fact(fid_rank: np.ndarray, t: np.ndarray, y: np.ndarray, q_rank: np.ndarray,
@@ -59,8 +62,10 @@ def _interp_per_fact(fid_rank: np.ndarray, t: np.ndarray, y: np.ndarray, q_rank:
 
 def trajectories(traj: pd.DataFrame, *, evidence: pd.DataFrame | None = None, facts: pd.DataFrame | None = None,
                  threshold: float | None = None, ax: Axes | None = None, label: str | None = "object",
-                 time: str = "auto", max_labels: int = 12, title: str | None = None) -> Figure:
-    """Effective confidence of individual facts over time, one line per fact coloured by kind.
+                 time: str = "auto", max_labels: int = 12, title: str | None = None, color_by: str = "kind",
+                 colors: Mapping[str, str] | None = None) -> Figure:
+    """Effective confidence of individual facts over time, one line per fact coloured by kind (or by
+    another column of ``traj``: ``color_by``).
 
     ``traj``: ``FactStore.trajectories(ids, start, end, step)`` (columns ``fact_id, t, kind,
     effective_confidence, status`` and the ``label`` column). Lines are solid while the fact is
@@ -70,9 +75,15 @@ def trajectories(traj: pd.DataFrame, *, evidence: pd.DataFrame | None = None, fa
     status_changed_at``, e.g. ``FactStore.facts()``) marks when facts were superseded or archived.
     ``threshold`` draws the archive threshold. ``label`` names the column written next to each line
     (when at most ``max_labels`` facts; None for no labels). ``time``: ``"auto"``, ``"date"`` (UTC)
-    or ``"days"`` (since the first time).
+    or ``"days"`` (since the first time). ``color_by``: the column whose value colours each fact's
+    line and marks — ``"kind"`` (default, the kind colours of every figure) or any per-fact column,
+    e.g. the role a fact plays (derived, supports it, unrelated); its values get ``colors`` (value →
+    colour) or, for values not given there, colour-blind-safe colours in order of appearance, and
+    the legend names each value with its number of facts.
     """
     need = ["fact_id", "t", "kind", "effective_confidence", "status"] + ([label] if label else [])
+    if color_by != "kind":
+        need.append(color_by)
     require(traj, need, "traj (FactStore.trajectories)")
     pts = pd.DataFrame({
         "fid": traj["fact_id"].to_numpy(np.int64),
@@ -125,7 +136,15 @@ def trajectories(traj: pd.DataFrame, *, evidence: pd.DataFrame | None = None, fa
     x, y = taxis.x(pts["t"].to_numpy()), pts["y"].to_numpy()
     fid, active = pts["fid"].to_numpy(), pts["active"].to_numpy()
     fact_kind = per_fact["kind"]
-    color_of = pd.Series(kind_colors(fact_kind.to_numpy()), index=ids)
+    if color_by == "kind":
+        color_of = pd.Series(kind_colors(fact_kind.to_numpy()), index=ids)
+    else:
+        group_of = per_fact[color_by].astype(str)
+        groups = list(pd.unique(group_of))
+        given = {str(k): v for k, v in (colors or {}).items()}
+        spare = iter([c for c in _GROUP_PALETTE if c not in given.values()] * (len(groups) // len(_GROUP_PALETTE) + 1))
+        palette = {g: given[g] if g in given else next(spare) for g in groups}  # one per group: a handful
+        color_of = pd.Series(group_of.map(palette).to_numpy(object), index=ids)
 
     # segment i joins points i and i+1 of the same fact; its style is that of its right end, so the
     # solid part ends exactly where the fact left the active set (at the event point when given)
@@ -185,9 +204,14 @@ def trajectories(traj: pd.DataFrame, *, evidence: pd.DataFrame | None = None, fa
         names = names.where(~dup, names + " #" + names.index.astype(str))  # tell equal names apart by id
         _label_line_ends(ax, x, y, fid, names, color_of)
 
-    kinds = kind_order(fact_kind)
-    counts = fact_kind.value_counts().to_dict()
-    hs, ls = kind_handles(kinds, {k: f"{counts[k]} fact{'s' if counts[k] > 1 else ''}" for k in kinds})
+    if color_by == "kind":
+        kinds = kind_order(fact_kind)
+        counts = fact_kind.value_counts().to_dict()
+        hs, ls = kind_handles(kinds, {k: f"{counts[k]} fact{'s' if counts[k] > 1 else ''}" for k in kinds})
+    else:
+        counts = group_of.value_counts().to_dict()
+        hs = [Line2D([], [], color=palette[g], lw=2.2) for g in groups]
+        ls = [f"{g} ({counts[g]} fact{'s' if counts[g] > 1 else ''})" for g in groups]
     hs += [Line2D([], [], color="#333333", lw=1.9), Line2D([], [], color="#333333", lw=1.5, ls=(0, (1.2, 1.8)), alpha=0.6)]
     ls += ["active", "after leaving the active set"]
     hs += marks_h
@@ -391,14 +415,17 @@ def decay_curves(table: pd.DataFrame, *, days: float = 90, threshold: float | No
 
 
 def lineage(history: pd.DataFrame, *, ax: Axes | None = None, end: Any = None, time: str = "auto",
-            title: str | None = None) -> Figure:
+            title: str | None = None, truth: pd.DataFrame | None = None) -> Figure:
     """Timeline of every version of a (subject, predicate): one bar per fact from ``first_seen`` to
     ``status_changed_at`` (or ``end`` while still active), labelled with its object, filled and
     hatched by status, with an arrow from each superseded version to the version that replaced it.
 
     ``history``: ``FactStore.history(subject, predicate)`` (or ``lineage(fact_id)``). ``end``: the
     right edge for active facts (Unix seconds or datetime; default: the last time in ``history``
-    plus a margin).
+    plus a margin). ``truth`` (columns ``object, valid_from, valid_to``; ``valid_to`` missing = still
+    true; ``subject``/``predicate`` columns, when present, are matched to the history's): the
+    ground truth overlaid — under each version's bar, a black line for every interval in which its
+    object was true (clipped to ``end``; never-true rows, ``valid_to <= valid_from``, are left out).
     """
     require(history, ["id", "object", "kind", "first_seen", "status", "status_changed_at", "supersedes_id"],
             "history (FactStore.history)")
@@ -406,6 +433,20 @@ def lineage(history: pd.DataFrame, *, ax: Axes | None = None, end: Any = None, t
     start = seconds(h["first_seen"], "history column 'first_seen'")
     changed = seconds(h["status_changed_at"], "history column 'status_changed_at'")
     known = np.concatenate([start, changed[np.isfinite(changed)]])
+    true_spans = None
+    if truth is not None:
+        require(truth, ["object", "valid_from", "valid_to"], "truth", allow_empty=True)
+        tr = truth
+        for col in ("subject", "predicate"):  # keep the truth of the pair(s) drawn
+            if col in tr.columns and col in h.columns:
+                tr = tr[tr[col].isin(set(h[col]))]
+        t_from = seconds(tr["valid_from"], "truth column 'valid_from'")
+        t_to = pd.to_numeric(tr["valid_to"], errors="coerce").to_numpy(np.float64, na_value=np.nan)
+        ever = ~(np.isfinite(t_to) & (t_to <= t_from))
+        true_spans = pd.DataFrame({"object": tr["object"].astype(str).to_numpy()[ever], "from": t_from[ever],
+                                   "to": t_to[ever]})
+        true_spans = true_spans[true_spans["object"].isin(set(h["object"].astype(str)))]
+        known = np.concatenate([known, true_spans["from"].to_numpy(), true_spans["to"].dropna().to_numpy()])
     if end is None:
         lo, hi = float(np.nanmin(known)), float(np.nanmax(known))
         end_s = hi + max(0.12 * (hi - lo), 86400.0)
@@ -440,6 +481,17 @@ def lineage(history: pd.DataFrame, *, ax: Axes | None = None, end: Any = None, t
                     arrowprops={"arrowstyle": "-|>", "color": "#333333", "lw": 1.1, "shrinkA": 0, "shrinkB": 0,
                                 "connectionstyle": "arc3,rad=0.0"}, zorder=5)
 
+    if true_spans is not None and len(true_spans):
+        # every version of an object gets the object's true intervals: a value true twice (it came
+        # back) shows two lines, and a version that lived while its object was false shows none
+        span_x0 = taxis.x(true_spans["from"].to_numpy())
+        span_x1 = taxis.x(np.where(np.isfinite(true_spans["to"].to_numpy()),
+                                   np.minimum(true_spans["to"].to_numpy(), end_s), end_s))
+        rows_of = pd.Series(rows).groupby(h["object"].astype(str).to_numpy()).apply(list)
+        for obj_name, a, b in zip(true_spans["object"], span_x0, span_x1):  # a few intervals per pair
+            for r in rows_of.get(obj_name, []):
+                ax.plot([a, b], [r + 0.37, r + 0.37], color="#000000", lw=2.4, solid_capstyle="butt", zorder=4)
+
     kinds = h["kind"].astype(str)
     obj = h["object"].astype(str)
     names = obj + " #" + h["id"].astype(str)
@@ -450,6 +502,8 @@ def lineage(history: pd.DataFrame, *, ax: Axes | None = None, end: Any = None, t
     ax.set_ylabel("version (oldest at top)")
     lo = min(float(np.nanmin(x0)), float(np.nanmin(x1)))
     hi = float(np.nanmax(x1))
+    if true_spans is not None and len(true_spans):
+        lo, hi = min(lo, float(np.nanmin(span_x0))), max(hi, float(np.nanmax(span_x1)))
     pad = max((hi - lo) * 0.02, 0.05)
     ax.set_xlim(lo - pad, hi + pad)
     taxis.decorate(ax)
@@ -464,6 +518,9 @@ def lineage(history: pd.DataFrame, *, ax: Axes | None = None, end: Any = None, t
     if has.any():
         hs.append(Line2D([], [], color="#333333", marker="v", lw=1.1, ms=5))
         ls.append("superseded by (arrow)")
+    if true_spans is not None:
+        hs.append(Line2D([], [], color="#000000", lw=2.4))
+        ls.append("object true (ground truth)")
     legend_outside(ax, hs, ls, title="status")
     if title is None:
         one_kind = f" ({kinds.iloc[0]})" if kinds.nunique() == 1 else ""

@@ -156,7 +156,8 @@ def write_tune_run(result: TuneResult, P: PreparedLog, out: Path) -> Path:
         n_params=len(res.params), points=res.points, sampled_from=res.sampled_from,
         recommendations={str(k): {"params": r.params.to_dict(), "promoted": r.promoted, "keep": r.keep,
                                   "decision": r.decision, "versus_baseline": r.versus_baseline.to_dict(),
-                                  "stability": r.stability, "fold_choices": r.fold_choices}
+                                  "stability": r.stability, "fold_choices": r.fold_choices,
+                                  "notes": list(r.notes)}
                          for k, r in result.recommendations.items()},
         baseline=result.baseline.to_dict(), current=None if result.current is None else result.current.to_dict(),
         start=None if result.start is None else result.start.to_dict(), seconds=round(result.seconds, 2),

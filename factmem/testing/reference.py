@@ -1,7 +1,8 @@
-"""A plain-Python reference model of DESIGN.md's semantics — no numpy, no SQL.
+"""A plain-Python reference model of the memory's semantics (docs/design.md, §4) — no numpy, no SQL.
 
-It is deliberately naive (a dict of facts, linear scans) so that it can be read against the
-design line by line; the store is held to it by the property tests.
+It is deliberately naive (a dict of facts, linear scans) so that it can be read against the design
+line by line; factmem's own store is held to it by property tests, and yours can be too
+(:mod:`factmem.testing`).
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ import math
 from dataclasses import dataclass, field
 
 from factmem.core.params import MemoryParams
+
+__all__ = ["RefMemory"]
 
 
 @dataclass

@@ -1,0 +1,83 @@
+"""Figures of a what-if on a production memory (:mod:`factmem.production`): the believed-set size over
+time under both parameter sets, and the distribution of the per-subject change.
+
+Both take plain DataFrames (the what-if's ``over_time`` and ``subjects`` tables), ``ax=None``/
+``axes=None``, and return the figure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+
+from factmem.plots.common import TimeAxis, legend_outside, new_axes, new_panels, numbers, require, seconds
+
+__all__ = ["SIDE_STYLE", "believed_over_time", "subject_changes"]
+
+#: line style of each side of a what-if
+SIDE_STYLE: dict[str, dict] = {
+    "current": {"color": "#555555", "lw": 1.8, "ls": "--"},
+    "new": {"color": "#0072B2", "lw": 2.0, "ls": "-"},
+}
+
+
+def believed_over_time(table: pd.DataFrame, *, ax: Axes | None = None, held: bool = True,
+                       labels: dict[str, str] | None = None, time: str = "auto",
+                       title: str | None = None) -> Figure:
+    """Believed-set size (and, with ``held``, the active set) at each checkpoint, per side.
+
+    ``table``: columns ``t`` (Unix seconds), ``believed_current``, ``believed_new`` (and
+    ``held_current``, ``held_new`` when ``held``). ``labels``: legend text per side."""
+    cols = ["t", "believed_current", "believed_new"] + (["held_current", "held_new"] if held else [])
+    require(table, cols, "table")
+    fig, ax = new_axes(ax, (8.0, 4.4))
+    t = seconds(table["t"], "table['t']")
+    axis = TimeAxis(t, mode=time)
+    x = axis.x(t)
+    names = {"current": "current parameters", "new": "new parameters", **(labels or {})}
+    for side in ("current", "new"):
+        style = SIDE_STYLE[side]
+        ax.plot(x, numbers(table, f"believed_{side}", "table"), label=f"believed — {names[side]}", **style)
+        if held:
+            ax.plot(x, numbers(table, f"held_{side}", "table"), label=f"active — {names[side]}",
+                    color=style["color"], lw=0.9, ls=":", alpha=0.9)
+    axis.decorate(ax)
+    ax.set_ylabel("facts")
+    ax.set_ylim(bottom=0)
+    ax.grid(True, color="#e6e6e6", lw=0.8)
+    ax.set_axisbelow(True)
+    ax.set_title(title or "Believed-set size over time", loc="left", fontsize="medium")
+    legend_outside(ax)
+    return fig
+
+
+def subject_changes(subjects: pd.DataFrame, *, axes: Sequence[Axes] | None = None, budget: int | None = None,
+                    bins: int = 30) -> Figure:
+    """Per-subject change: the believed-set size at the compared time (new − current) and utility@k
+    per session start (new − current, subjects with session starts), as histograms.
+
+    ``subjects``: columns ``believed_current``, ``believed_new``, ``utility_current``, ``utility_new``."""
+    require(subjects, ["believed_current", "believed_new", "utility_current", "utility_new"], "subjects")
+    fig, (top, bottom) = new_panels(axes, 2, (7.6, 6.2), what="subject_changes", sharex=False)
+    believed = numbers(subjects, "believed_new", "subjects") - numbers(subjects, "believed_current", "subjects")
+    utility = numbers(subjects, "utility_new", "subjects") - numbers(subjects, "utility_current", "subjects")
+    utility = utility[np.isfinite(utility)]
+    for ax, values, label in ((top, believed, "Δ believed facts per person (new − current)"),
+                              (bottom, utility, f"Δ utility@{budget if budget else 'k'} per session start, per person "
+                                                "(new − current)")):
+        if values.size:
+            lo, hi = float(values.min()), float(values.max())
+            if lo == hi:
+                lo, hi = lo - 0.5, hi + 0.5
+            ax.hist(values, bins=np.linspace(lo, hi, bins + 1).tolist(), color="#0072B2", alpha=0.85)
+        ax.axvline(0.0, color="#444444", lw=1.0, ls="--")
+        ax.set_xlabel(label)
+        ax.set_ylabel("people")
+        ax.grid(True, axis="y", color="#e6e6e6", lw=0.8)
+        ax.set_axisbelow(True)
+    top.set_title(f"Per-person change ({len(believed)} people)", loc="left", fontsize="medium")
+    return fig
