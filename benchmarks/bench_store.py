@@ -1,13 +1,23 @@
-"""Store benchmarks (issue 2). Prints times and ratios measured side by side in one run.
+"""Store benchmarks (the performance issue): every store figure of its table, side by side in one run.
 
-(a) replay throughput over a 1M-event stream — ingest per day plus a daily consolidate — against a
-    row-by-row SQLite port of the seed (benchmarks/seed_sqlite.py): the seed as published (its
-    schema, SQLite's default journal) and a tuned port (WAL, an index on subject/predicate/status);
-(b) ``facts(at=..., status="active")`` over 10M facts against the bare DuckDB SQL on the same file;
-(c) peak RSS of ingesting 10M events from a Parquet file (a child process, ru_maxrss).
+The anchor is the seed's algorithm row by row on an in-memory SQLite with an index on the key
+(``benchmarks/seed_sqlite.py``, ``tuned=True``: the fastest honest port), run on the **whole** log —
+never a prefix extrapolated. All figures come from the same synthetic stream (Zipf-popular keys,
+values that change, all kinds; ``benchmarks/streams.py``) with a consolidation at every midnight.
 
-    python benchmarks/bench_store.py            # full sizes (several minutes)
-    python benchmarks/bench_store.py --quick    # smaller sizes, same code paths
+(1) ``store.replay(events, consolidate_at)`` of the whole log, file store and in-memory store, vs the port;
+(2) incremental: ``ingest`` one day then ``consolidate`` at midnight, day after day, file store, vs the port;
+(3) ``remember()`` on a file store of about 1M facts: median and 95th percentile per call (a third each
+    reinforcing, superseding, inserting), and the DuckDB statements a call is made of, timed alone on
+    the same store (where the time goes);
+(4) ``facts(at, status="active")`` over 10M facts vs the bare SQL on the same file (median of 3);
+(5) peak RSS of one ``ingest`` of 10M events from Parquet (a child process, ``ru_maxrss``).
+
+Times are wall-clock seconds on whatever else the machine is running: the port and factmem run one
+after the other in this process, so both see the same load; the load average is printed with them.
+
+    python benchmarks/bench_store.py            # full sizes (tens of minutes: the port alone is ~1 min)
+    python benchmarks/bench_store.py --quick    # small sizes, same code paths (a smoke run)
 """
 
 from __future__ import annotations
@@ -27,6 +37,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
 
+import bench_remember  # noqa: E402
 from seed_sqlite import replay_prefix  # noqa: E402
 from streams import synthetic_stream  # noqa: E402
 
@@ -36,7 +47,13 @@ from factmem.store.factstore import FactStore  # noqa: E402
 DAY = 86400
 
 
+def load() -> str:
+    one, five, fifteen = os.getloadavg()
+    return f"load average {one:.1f} / {five:.1f} / {fifteen:.1f} on {os.cpu_count()} cores"
+
+
 def day_batches(ev):
+    """Midnight consolidation times over the stream, and each day's [start, end) row range."""
     ts = ev["ts"].to_numpy()
     t0 = int(ts[0]) - int(ts[0]) % DAY
     grid = grid_between(t0, int(ts[-1]) + DAY, DAY)
@@ -45,80 +62,149 @@ def day_batches(ev):
     return grid, list(zip(starts, bounds))
 
 
-def bench_replay(n_events: int, n_days: int, baseline_events: int, seed_events: int) -> dict:
+def bench_log(n_events: int, n_days: int, tmp: str) -> dict:
+    """(1) and (2): the port, replay() and the incremental loop on one stream."""
     ev = synthetic_stream(n_events, n_days=n_days)
     grid, spans = day_batches(ev)
-    out = {"events": n_events, "days": n_days, "consolidations": len(grid)}
-    print(f"\n(a) replay: {n_events:,} events over {n_days} days, ingest per day + daily consolidate")
-    with tempfile.TemporaryDirectory() as tmp:
-        for label, kw in (("seed_as_published", dict(tuned=False, n=seed_events)),
-                          ("seed_tuned", dict(tuned=True, n=baseline_events))):
-            n = min(kw["n"], n_events)
-            secs = replay_prefix(ev, grid, n, tuned=kw["tuned"], path=os.path.join(tmp, f"{label}.sqlite"))
-            full = secs * n_events / n
-            out[label] = full
-            note = "" if n == n_events else f" (measured on the first {n:,} events, extrapolated linearly)"
-            print(f"  SQLite port, {label:18s} {full:9.2f} s{note}")
-        for backend in ("file", "memory"):
-            path = os.path.join(tmp, "f.duckdb") if backend == "file" else None
-            s = FactStore(path)
-            t = time.perf_counter()
-            for T, (a, b) in zip(grid, spans):
-                if b > a:
-                    s.ingest(ev.iloc[a:b])
-                s.consolidate(int(T))
-            loop = time.perf_counter() - t
-            s.close()
-            if path:
-                os.remove(path)
-            s = FactStore(path)
-            t = time.perf_counter()
-            s.replay(ev, grid)
-            one = time.perf_counter() - t
-            s.close()
-            if path:
-                os.remove(path)
-            out[f"factmem_{backend}_loop"], out[f"factmem_{backend}_replay"] = loop, one
-            print(f"  factmem {backend:6s} ingest+consolidate per day {loop:8.2f} s   "
-                  f"replay(): {one:6.2f} s")
+    out: dict = {"events": n_events, "days": n_days, "consolidations": len(grid)}
+    print(f"\n(1)+(2) {n_events:,} events over {n_days} days, a consolidation at every midnight ({len(grid)})")
+    print(f"  [{load()}]")
+    port = replay_prefix(ev, grid, n_events, tuned=True, path=":memory:")
+    out["port_s"] = port
+    print(f"  port (row by row, in-memory SQLite, indexed), whole log: {port:8.2f} s  ({n_events / port:,.0f} events/s)")
+
     for backend in ("file", "memory"):
-        for how in ("loop", "replay"):
-            t = out[f"factmem_{backend}_{how}"]
-            print(f"  ratio {backend:6s} {how:6s}: vs tuned port {out['seed_tuned'] / t:7.1f}x   "
-                  f"vs seed as published {out['seed_as_published'] / t:8.1f}x")
+        path = os.path.join(tmp, f"replay-{backend}.duckdb") if backend == "file" else None
+        store = FactStore(path)
+        t = time.perf_counter()
+        store.replay(ev, grid)
+        secs = time.perf_counter() - t
+        t = time.perf_counter()
+        store.close()
+        closing = time.perf_counter() - t
+        out[f"replay_{backend}_s"] = secs
+        print(f"  factmem replay(), {backend:6s} store:                {secs:8.2f} s  ({n_events / secs:,.0f} events/s; "
+              f"close {closing:.2f} s)   {port / secs:6.1f}x the port")
+
+    path = os.path.join(tmp, "incremental.duckdb")
+    store = FactStore(path)
+    t = time.perf_counter()
+    for at, (a, b) in zip(grid, spans):
+        if b > a:
+            store.ingest(ev.iloc[a:b])
+        store.consolidate(int(at))
+    secs = time.perf_counter() - t
+    t = time.perf_counter()
+    store.close()
+    closing = time.perf_counter() - t
+    out["incremental_s"], out["incremental_close_s"] = secs, closing
+    print(f"  factmem ingest a day + consolidate, file store:      {secs:8.2f} s  ({secs / len(grid) * 1000:.1f} ms a day; "
+          f"close {closing:.2f} s)   {port / secs:6.1f}x the port")
+    print(f"  [{load()}]")
     return out
 
 
-def bench_facts(n_facts: int) -> dict:
-    print(f"\n(b) facts(at, status='active') over {n_facts:,} facts vs the bare SQL, same file")
-    with tempfile.TemporaryDirectory() as tmp:
-        path = os.path.join(tmp, "big.duckdb")
-        s = FactStore(path)
-        s.con.execute(f"""
-            INSERT INTO memory_facts
-            SELECT i, 'user' || (i % 50000), 'p' || (i % 40), 'v' || (i % 1000), NULL,
-                   ['explicit', 'user_preference', 'episodic'][1 + i % 3], 0.3 + (i % 7) / 10.0,
-                   i % 5, 1767225600 + i, 1767225600 + i + (i % 1000), [0.05, 0.02, 0.3][1 + i % 3],
-                   CASE WHEN i % 10 < 4 THEN 'active' WHEN i % 10 < 8 THEN 'superseded' ELSE 'archived' END,
-                   NULL, NULL, NULL, false
-            FROM range({n_facts}) t(i)""")
-        s.con.execute("CHECKPOINT")
-        at = 1767225600 + n_facts + 86400
-        bare = ("SELECT *, confidence * exp(-decay_rate * greatest(0.0, CAST($at - last_reinforced AS DOUBLE) "
-                "/ 86400.0)) AS effective_confidence FROM memory_facts WHERE status = 'active'")
-        times = {"facts": [], "bare": []}
-        rows = 0
-        for _ in range(3):
-            t = time.perf_counter()
-            df = s.facts(at=at, status="active")
-            times["facts"].append(time.perf_counter() - t)
-            rows = len(df)
-            del df
-            t = time.perf_counter()
-            df = s.con.execute(bare, {"at": at}).df()
-            times["bare"].append(time.perf_counter() - t)
-            del df
-        s.close()
+def bench_remember_latency(n_facts: int, calls: int, tmp: str) -> dict:
+    """(3): remember() on a file store of about n_facts facts, and the statements it is made of."""
+    print(f"\n(3) remember() on a file store of about {n_facts:,} facts, {calls} calls on random keys")
+    path = os.path.join(tmp, "remember.duckdb")
+    info = bench_remember.bulk(path, n_facts, 0)
+    n_keys, _, changed, _, _ = bench_remember.workload(n_facts, 0)
+    rng = np.random.default_rng(2)
+    store = FactStore(path)
+    at = bench_remember.START + 400 * DAY
+    t = time.perf_counter()
+    store.remember("warm", "up", "x", at=at)
+    first = time.perf_counter() - t
+    per_kind: dict[str, list[float]] = {"reinforce": [], "supersede": [], "insert": []}
+    keys = rng.integers(0, n_keys, size=calls)
+    for i in range(calls):
+        k = int(keys[i])
+        subject, predicate = f"user{k // 40}", f"p{k % 40}"
+        what = ("reinforce", "supersede", "insert")[i % 3]
+        obj = ("v1" if changed[k] else "v0") if what == "reinforce" else f"w{i}"
+        if what == "insert":
+            subject, obj = f"new{i}", "x"
+        t = time.perf_counter()
+        store.remember(subject, predicate, obj, kind="explicit", at=at + i)
+        per_kind[what].append(time.perf_counter() - t)
+    every = np.concatenate([np.array(v) for v in per_kind.values()]) * 1000
+    out = {"facts": info["facts"], "median_ms": float(np.median(every)), "p95_ms": float(np.percentile(every, 95)),
+           "first_ms": first * 1000}
+    print(f"  store: {info['facts']:,} facts; first call after reopening (builds the key map) {first * 1000:.0f} ms")
+    print(f"  remember(): median {out['median_ms']:.2f} ms, p95 {out['p95_ms']:.2f} ms   (" + ", ".join(
+        f"{k} {np.median(v) * 1000:.2f}" for k, v in per_kind.items()) + " ms median)")
+    # where the time goes: the statements of a call, each timed alone on this store (medians of 200)
+    con = store.db
+    cols = "id, object, confidence, last_reinforced, decay_rate, status, subject, predicate"
+    fid = int(info["facts"]) // 2
+
+    def timed(body) -> float:
+        times = []
+        for j in range(200):
+            t0 = time.perf_counter()
+            body(j)
+            times.append(time.perf_counter() - t0)
+        return float(np.median(times)) * 1000
+
+    def in_txn(body):
+        def run(j):
+            con.begin()
+            body(j)
+            con.commit()
+        return run
+
+    parts = {
+        "empty transaction (BEGIN + COMMIT)": timed(lambda j: (con.begin(), con.commit())),
+        "SELECT 1 (a statement's fixed cost)": timed(lambda j: con.execute("SELECT 1").fetchall()),
+        "point lookup of one fact by id": timed(lambda j: con.execute(f"SELECT {cols} FROM memory_facts WHERE id = ?",
+                                                                      [fid + j]).fetchall()),
+        "UPDATE one fact by id, committed": timed(in_txn(lambda j: con.execute(
+            "UPDATE memory_facts SET confidence = confidence WHERE id = ?", [fid + j]))),
+        "INSERT one evidence row, committed": timed(in_txn(lambda j: con.execute(
+            "INSERT INTO memory_evidence VALUES (?, 1, NULL, NULL, 0, 'reinforce', 0.5, 'observation')",
+            [10**15 + j]))),
+    }
+    out["statements_ms"] = parts
+    for label, ms in parts.items():
+        print(f"    {label:40s} {ms:6.2f} ms")
+    print("  a reinforcing call = lookup + UPDATE + evidence INSERT + COMMIT; an insert = lookup + two INSERTs + "
+          "COMMIT; a supersession one statement more")
+    store.close()
+    return out
+
+
+def bench_facts(n_facts: int, tmp: str) -> dict:
+    """(4): facts(at, status='active') vs the bare SQL, same file."""
+    print(f"\n(4) facts(at, status='active') over {n_facts:,} facts vs the bare SQL, same file")
+    path = os.path.join(tmp, "big.duckdb")
+    s = FactStore(path)
+    s.con.execute(f"""
+        INSERT INTO memory_facts
+        SELECT i, 'user' || (i % 50000), 'p' || (i % 40), 'v' || (i % 1000), NULL,
+               ['explicit', 'user_preference', 'episodic'][1 + i % 3], 0.3 + (i % 7) / 10.0,
+               i % 5, 1767225600 + i, 1767225600 + i + (i % 1000), [0.05, 0.02, 0.3][1 + i % 3],
+               CASE WHEN i % 10 < 4 THEN 'active' WHEN i % 10 < 8 THEN 'superseded' ELSE 'archived' END,
+               NULL, NULL, NULL, false
+        FROM range({n_facts}) t(i)""")
+    s.con.execute("CHECKPOINT")
+    at = 1767225600 + n_facts + 86400
+    bare = ("SELECT *, confidence * exp(-decay_rate * greatest(0.0, CAST($at - last_reinforced AS DOUBLE) "
+            "/ 86400.0)) AS effective_confidence FROM memory_facts WHERE status = 'active'")
+    times: dict[str, list[float]] = {"facts": [], "bare": []}
+    rows = 0
+    for _ in range(3):
+        t = time.perf_counter()
+        df = s.facts(at=at, status="active")
+        times["facts"].append(time.perf_counter() - t)
+        rows = len(df)
+        del df
+        t = time.perf_counter()
+        df = s.con.execute(bare, {"at": at}).df()
+        times["bare"].append(time.perf_counter() - t)
+        del df
+    s.close()
+    os.remove(path)
     f, b = float(np.median(times["facts"])), float(np.median(times["bare"]))
     print(f"  facts(): {f:.2f} s   bare SQL: {b:.2f} s   ratio {f / b:.2f}x   ({rows:,} active rows, median of 3)")
     return {"facts": f, "bare": b, "ratio": f / b, "rows": rows}
@@ -135,38 +221,41 @@ print(r.events, time.perf_counter() - t, resource.getrusage(resource.RUSAGE_SELF
 """
 
 
-def bench_rss(n_events: int) -> dict:
+def bench_rss(n_events: int, tmp: str) -> dict:
+    """(5): peak RSS of one ingest of n_events from Parquet, in a child process."""
     import pyarrow.parquet as pq
 
-    print(f"\n(c) peak RSS of ingesting {n_events:,} events from Parquet (one ingest call)")
-    with tempfile.TemporaryDirectory() as tmp:
-        src = os.path.join(tmp, "events.parquet")
-        pq.write_table(synthetic_stream(n_events, n_days=365, n_subjects=20000, as_arrow=True), src)
-        out = subprocess.run([sys.executable, "-c", CHILD, src, os.path.join(tmp, "m.duckdb")],
-                             capture_output=True, text=True, cwd=str(HERE.parent))
-        if out.returncode:
-            raise SystemExit(out.stderr)
-        events, secs, kb = out.stdout.strip().splitlines()[-1].split()
+    print(f"\n(5) peak RSS of ingesting {n_events:,} events from Parquet (one ingest call, a child process)")
+    src = os.path.join(tmp, "events.parquet")
+    pq.write_table(synthetic_stream(n_events, n_days=365, n_subjects=20000, as_arrow=True), src)
+    out = subprocess.run([sys.executable, "-c", CHILD, src, os.path.join(tmp, "m.duckdb")],
+                         capture_output=True, text=True, cwd=str(HERE.parent))
+    if out.returncode:
+        raise SystemExit(out.stderr)
+    events, secs, kb = out.stdout.strip().splitlines()[-1].split()
     gb = int(kb) / 1024 ** 2
-    print(f"  {int(events):,} events ingested in {float(secs):.1f} s, peak RSS {gb:.2f} GB")
+    print(f"  {int(events):,} events ingested in {float(secs):.1f} s, peak RSS {gb:.2f} GB (limit 4 GB)")
     return {"events": int(events), "seconds": float(secs), "peak_rss_gb": gb}
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--quick", action="store_true", help="smaller sizes (a smoke run)")
-    ap.add_argument("--only", choices=("a", "b", "c"), help="run one benchmark")
+    ap.add_argument("--quick", action="store_true", help="small sizes (a smoke run, not the figures)")
+    ap.add_argument("--only", choices=("log", "remember", "facts", "rss"), help="run one part")
     ap.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
     args = ap.parse_args()
     q = args.quick
-    results = {}
-    if args.only in (None, "a"):
-        results["replay"] = bench_replay(100_000 if q else 1_000_000, 365, 20_000 if q else 1_000_000,
-                                         5_000 if q else 20_000)
-    if args.only in (None, "b"):
-        results["facts"] = bench_facts(1_000_000 if q else 10_000_000)
-    if args.only in (None, "c"):
-        results["rss"] = bench_rss(1_000_000 if q else 10_000_000)
+    results: dict = {"quick": q}
+    print(f"bench_store{' --quick' if q else ''}: {load()}")
+    with tempfile.TemporaryDirectory() as tmp:
+        if args.only in (None, "log"):
+            results["log"] = bench_log(50_000 if q else 1_000_000, 365, tmp)
+        if args.only in (None, "remember"):
+            results["remember"] = bench_remember_latency(100_000 if q else 1_000_000, 300 if q else 3000, tmp)
+        if args.only in (None, "facts"):
+            results["facts"] = bench_facts(500_000 if q else 10_000_000, tmp)
+        if args.only in (None, "rss"):
+            results["rss"] = bench_rss(200_000 if q else 10_000_000, tmp)
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2))
 

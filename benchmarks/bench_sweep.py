@@ -1,23 +1,37 @@
-"""Sweep benchmark (issue 4). Prints times and ratios measured side by side in one run.
+"""Sweep benchmark (the performance issue): the sweep figures of its table, side by side in one run.
 
-A sweep of 64 parameter sets over the ``large`` preset (>= 1M mentions, daily consolidation)
-against 64 runs of the row-by-row SQLite port of the seed (benchmarks/seed_sqlite.py). The port is
-measured on a prefix of the log and extrapolated linearly to the whole log (which flatters it: its
-cost per event grows with the table), then multiplied by 64.
+A sweep of 64 parameter sets (4 × 4 × 4 decay rates of the observed kinds) over the ``large`` preset
+(>= 1M mentions) on the default schedule (a consolidation and a checkpoint every day), against 64 runs
+of the row-by-row SQLite port of the seed (``benchmarks/seed_sqlite.py``, in-memory, indexed) — the
+port replayed once on the **whole** log and multiplied by 64 (each of its runs is the same work).
 
-    python benchmarks/bench_sweep.py                 # generates the large preset in a temp dir
+* the sweep with scoring, the tuning issue's default objective (``Objective()``: utility@20 and the
+  budgeted context metrics at **every** session start, needed from the truth, with the checkpoint
+  metrics and calibration), and the same with session starts sampled (``max_points_per_subject``, the
+  amendment's allowance; seeded), both through ``factmem.tuning.sweep.sweep`` with worker processes;
+* the replay alone: the kernel's belief states for the 64 sets, in chunks of 16 on the same workers;
+* where the time of one parameter set goes, in one process: replay (a 16-set chunk, per set), the
+  checkpoint metrics, the context metrics at every session start, and sampled;
+* peak RSS of this process and of the largest worker.
+
+    python benchmarks/bench_sweep.py                 # generates the large preset in a temporary folder
     python benchmarks/bench_sweep.py --log DIR       # an existing dataset
+    python benchmarks/bench_sweep.py --quick         # the bundled small log, 16 sets (a smoke run)
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import resource
 import sys
 import tempfile
 import time
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
+
+import numpy as np
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -27,15 +41,30 @@ from seed_sqlite import replay_prefix  # noqa: E402
 
 from factmem.core.params import MemoryParams  # noqa: E402
 from factmem.data.generate import generate, write  # noqa: E402
-from factmem.engine import waves as W  # noqa: E402
-from factmem.evaluation.simulate import Schedule, encode_events, prepare  # noqa: E402
+from factmem.data.logs import bundled_dataset  # noqa: E402
+from factmem.evaluation.context import ContextEvaluator  # noqa: E402
+from factmem.evaluation.simulate import default_schedule, encode_events, kernel_belief_arrays, prepare  # noqa: E402
+from factmem.tuning.settings import Compute, Objective  # noqa: E402
 from factmem.tuning.sweep import sweep  # noqa: E402
 
-SPACE = {
+RATES = {
     "decay_rate.explicit": [0.003, 0.01, 0.03, 0.05],
     "decay_rate.user_preference": [0.002, 0.005, 0.01, 0.02],
     "decay_rate.episodic": [0.15, 0.3, 0.6, 1.2],
 }
+
+_SHARED: dict = {}  # the prepared log, inherited by forked workers of the replay-only run
+
+
+def _replay_chunk(params: list[dict]) -> int:
+    P, grid, enc = _SHARED["P"], _SHARED["grid"], _SHARED["enc"]
+    beliefs = kernel_belief_arrays(P, [MemoryParams.from_dict(d) for d in params], grid, enc)
+    return sum(len(b["start"]) for b in beliefs)
+
+
+def load() -> str:
+    one, five, fifteen = os.getloadavg()
+    return f"load average {one:.1f} / {five:.1f} / {fifteen:.1f} on {os.cpu_count()} cores"
 
 
 def maxrss_gb(who) -> float:
@@ -45,57 +74,99 @@ def maxrss_gb(who) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--log", help="dataset folder (default: generate the large preset)")
-    ap.add_argument("--baseline-events", type=int, default=50_000, help="prefix the tuned port replays")
-    ap.add_argument("--seed-events", type=int, default=10_000, help="prefix the seed-as-published port replays")
-    ap.add_argument("--evaluate-every", type=float, default=24 * 7, help="hours between checkpoints (default weekly)")
-    ap.add_argument("--workers", type=int, default=None, help="sweep worker processes (default: all cores)")
+    ap.add_argument("--quick", action="store_true", help="the bundled small log and 16 sets (a smoke run)")
+    ap.add_argument("--workers", type=int, default=None, help="worker processes (default: all cores)")
+    ap.add_argument("--max-points", type=int, default=20, metavar="N",
+                    help="session starts sampled per subject in the sampled run (default 20)")
     args = ap.parse_args()
+    workers = args.workers or os.cpu_count() or 1
+    print(f"bench_sweep{' --quick' if args.quick else ''}: {load()}")
 
     with tempfile.TemporaryDirectory() as tmp:
         if args.log:
             log = Path(args.log)
+        elif args.quick:
+            log = bundled_dataset("small")
         else:
             log = Path(tmp) / "large"
             t = time.perf_counter()
             write(generate("large", seed=1), log)
-            print(f"generated the large preset in {time.perf_counter() - t:.1f} s")
+            print(f"generated the large preset (seed 1) in {time.perf_counter() - t:.1f} s")
+        t = time.perf_counter()
         P = prepare(log)
+        print(f"prepared the log in {time.perf_counter() - t:.1f} s")
         n = len(P.events)
-        sched = Schedule(consolidate_every_hours=24, evaluate_every_hours=args.evaluate_every)
+        sched = default_schedule(P)
         grid = sched.consolidations(P.start, P.end)
-        print(f"log: {n:,} mentions, {(P.end - P.start) / 86400:.0f} days, {len(grid)} daily consolidations; "
-              f"64 parameter sets")
+        base = MemoryParams(multi_valued_predicates=P.dataset.multi_valued_predicates)
+        params = [base.replace(**dict(zip(RATES, values))) for values in itertools.product(*RATES.values())]
+        if args.quick:
+            params = params[:16]
+        m = len(params)
+        print(f"log: {n:,} mentions, {(P.end - P.start) / 86400:.0f} days, {len(grid)} consolidations and "
+              f"{len(sched.checkpoints(P.start, P.end))} checkpoints (daily); {m} parameter sets; {workers} workers")
 
-        base = {}
-        for label, tuned, k in (("tuned port", True, args.baseline_events), ("seed as published", False, args.seed_events)):
-            k = min(k, n)
-            secs = replay_prefix(P.events, grid, k, tuned=tuned, path=os.path.join(tmp, f"seed-{tuned}.sqlite"))
-            base[label] = secs * n / k * 64
-            print(f"  SQLite {label:18s}: {secs:7.2f} s for {k:,} events -> {secs * n / k:8.1f} s per run "
-                  f"(extrapolated linearly), x64 = {base[label]:9.0f} s")
+        print(f"  [{load()}]")
+        port = replay_prefix(P.events, grid, n, tuned=True, path=":memory:")
+        ports = port * m
+        print(f"  port (row by row, in-memory SQLite, indexed), whole log: {port:7.1f} s per run "
+              f"({n / port:,.0f} events/s); x{m} = {ports:8.0f} s")
 
-        params = [MemoryParams(multi_valued_predicates=P.dataset.multi_valued_predicates).replace(**{
-            "decay_rate.explicit": a, "decay_rate.user_preference": b, "decay_rate.episodic": c})
-            for a in SPACE["decay_rate.explicit"] for b in SPACE["decay_rate.user_preference"]
-            for c in SPACE["decay_rate.episodic"]]
-        assert len(params) == 64
-        enc = encode_events(P, params[0].multi_valued_predicates)
+        # the replay alone, on the same workers (the log shared with them as the sweep shares it)
+        enc = encode_events(P, base.multi_valued_predicates)
+        _SHARED.update(P=P, grid=grid, enc=enc)
+        chunks = [[p.to_dict() for p in params[i:i + 16]] for i in range(0, m, 16)]
         t = time.perf_counter()
-        for i in range(0, 64, 16):  # the replay alone: what the port does, for 64 parameter sets
-            W.replay_waves(enc.key, enc.obj, enc.ts, enc.kind, enc.n_keys, W.ParamArrays.of(params[i:i + 16]), grid)
-        kernel = time.perf_counter() - t
-        print(f"  factmem replay of 64 parameter sets (kernel, one process): {kernel:7.2f} s")
+        if workers > 1 and len(chunks) > 1:
+            with ProcessPoolExecutor(max_workers=workers) as pool:
+                rows = sum(pool.map(_replay_chunk, chunks))
+        else:
+            rows = sum(map(_replay_chunk, chunks))
+        replay = time.perf_counter() - t
+        _SHARED.clear()
+        print(f"  factmem replay of {m} sets (kernel, belief states, {workers} workers): {replay:7.1f} s "
+              f"({rows:,} belief states)   {ports / replay:7.0f}x the port")
 
-        t = time.perf_counter()
-        res = sweep(P, params, schedule=sched, include_defaults=False, workers=args.workers, progress=False)
-        full = time.perf_counter() - t
-        print(f"  factmem sweep of 64 parameter sets (replay + ground-truth scoring on tuning and held-out "
-              f"parts, {args.workers or os.cpu_count()} processes): {full:7.2f} s")
+        results = {}
+        for label, objective in (("every session start", Objective()),
+                                 (f"<= {args.max_points} session starts per subject (sampled, seeded)",
+                                  Objective(max_points_per_subject=args.max_points))):
+            t = time.perf_counter()
+            res = sweep(P, params, schedule=sched, objective=objective, include_baseline=False,
+                        compute=Compute(workers=workers, progress=False))
+            secs = time.perf_counter() - t
+            results[label] = secs
+            assert len(res.table) == m
+            points = res.points.get("all", 0)
+            print(f"  factmem sweep of {m} sets incl. scoring, context metrics at {label} "
+                  f"({points:,} points of {res.sampled_from.get('all', 0):,}): {secs:7.1f} s   {ports / secs:7.0f}x the port")
         print(f"  peak RSS: this process {maxrss_gb(resource.RUSAGE_SELF):.2f} GB, "
-              f"largest worker {maxrss_gb(resource.RUSAGE_CHILDREN):.2f} GB")
-        for label, b in base.items():
-            print(f"  ratio vs {label:18s}: replay {b / kernel:8.0f}x   full sweep {b / full:8.0f}x")
-        assert len(res.table) == 64
+              f"largest worker {maxrss_gb(resource.RUSAGE_CHILDREN):.2f} GB (limit 8 GB)")
+        print(f"  [{load()}]")
+
+        # where the time of one parameter set goes (this process, the first four sets)
+        print("  one parameter set, in one process (median of 4 sets):")
+        t = time.perf_counter()
+        chunk = kernel_belief_arrays(P, params[:16], grid, enc)
+        kernel = (time.perf_counter() - t) / 16
+        evaluator = P.evaluator(sched.checkpoints(P.start, P.end))
+        contexts = {"context metrics, every session start": ContextEvaluator(P),
+                    f"context metrics, <= {args.max_points} per subject": ContextEvaluator(
+                        P, max_points_per_subject=args.max_points)}
+        parts = {"replay (kernel, share of a 16-set chunk)": [kernel] * 4, "checkpoint metrics and calibration": []}
+        parts.update({k: [] for k in contexts})
+        everything = {"all": (0, len(evaluator.cp))}
+        for p, b in zip(params[:4], chunk[:4]):
+            t = time.perf_counter()
+            evaluator.score_parts(b, p.retrieval_threshold, everything)
+            parts["checkpoint metrics and calibration"].append(time.perf_counter() - t)
+            for label, ctx in contexts.items():
+                t = time.perf_counter()
+                ctx.score(b, p)
+                parts[label].append(time.perf_counter() - t)
+        for label, times in parts.items():
+            print(f"    {label:48s} {np.median(times):6.2f} s")
+        print(f"  [{load()}]")
 
 
 if __name__ == "__main__":

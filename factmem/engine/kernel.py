@@ -336,13 +336,18 @@ def replay_general(
 def assign_ids(refs: np.ndarray, next_id: int) -> tuple[np.ndarray, np.ndarray]:
     """Ids for provisional references: new facts numbered from ``next_id`` in gpos order.
 
-    Returns (sorted provisional refs, their ids) for use with :func:`resolve`.
+    Returns (sorted provisional refs, their ids) for use with :func:`resolve`. Linear time: a
+    provisional ref is ``-1 - gpos``, so marking each fact's gpos in a mask over the batch lists them
+    in gpos order without a sort.
     """
-    prov = np.unique(refs[refs < 0] if refs.size else refs)
-    prov = prov[prov != NO_REF]
+    gpos = _provisional_gpos(refs)
+    if not gpos.size:
+        return np.empty(0, np.int64), np.empty(0, np.int64)
+    seen = np.zeros(int(gpos.max()) + 1, bool)
+    seen[gpos] = True
+    order = np.flatnonzero(seen)  # gpos of every new fact, ascending
     # -1 - gpos is decreasing in gpos: the largest provisional ref is the earliest insert.
-    prov = prov[::-1]
-    return prov, next_id + np.arange(prov.size, dtype=np.int64)
+    return -1 - order, next_id + np.arange(order.size, dtype=np.int64)
 
 
 def resolve(refs: np.ndarray, prov: np.ndarray, ids: np.ndarray) -> np.ndarray:
@@ -350,7 +355,13 @@ def resolve(refs: np.ndarray, prov: np.ndarray, ids: np.ndarray) -> np.ndarray:
     out = refs.copy()
     neg = (refs < 0) & (refs != NO_REF)
     if neg.any():
-        # prov is increasing in gpos, i.e. decreasing in ref value; search on its negation.
-        pos = np.searchsorted(-prov, -refs[neg])
-        out[neg] = ids[pos]
+        gpos = -1 - refs[neg]
+        table = np.full(max(int(gpos.max()), int((-1 - prov).max(initial=-1))) + 1, NO_REF, np.int64)
+        table[-1 - prov] = ids  # the id of the fact each gpos inserted
+        out[neg] = table[gpos]
     return out
+
+
+def _provisional_gpos(refs: np.ndarray) -> np.ndarray:
+    neg = (refs < 0) & (refs != NO_REF)
+    return -1 - refs[neg]

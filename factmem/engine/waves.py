@@ -355,9 +355,13 @@ def replay_waves(key: np.ndarray, obj: np.ndarray, ts: np.ndarray, kind: np.ndar
             kx = kk[ki]
             init_end[kx, pi] = first_archive_time(init.confidence[kx], init.decay_rate[kx], init.last_reinforced[kx],
                                                   thr1[pi], grid, ts[fe[ki]])
-    # the public shape is [parameter set, row]
-    return WaveResult(conf.T, inserted.T, origin_out.T, end.T, reason.T, init_end.T, init_reason.T, rate_out.T,
-                      event, row_of_event)
+    # the public shape is [parameter set, row], each parameter set's row contiguous (a consumer
+    # reading one set at a time would otherwise stride through memory m elements at a time)
+    def rows(a: np.ndarray) -> np.ndarray:
+        return np.ascontiguousarray(a.T) if m > 1 else a.T
+
+    return WaveResult(rows(conf), rows(inserted), rows(origin_out), rows(end), rows(reason), init_end.T, init_reason.T,
+                      rows(rate_out), event, row_of_event)
 
 
 def grid_between(start: int, end: int, every: int) -> np.ndarray:

@@ -62,7 +62,8 @@ import pandas as pd
 from factmem.core.codes import OPEN, SECONDS_PER_DAY, EndReason
 from factmem.core.params import MemoryParams
 from factmem.errors import InputError
-from factmem.evaluation.metrics import true_intervals
+from factmem.evaluation.metrics import order_by_packed, true_intervals
+from factmem.evaluation.topk import top_k_masks
 
 if TYPE_CHECKING:
     from factmem.evaluation.simulate import PreparedLog
@@ -245,11 +246,52 @@ class ContextEvaluator:
         del self._ev_session, self._pt_session
         valid = self._pt_needed >= 1
         self._pt_valid = valid & (self._pt_part >= 0)
+        self._prepare_scoring()
 
     def scored_points(self, part: str | None = None) -> int:
         """Evaluation points scored (with at least one needed fact), in a part or all."""
         sel = self._pt_valid if part is None else self._pt_valid & (self._pt_part == self.parts.index(part))
         return int(sel.sum())
+
+    def _prepare_scoring(self) -> None:
+        """What the scorer reads: the scored points alone (valid, in a part), each triple's rank in
+        (subject, triple) order, and with truth the times at which a triple's flags may change."""
+        v = np.flatnonzero(self._pt_valid)
+        self._v_index = v
+        self._v_key = self._pt_key[v]
+        self._v_t = self._pt_t[v]
+        # one past each subject's last scored point
+        self._v_subject_end = np.searchsorted(self._pt_subject[v], np.arange(len(self.subjects)), "right")
+        self._set_triple_rank()
+        self._bp_key: np.ndarray | None = None
+        if self.needed_mode == "truth" and len(v):
+            self._prepare_breakpoints()
+
+    def _set_triple_rank(self) -> None:
+        """Each triple's rank among its subject's triples (a canonical tie order for states)."""
+        subject = self._triple_subject
+        order = np.argsort(subject, kind="stable")
+        rank = np.empty(len(order), np.int64)
+        rank[order] = np.arange(len(order))
+        first = np.searchsorted(subject[order], subject, "left")
+        self._tri_local = rank - first
+
+    def _prepare_breakpoints(self) -> None:
+        """Sorted (triple, time) keys of the times at which :meth:`_flags` may change for a triple:
+        a truth interval's start, end and needed-from, and just after the triple first became true.
+        Between two of them (and within the scored points' times) a triple's flags are constant."""
+        ft = self._first_true
+        has_ft = np.flatnonzero(ft != OPEN)
+        tr = np.concatenate([self._tt_triple, self._tt_triple, self._tt_triple, has_ft])
+        at = np.concatenate([self._tt_from, self._tt_end, self._tt_nfrom, ft[has_ft] + 1])
+        t_lo, t_hi = int(self._v_t.min()), int(self._v_t.max())
+        inside = (at > t_lo) & (at <= t_hi)  # others never fall strictly inside a state's points
+        span = t_hi - self._tmin + 2
+        n_tr = max(self._n_known, int(tr.max(initial=0)) + 1)
+        if n_tr * span >= 2**62:
+            return  # keys would overflow: every state is then flagged pair by pair
+        self._bp_span = span
+        self._bp_key = np.sort(tr[inside] * span + (at[inside] - self._tmin))
 
     # -- what is needed where -----------------------------------------------------------------------
 
@@ -323,7 +365,14 @@ class ContextEvaluator:
 
     def score(self, beliefs: pd.DataFrame | dict, params: MemoryParams, *, curve: bool = False) -> ContextScores:
         """Score one parameter set's belief states (columns triple, kind, start, end, reason,
-        confidence, rate, fact)."""
+        confidence, rate, fact).
+
+        How (the result does not depend on it): the (state, point) pairs are enumerated state by
+        state, in a canonical order of the states (subject, triple, start) so that sums do not depend
+        on the order rows come in, and in blocks of whole subjects (memory stays bounded); the top
+        ``k`` of each point is selected by :func:`factmem.evaluation.topk.top_k_masks` (one sort of
+        packed keys, exact ties); truth flags are computed once per state where they cannot change
+        over the state's points, per pair elsewhere."""
         b = {c: np.asarray(beliefs[c]) for c in ("triple", "start", "end", "reason", "confidence", "rate", "fact")}
         triple = b["triple"].astype(np.int64)
         known = triple < self._n_known
@@ -335,81 +384,156 @@ class ContextEvaluator:
         reason = b["reason"].astype(np.int64)
         conf, rate = b["confidence"].astype(np.float64), b["rate"].astype(np.float64)
         fact = b["fact"].astype(np.int64)
-        subj = self._triple_subject[triple]
-        first_seen = _group_min(fact, start)
         thr = context_threshold(params)
 
-        # (state, point) pairs: points of the state's subject while it is held
-        by_event = (reason == EndReason.REINFORCED) | (reason == EndReason.SUPERSEDED)
-        vis_end = np.where(end == OPEN, OPEN, np.where(by_event, end + 1, end))
-        lo_t = np.clip(start + 1, self._tmin, self._tmin + self._span - 1) - self._tmin
-        hi_t = np.clip(vis_end, self._tmin, self._tmin + self._span - 1) - self._tmin
-        lo = np.searchsorted(self._pt_key, subj * self._span + lo_t, "left")
-        hi = np.searchsorted(self._pt_key, subj * self._span + hi_t, "left")
-        hi = np.where(vis_end >= self._tmin + self._span - 1,
-                      np.searchsorted(self._pt_key, (subj + 1) * self._span, "left"), hi)
+        # a canonical order of the states (subject, start, triple, end, confidence, rate), so that sums
+        # do not depend on the order rows come in; it also makes the point searches below sorted
+        subj = self._triple_subject[triple]
+        order = _canonical_order(subj, self._tri_local[triple], start, end, conf, rate)
+        subj, tr, st, cf, rt = subj[order], triple[order], start[order], conf[order], rate[order]
+        en, why = end[order], reason[order]
+
+        # the scored points each state is held at: a range [lo, lo + cnt) of the valid points
+        by_event = (why == EndReason.REINFORCED) | (why == EndReason.SUPERSEDED)
+        vis_end = np.where(en == OPEN, OPEN, np.where(by_event, en + 1, en))
+        top_t = self._tmin + self._span - 1
+        base = subj * self._span - self._tmin
+        vkey = self._v_key
+        lo = np.searchsorted(vkey, base + np.clip(st + 1, self._tmin, top_t), "left")
+        hi = np.searchsorted(vkey, base + np.clip(vis_end, self._tmin, top_t), "left")
+        hi = np.where(vis_end >= top_t, self._v_subject_end[subj], hi)
         cnt = np.maximum(hi - lo, 0)
-        pb = np.repeat(np.arange(len(triple)), cnt)
-        pe = np.repeat(lo, cnt) + (np.arange(int(cnt.sum())) - np.repeat(np.cumsum(cnt) - cnt, cnt))
-        keep = self._pt_valid[pe]
-        pb, pe = pb[keep], pe[keep]
-        t = self._pt_t[pe]
-        eff = conf[pb] * np.exp(-rate[pb] * np.maximum(0.0, (t - start[pb]) / SECONDS_PER_DAY))
-        believed = eff >= thr
-        pb, pe, t, eff = pb[believed], pe[believed], t[believed], eff[believed]
+        has = np.flatnonzero(cnt > 0)  # states held at a scored point
+        sel = order[has]
+        tr, st, cf, rt, lo, cnt = tr[has], st[has], cf[has], rt[has], lo[has], cnt[has]
+        fact_first_seen: list[np.ndarray] = []
 
-        # rank within each point: effective confidence, later last_reinforced, later first_seen, (p, o)
-        order = np.lexsort((self._po_rank[triple[pb]], -first_seen[pb], -start[pb], -eff, pe))
-        pb, pe, t, eff = pb[order], pe[order], t[order], eff[order]
-        group_start = np.ones(len(pe), bool)
-        group_start[1:] = pe[1:] != pe[:-1]
-        idx = np.arange(len(pe))
-        rank = idx - np.maximum.accumulate(np.where(group_start, idx, 0))
+        def first_seen() -> np.ndarray:  # of each selected state's fact; needed only to break ties
+            if not fact_first_seen:
+                fact_first_seen.append(_group_min(fact, start)[sel])
+            return fact_first_seen[0]
 
-        tr = triple[pb]
-        needed, charged, stale, true_now = self._flags(pe, tr, t, params)
-        n_parts, n_subj, n_b = len(self.parts), len(self.subjects), len(self.budgets)
+        n_v, n_b = len(self._v_index), len(self.budgets)
+        curve_k = self.curve_k if curve and self.curve_k else 0
+        ks = list(self.budgets) + ([curve_k] if curve_k else [])
+        H = np.zeros((n_b, n_v))
+        S = np.zeros((n_b, n_v))
+        St = np.zeros((n_b, n_v))
+        C = np.zeros((n_b, n_v))
+        LL = np.zeros((n_b, n_v))
+        n_parts, n_subj = len(self.parts), len(self.subjects)
+        per_rank = np.zeros((n_parts, n_subj, curve_k)) if curve_k else None
+        N = self._pt_needed[self._v_index]
+
+        states = self._state_flags(tr, lo, cnt, params)
+        for a, z in _blocks(self._triple_subject[tr], cnt, _BLOCK_PAIRS):  # a loop over blocks of subjects
+            bcnt = cnt[a:z]
+            p0 = int(lo[a:z].min())
+            p1 = int((lo[a:z] + bcnt).max())
+            total = int(bcnt.sum())
+            offs = np.cumsum(bcnt) - bcnt
+            pe = np.repeat(lo[a:z] - offs - p0, bcnt) + np.arange(total)  # local point of each pair
+            pb = np.repeat(np.arange(a, z), bcnt)  # its state
+            t = self._v_t[p0:p1][pe]
+            eff = np.repeat(cf[a:z], bcnt) * np.exp(
+                -np.repeat(rt[a:z], bcnt) * np.maximum(0.0, (t - np.repeat(st[a:z], bcnt)) / SECONDS_PER_DAY))
+            believed = eff >= thr
+            if not believed.all():
+                pe, pb, t, eff = pe[believed], pb[believed], t[believed], eff[believed]
+
+            def tie_keys(idx: np.ndarray, pb=pb) -> tuple[np.ndarray, ...]:
+                s = pb[idx]
+                return self._po_rank[tr[s]], -first_seen()[s], -st[s]
+
+            masks = top_k_masks(pe, eff, ks, p1 - p0, tie_keys, floor=thr)
+            widest = masks[int(np.argmax(ks))]
+            pe, pb, t, eff = pe[widest], pb[widest], t[widest], eff[widest]
+            masks = [m[widest] for m in masks]
+            needed, charged, stale, true_now = self._pair_flags(pe + p0, pb, tr, t, states, params)
+            pc = np.clip(eff, _EPS, 1 - _EPS)
+            ll = np.empty(len(pc))  # -(y log p + (1 - y) log(1 - p)), each log only where it is used
+            np.log(pc, out=ll, where=true_now)
+            np.log1p(-pc, out=ll, where=~true_now)
+            np.negative(ll, out=ll)
+            code = needed.astype(np.int64) + 2 * charged + 4 * stale  # needed excludes charged
+            width = p1 - p0
+            for bi in range(n_b):
+                m = masks[bi]
+                counts = np.bincount(pe[m] * 8 + code[m], minlength=8 * width).reshape(width, 8)
+                H[bi, p0:p1] = counts[:, 1]
+                S[bi, p0:p1] = counts[:, 2] + counts[:, 6]
+                St[bi, p0:p1] = counts[:, 6]
+                C[bi, p0:p1] = counts.sum(axis=1)
+                LL[bi, p0:p1] = np.bincount(pe[m], weights=ll[m], minlength=width)
+            if per_rank is not None:
+                m = masks[-1]
+                ipe, ipb, ieff = pe[m], pb[m], eff[m]
+                rank_order = np.lexsort((self._po_rank[tr[ipb]], -first_seen()[ipb], -st[ipb], -ieff, ipe))
+                grp = ipe[rank_order]
+                first = np.ones(len(grp), bool)
+                first[1:] = grp[1:] != grp[:-1]
+                pos = np.arange(len(grp))
+                rank = pos - np.maximum.accumulate(np.where(first, pos, 0))
+                vp = self._v_index[grp + p0]
+                gain = (needed[m][rank_order].astype(np.float64) - self.stale_cost * charged[m][rank_order]) \
+                    / np.maximum(1.0, N[grp + p0])
+                np.add.at(per_rank, (self._pt_part[vp], self._pt_subject[vp], rank), gain)
+
         sums = np.zeros((n_parts, n_subj, n_b, len(FIELDS)))
-        valid = self._pt_valid
-        N = self._pt_needed
-        cell = self._pt_part * n_subj + self._pt_subject  # per point: (part, subject) cell
+        cell = self._pt_part[self._v_index] * n_subj + self._pt_subject[self._v_index]
         npts_cells = n_parts * n_subj
-
-        def per_point(mask: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
-            return np.bincount(pe[mask], weights=None if weights is None else weights[mask], minlength=self._n_points)
-
-        pc = np.clip(eff, _EPS, 1 - _EPS)
-        ll = -(true_now * np.log(pc) + (1 - true_now) * np.log1p(-pc))
-        for bi, k in enumerate(self.budgets):
-            inc = rank < k
-            H = per_point(inc & needed).astype(np.float64)
-            S = per_point(inc & charged).astype(np.float64)
-            St = per_point(inc & stale).astype(np.float64)
-            C = per_point(inc).astype(np.float64)
-            LL = per_point(inc, ll)
+        for bi in range(n_b):
+            h, s, c = H[bi], S[bi], C[bi]
             with np.errstate(invalid="ignore", divide="ignore"):
-                util = (H - self.stale_cost * S) / np.maximum(1.0, N)
-                rec = np.where(N > 0, H / np.maximum(N, 1.0), 0.0)
-                prec = np.where(C > 0, H / np.maximum(C, 1.0), 0.0)
+                util = (h - self.stale_cost * s) / np.maximum(1.0, N)
+                rec = np.where(N > 0, h / np.maximum(N, 1.0), 0.0)
+                prec = np.where(c > 0, h / np.maximum(c, 1.0), 0.0)
             vals = {
-                "points": np.ones(self._n_points), "needed": N, "hits": H, "context": C, "charged": S,
-                "stale": St, "false": S - St, "utility": util, "recall": rec, "precision": prec,
-                "precise": (C > 0).astype(np.float64), "log_loss": LL, "scored": C,
+                "points": np.ones(n_v), "needed": N, "hits": h, "context": c, "charged": s,
+                "stale": St[bi], "false": s - St[bi], "utility": util, "recall": rec, "precision": prec,
+                "precise": (c > 0).astype(np.float64), "log_loss": LL[bi], "scored": c,
             }
             for name, v in vals.items():
-                sums[:, :, bi, _F[name]] = np.bincount(cell[valid], weights=v[valid],
-                                                       minlength=npts_cells).reshape(n_parts, n_subj)
-        curve_arr = None
-        if curve and self.curve_k:
-            gain = (needed.astype(np.float64) - self.stale_cost * charged) / np.maximum(1.0, N[pe])
-            inr = rank < self.curve_k
-            per_rank = np.zeros((n_parts, n_subj, self.curve_k))
-            part, subj_pe = self._pt_part[pe], self._pt_subject[pe]
-            np.add.at(per_rank, (part[inr], subj_pe[inr], rank[inr]), gain[inr])
-            curve_arr = np.cumsum(per_rank, axis=2)
+                sums[:, :, bi, _F[name]] = np.bincount(cell, weights=v, minlength=npts_cells).reshape(n_parts, n_subj)
+        curve_arr = np.cumsum(per_rank, axis=2) if per_rank is not None else None
         return ContextScores(self.budgets, self.parts, self.subjects, sums, curve_arr)
 
-    def _flags(self, pe: np.ndarray, tr: np.ndarray, t: np.ndarray, params: MemoryParams):
+    def _state_flags(self, tr: np.ndarray, lo: np.ndarray, cnt: np.ndarray, params: MemoryParams):
+        """With truth: each state's flags at its first scored point, and whether they may change over
+        its points — only where one of its triple's truth boundaries falls among them
+        (:meth:`_prepare_breakpoints`). Queries are searched in (triple, time) order: sorted
+        searches are several times faster than scattered ones."""
+        if self.needed_mode != "truth":
+            return None
+        t_first = self._v_t[lo]
+        t_last = self._v_t[lo + cnt - 1]
+        order = np.argsort(tr * self._tt_span + (np.clip(t_first, self._tt_key_base, None) - self._tt_key_base))
+        flags = [np.empty(len(tr), bool) for _ in range(4)]
+        for f, g in zip(flags, self._flags(None, tr[order], t_first[order], params)):
+            f[order] = g
+        varying = np.ones(len(tr), bool)
+        if self._bp_key is not None:
+            base = tr[order] * self._bp_span - self._tmin
+            varying[order] = (np.searchsorted(self._bp_key, base + t_last[order], "right")
+                              > np.searchsorted(self._bp_key, base + t_first[order], "right"))
+        return flags, varying
+
+    def _pair_flags(self, vp: np.ndarray, pb: np.ndarray, tr: np.ndarray, t: np.ndarray, states,
+                    params: MemoryParams):
+        """Flags of (valid point ``vp``, state ``pb``) pairs at times ``t``: from the state's flags
+        (:meth:`_state_flags`) where they cannot change, computed per pair elsewhere."""
+        if states is None:
+            return self._flags(self._v_index[vp], tr[pb], t, params)
+        flags, varying = states
+        out = [f[pb] for f in flags]
+        vary = np.flatnonzero(varying[pb])
+        if vary.size:
+            exact = self._flags(None, tr[pb[vary]], t[vary], params)
+            for o, e in zip(out, exact):
+                o[vary] = e
+        return tuple(out)
+
+    def _flags(self, pe: np.ndarray | None, tr: np.ndarray, t: np.ndarray, params: MemoryParams):
         """Per (point, context fact): needed, charged, stale (a part of charged), true and relevant now."""
         if self.needed_mode == "truth":
             q = tr * self._tt_span + (np.clip(t, self._tt_key_base, None) - self._tt_key_base)
@@ -423,7 +547,8 @@ class ContextEvaluator:
             was_true = np.zeros(len(tr), bool)
             was_true[known] = self._first_true[tr[known]] < t[known]
             stale = charged & was_true
-            return needed, charged, stale, true_now.astype(np.float64)
+            return needed, charged, stale, true_now
+        assert pe is not None  # next-session flags depend on the point, not only on its time
         n_tr = max(self._n_known, 1)
         needed = _member(self._sess_triple_key, pe * n_tr + tr) & (tr < self._n_known)
         multi = np.isin(np.asarray(self._predicates, dtype=object),
@@ -432,7 +557,7 @@ class ContextEvaluator:
         n_pred = max(len(self._predicates), 1)
         other = _member(self._sess_pred_key, pe * n_pred + pred) & ~needed
         stale = other & ~multi[pred] if len(multi) else other
-        return needed, stale, stale, needed.astype(np.float64)
+        return needed, stale, stale, needed
 
     def _extend(self, unknown: np.ndarray) -> None:
         """Subjects and tie order of triples the log never names (invented derived facts)."""
@@ -452,9 +577,45 @@ class ContextEvaluator:
         pred_codes = pd.Index(self._predicates).get_indexer(pd.Index(all_pred[self._n_known:], dtype=object))
         self._triple_pred = np.concatenate([self._triple_pred[: self._n_known],
                                             np.where(pred_codes >= 0, pred_codes, 0)]).astype(np.int64)
+        self._set_triple_rank()
 
 
 # -- helpers --------------------------------------------------------------------------------------------
+
+
+#: pairs enumerated at once (a block of whole subjects): bounds the scorer's memory (~100 bytes a pair)
+_BLOCK_PAIRS = 1_000_000
+
+
+def _canonical_order(subject: np.ndarray, local: np.ndarray, start: np.ndarray, end: np.ndarray,
+                     conf: np.ndarray, rate: np.ndarray) -> np.ndarray:
+    """An order of belief states that depends only on their contents: by subject, start, ``local``
+    (the triple's rank among its subject's), end, confidence, rate — one int64 key when (subject,
+    start, triple) is unique, as it is when a triple holds one state at a time."""
+    n = len(subject)
+    if not n:
+        return np.zeros(0, np.int64)
+    s0 = int(start.min())
+    span = int(start.max()) - s0 + 1
+    width = int(local.max()) + 1
+    if (int(subject.max()) + 1) * span * width < 2**62:
+        packed = (subject * span + (start - s0)) * width + local
+        # equal (subject, start, triple) — zero-length states — are ordered by (end, confidence, rate)
+        return order_by_packed(packed, lambda rows: (rate[rows], conf[rows], end[rows]))
+    return np.lexsort((rate, conf, end, local, start, subject))
+
+
+def _blocks(subject: np.ndarray, cnt: np.ndarray, size: int) -> list[tuple[int, int]]:
+    """Cut rows grouped by ``subject`` into ranges of whole subjects holding about ``size`` pairs."""
+    n = len(subject)
+    if not n:
+        return []
+    starts = np.flatnonzero(np.r_[True, subject[1:] != subject[:-1]])  # each subject's first row
+    before = (np.cumsum(cnt) - cnt)[starts]  # pairs before it
+    block = before // size
+    cuts = starts[np.r_[True, block[1:] != block[:-1]]]
+    bounds = np.r_[cuts, n]
+    return [(int(x), int(y)) for x, y in zip(bounds[:-1], bounds[1:])]
 
 
 def _session_ranks(sessions) -> tuple[np.ndarray, np.ndarray]:

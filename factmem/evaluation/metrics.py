@@ -49,7 +49,8 @@ import pandas as pd
 from factmem.core.codes import KINDS, OPEN, SECONDS_PER_DAY, EndReason
 from factmem.errors import InputError
 
-__all__ = ["EPS", "AGE_EDGES_DAYS", "BELIEF_COLUMNS", "true_intervals", "weighted_auc", "Evaluation", "Evaluator"]
+__all__ = ["EPS", "AGE_EDGES_DAYS", "BELIEF_COLUMNS", "order_by_packed", "true_intervals", "weighted_auc",
+           "Evaluation", "Evaluator"]
 
 EPS = 1e-4
 AGE_EDGES_DAYS = np.array([0, 1, 3, 7, 14, 30, 60, 120, np.inf])
@@ -60,11 +61,24 @@ BELIEF_COLUMNS = ("triple", "kind", "start", "end", "reason", "confidence", "rat
 def _diff_count(n: int, lo: np.ndarray, hi: np.ndarray, weights=None) -> np.ndarray:
     """How many [lo, hi) index ranges cover each of 0..n-1 (empty ranges count nothing)."""
     ok = hi > lo
-    d = np.zeros(n + 1)
-    w = 1.0 if weights is None else weights[ok]
-    np.add.at(d, lo[ok], w)
-    np.add.at(d, hi[ok], -w if weights is not None else -1.0)
-    return np.cumsum(d[:-1])
+    w = None if weights is None else weights[ok]
+    d = np.bincount(lo[ok], weights=w, minlength=n + 1)[: n + 1] - np.bincount(hi[ok], weights=w, minlength=n + 1)[: n + 1]
+    return np.cumsum(d[:-1], dtype=np.float64)
+
+
+def order_by_packed(packed: np.ndarray, tiebreak) -> np.ndarray:
+    """A stable argsort of int64 keys whose rows with equal keys are ordered by ``tiebreak(rows)``
+    (keys as for :func:`numpy.lexsort`, given the rows' indices) — the same order as a lexsort on
+    (tie keys, then the packed key) but sorting only the tied rows by the extra keys."""
+    order = np.argsort(packed, kind="stable")
+    ps = packed[order]
+    dup = np.flatnonzero(ps[1:] == ps[:-1])
+    if dup.size:
+        pos = np.unique(np.concatenate([dup, dup + 1]))  # positions in runs of equal keys
+        group = np.searchsorted(ps[pos], ps[pos], "left")
+        rows = order[pos]  # ascending within each run (stable)
+        order[pos] = rows[np.lexsort(tuple(tiebreak(rows)) + (group,))]
+    return order
 
 
 def weighted_auc(p: np.ndarray, y: np.ndarray, w: np.ndarray | None = None) -> float:
@@ -78,6 +92,28 @@ def weighted_auc(p: np.ndarray, y: np.ndarray, w: np.ndarray | None = None) -> f
         return float("nan")
     below = np.cumsum(neg) - neg
     return float((pos * (below + 0.5 * neg)).sum() / (wp * wn))
+
+
+def _auc_with_unheld(p: np.ndarray, y: np.ndarray, w_true: float, w_false: float, eps: float) -> float:
+    """``weighted_auc`` of the held samples ``p`` (weight 1, ``p >= eps``) plus ``w_true`` positives
+    and ``w_false`` negatives at ``eps`` — the same number, by sorting positives and negatives apart
+    (no index sort): every term is a whole or half count, so the sum is exact in any order."""
+    return _auc_sorted(np.sort(p[y == 1]), np.sort(p[y == 0]), w_true, w_false, eps)
+
+
+def _auc_sorted(pos: np.ndarray, neg: np.ndarray, w_true: float, w_false: float, eps: float) -> float:
+    """:func:`_auc_with_unheld` from the held positives and negatives, each sorted."""
+    wp, wn = len(pos) + float(w_true), len(neg) + float(w_false)
+    if wp == 0 or wn == 0:
+        return float("nan")
+    left = np.searchsorted(neg, pos, "left")
+    right = np.searchsorted(neg, pos, "right")
+    at_eps = pos == eps
+    below = left + np.where(at_eps, 0.0, float(w_false))  # the unheld negatives sit at eps, below the rest
+    equal = (right - left) + np.where(at_eps, float(w_false), 0.0)
+    neg_at_eps = float(np.searchsorted(neg, eps, "right")) + float(w_false)
+    total = float((below + 0.5 * equal).sum()) + float(w_true) * 0.5 * neg_at_eps
+    return total / (wp * wn)
 
 
 @dataclass
@@ -205,11 +241,8 @@ class Evaluator:
         packed = tri * span + (st - st.min(initial=0)) if len(st) and int(tri.max()) < (2 ** 62) // span else None
         if packed is None:
             order = np.lexsort((b["end"], st, tri))
-        else:
-            order = np.argsort(packed, kind="stable")
-            ps = packed[order]
-            if (ps[1:] == ps[:-1]).any():  # ties in (triple, start): settle them by end too
-                order = np.lexsort((b["end"], st, tri))
+        else:  # ties in (triple, start): settled by end
+            order = order_by_packed(packed, lambda rows: (b["end"][rows],))
         b = {c: v[order] for c, v in b.items()}
         cp, n = self.cp, len(self.cp)
         start, end, reason = b["start"].astype(np.int64), b["end"].astype(np.int64), b["reason"].astype(np.int64)
@@ -340,13 +373,21 @@ class Evaluator:
         tr1 = np.searchsorted(cal_idx, self.t_k1[pt], "left")
         lo, hi = np.maximum(r0[pb], tr0), np.minimum(r1[pb], tr1)
         ok = hi > lo
-        d = np.zeros(S + 1)
-        np.add.at(d, offs[pb[ok]] + (lo[ok] - r0[pb[ok]]), 1.0)
-        np.add.at(d, offs[pb[ok]] + (hi[ok] - r0[pb[ok]]), -1.0)
-        y = (np.cumsum(d[:-1]) > 0).astype(np.int8)
+        d = (np.bincount(offs[pb[ok]] + (lo[ok] - r0[pb[ok]]), minlength=S + 1)
+             - np.bincount(offs[pb[ok]] + (hi[ok] - r0[pb[ok]]), minlength=S + 1))
+        y = (np.cumsum(d[:S]) > 0).astype(np.int8)
         pc = np.clip(p, self.eps, 1 - self.eps)
-        loss = -(y * np.log(pc) + (1 - y) * np.log1p(-pc))
+        # -(y log p + (1 - y) log(1 - p)), each logarithm only where it is used (the same numbers)
+        loss = np.empty(S)
+        positive = y == 1
+        np.log(pc, out=loss, where=positive)
+        np.log1p(-pc, out=loss, where=~positive)
+        np.negative(loss, out=loss)
         sk = kind[sb]
+        # held positives and negatives sorted per kind once; all kinds' are their merge (sorted runs)
+        by_kind = [(np.sort(pc[(sk == k) & positive]), np.sort(pc[(sk == k) & ~positive])) for k in range(len(KINDS))]
+        pos_all = np.sort(np.concatenate([a for a, _ in by_kind]), kind="stable")
+        neg_all = np.sort(np.concatenate([b for _, b in by_kind]), kind="stable")
 
         # triples mentioned before t but not held predict 0 (clipped to eps); held triples never
         # mentioned (derived facts) join the population while held
@@ -370,8 +411,7 @@ class Evaluator:
             "log_loss": float(per_ck_loss.sum() / N) if N else float("nan"),
             "brier": float((((pc - y) ** 2).sum() + W_true * (1 - self.eps) ** 2 + W_false * self.eps ** 2) / N)
             if N else float("nan"),
-            "auc": weighted_auc(np.concatenate([pc, [self.eps, self.eps]]), np.concatenate([y, [1, 0]]),
-                                np.concatenate([np.ones(S), [W_true, W_false]])),
+            "auc": _auc_sorted(pos_all, neg_all, W_true, W_false, self.eps),
             "rmse_bins": _rmse_bins(pc, y, sk, age),
             "held_log_loss": float(loss.mean()) if S else float("nan"),
             "samples": int(N),
@@ -401,8 +441,7 @@ class Evaluator:
                 "log_loss": float((loss[sel].sum() + ot * l1 + of * l0) / nk),
                 "brier": float((((pc[sel] - y[sel]) ** 2).sum() + ot * (1 - self.eps) ** 2 + of * self.eps ** 2) / nk),
                 "rmse_bins": _rmse_bins(pc[sel], y[sel], sk[sel], age[sel]),
-                "auc": weighted_auc(np.concatenate([pc[sel], [self.eps, self.eps]]), np.concatenate([y[sel], [1, 0]]),
-                                    np.concatenate([np.ones(int(sel.sum())), [ot, of]])),
+                "auc": _auc_sorted(by_kind[k][0], by_kind[k][1], ot, of, self.eps),
             })
         by_kind = pd.DataFrame(rows)
         for r in rows:

@@ -36,7 +36,7 @@ from factmem.evaluation.metrics import Evaluation, Evaluator
 from factmem.store.factstore import FactStore
 
 __all__ = ["Schedule", "PreparedLog", "prepare", "beliefs_from_store", "EncodedEvents", "encode_events",
-    "kernel_beliefs", "SimulationResult", "simulate"]
+    "kernel_beliefs", "kernel_belief_arrays", "SimulationResult", "simulate"]
 
 
 @dataclass(frozen=True)
@@ -265,6 +265,13 @@ def kernel_beliefs(prepared: PreparedLog, params: Sequence[MemoryParams], grid: 
                    encoded: EncodedEvents | None = None) -> list[pd.DataFrame]:
     """Belief states of each parameter set (all sharing one set of multi-valued predicates),
     computed together by the vectorized kernel; equal to what :func:`simulate` reads from a store."""
+    return [pd.DataFrame(b) for b in kernel_belief_arrays(prepared, params, grid, encoded)]
+
+
+def kernel_belief_arrays(prepared: PreparedLog, params: Sequence[MemoryParams], grid: np.ndarray,
+                         encoded: EncodedEvents | None = None) -> list[dict[str, np.ndarray]]:
+    """:func:`kernel_beliefs` as plain columns (what the scorers read), without building DataFrames:
+    the rows' triple and start are shared by every parameter set, the rest are views."""
     mvps = {p.multi_valued_predicates for p in params}
     if len(mvps) != 1:
         raise InputError("kernel_beliefs takes parameter sets that share multi_valued_predicates")
@@ -274,12 +281,13 @@ def kernel_beliefs(prepared: PreparedLog, params: Sequence[MemoryParams], grid: 
                          predicate_names=enc.predicate_names)
     out = []
     triple, start = enc.triple[res.event], enc.ts[res.event]  # rows come in the kernel's wave order
+    kind = enc.kind.astype(np.int64)
     for j in range(len(params)):
         origin = res.origin[j]
-        out.append(pd.DataFrame({
-            "triple": triple, "kind": enc.kind[origin].astype(np.int64), "start": start, "end": res.end[j],
+        out.append({
+            "triple": triple, "kind": kind[origin], "start": start, "end": res.end[j],
             "reason": res.reason[j].astype(np.int64), "confidence": res.conf[j], "rate": res.rate[j], "fact": origin,
-        }))
+        })
     return out
 
 

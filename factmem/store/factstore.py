@@ -37,12 +37,19 @@ from factmem.store.reads import Fact, Reads  # noqa: F401 - part of the API
 from factmem.store.schema import DDL, SCHEMA_VERSION, effective_sql
 from factmem.store.writes import BatchWrites, IngestResult, ReplayResult  # noqa: F401 - part of the API
 
-__all__ = ["Evidence", "ConsolidateResult", "FactStore", "DUCKDB_CONFIG"]
+__all__ = ["Evidence", "ConsolidateResult", "FactStore", "DUCKDB_CONFIG", "FILE_WRITE_CONFIG"]
 
 #: DuckDB settings of every store connection: never fetch or load an extension behind the user's back
 #: (DuckDB would try to download one to read a SQLite file handed to it by mistake).
 DUCKDB_CONFIG: dict[str, str | bool | int | float | list[str]] = {
     "autoinstall_known_extensions": False, "autoload_known_extensions": False}
+#: Settings of a file store opened for writing. DuckDB checkpoints (rewrites the changed row groups of
+#: every table, compressed) whenever its write-ahead log passes ``checkpoint_threshold``: at its default
+#: 16 MiB an incremental store (an ingest and a consolidation a day) checkpointed every few weeks of
+#: data, and those checkpoints were a third of the time of a year of days. The log is written and
+#: synced at every commit either way, so durability is unchanged; closing the store checkpoints, and a
+#: store that was not closed replays a longer log when it is next opened.
+FILE_WRITE_CONFIG: dict[str, str | bool | int | float | list[str]] = {"checkpoint_threshold": "256MiB"}
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 _DUCKDB_MAGIC = b"DUCK"  # at offset 8 of every DuckDB database file
 
@@ -104,7 +111,8 @@ class FactStore(BatchWrites, Reads, ExaminedRecords):
         if self.path is None:
             return _quiet(duckdb.connect(":memory:", config=DUCKDB_CONFIG))
         try:
-            return _quiet(duckdb.connect(str(self.path), read_only=self.read_only, config=DUCKDB_CONFIG))
+            config = DUCKDB_CONFIG if self.read_only else {**DUCKDB_CONFIG, **FILE_WRITE_CONFIG}
+            return _quiet(duckdb.connect(str(self.path), read_only=self.read_only, config=config))
         except duckdb.IOException as exc:
             msg = str(exc)
             if "lock" in msg.lower():
@@ -289,10 +297,13 @@ class FactStore(BatchWrites, Reads, ExaminedRecords):
                 "WHERE status = 'active' AND subject = ? AND predicate = ?", [subject, predicate]).fetchall()
         if not candidates:
             return []
-        marks = ", ".join("?" * len(candidates))
-        found = self.db.execute(  # plain columns, compared here: cheaper than expressions in the query
-            "SELECT id, object, confidence, last_reinforced, decay_rate, status, subject, predicate "
-            f"FROM memory_facts WHERE id IN ({marks})", candidates).fetchall()
+        cols = "SELECT id, object, confidence, last_reinforced, decay_rate, status, subject, predicate FROM memory_facts"
+        if len(candidates) <= 8:  # one point lookup per id: each is pruned to one row group by the id's zone map,
+            # where `id IN (a, b)` scans the table (measured 0.6 ms per `id = ?` branch, 2 ms for IN at 1M facts)
+            sql = " UNION ALL ".join([f"{cols} WHERE id = ?"] * len(candidates))
+        else:
+            sql = f"{cols} WHERE id IN ({', '.join('?' * len(candidates))})"
+        found = self.db.execute(sql, candidates).fetchall()  # plain columns, compared here
         self._keys.settle([r[0] for r in found if r[5] != "active"])
         return [r[:5] for r in found if r[5] == "active" and r[6] == subject and r[7] == predicate]
 
@@ -303,18 +314,22 @@ class FactStore(BatchWrites, Reads, ExaminedRecords):
         self._writable()
         at = resolve_at(at)
         p = self._params
+        args = {"at": at, "thr": p.archive_threshold}
+        due = f"status = 'active' AND {effective_sql('$at')} < $thr"
+        archive = "UPDATE memory_facts SET status = 'archived', status_changed_at = $at, status_reason = 'decay' "
         with self._transaction():
-            archived = self.db.execute(
-                "UPDATE memory_facts SET status = 'archived', status_changed_at = $at, status_reason = 'decay' "
-                f"WHERE status = 'active' AND {effective_sql('$at')} < $thr RETURNING id",
-                {"at": at, "thr": p.archive_threshold}).fetchnumpy()["id"]
             pruned = 0
-            if self._has_links:
-                if len(archived):
-                    self._mark_stale_parents_of(list(archived))
+            if not self._has_links:  # the count is all we need: RETURNING costs DuckDB twice the update
+                archived = int(self.db.execute(archive + f"WHERE {due}", args).fetchall()[0][0])
+            else:  # their derived parents become stale: find them first, then archive exactly those
+                ids = self.db.execute(f"SELECT id FROM memory_facts WHERE {due}", args).fetchnumpy()["id"]
+                archived = len(ids)
+                if archived:
+                    self.db.execute(archive + "WHERE id = ANY($ids)", {"at": at, "ids": [int(i) for i in ids]})
+                    self._mark_stale_parents_of(list(ids))
                 if prune:
                     pruned = self._prune(at)
-        return ConsolidateResult(int(len(archived)), int(pruned))
+        return ConsolidateResult(int(archived), int(pruned))
 
     def link(self, parent_id: int, child_ids: Iterable[int], at: Any = None) -> int:
         """Link a derived fact to the facts it was abstracted from; existing links are kept.
@@ -349,12 +364,12 @@ class FactStore(BatchWrites, Reads, ExaminedRecords):
         return self._transaction()
 
     def _prune(self, at: int) -> int:
-        return len(self.db.execute(
+        return int(self.db.execute(
             "UPDATE memory_facts SET status = 'archived', status_changed_at = $at, "
             "status_reason = 'pruned' WHERE status = 'active' AND id IN ("
             "  SELECT l.child_id FROM memory_fact_links l JOIN memory_facts d ON d.id = l.parent_id"
             "  WHERE d.kind = 'derived' AND d.status = 'active' AND d.reinforcement_count >= $n"
-            ") RETURNING id", {"at": at, "n": self._params.prune_min_reinforcements}).fetchall())
+            ")", {"at": at, "n": self._params.prune_min_reinforcements}).fetchall()[0][0])
 
     def prune(self, at: Any = None) -> int:
         """Archive (reason ``pruned``) the active children of every active derived fact reinforced at

@@ -15,7 +15,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from factmem.core.codes import NO_TIME, OPEN, EndReason, Status
+from factmem.core.codes import KINDS, NO_TIME, OPEN, EndReason, Status
 from factmem.core.timeutil import check_times, to_seconds
 from factmem.engine import kernel as K
 from factmem.store.base import StoreBase
@@ -26,6 +26,13 @@ __all__ = ["IngestResult", "ReplayResult", "BatchWrites"]
 # SQL spelling of the kernel's status codes (K.STATUS_*)
 _STATUS_SQL = "CASE status WHEN 0 THEN 'active' WHEN 1 THEN 'superseded' ELSE 'archived' END"
 _REASON_SQL = "CASE status WHEN 1 THEN 'contradiction' WHEN 2 THEN 'decay' END"
+# The same words as dictionaries indexed by those codes: low-cardinality text columns go to DuckDB
+# dictionary-encoded (small integers plus a few words), which it stores far faster than a string a row.
+_STATUS_LABELS = pa.array([Status(i).label for i in range(3)], pa.string())
+_REASON_LABELS = pa.array(["contradiction", "decay"], pa.string())  # codes 1, 2; active has none
+_ACTION_LABELS = pa.array(["insert", "reinforce"], pa.string())
+_SOURCE_LABELS = pa.array(["observation"], pa.string())
+_KIND_LABELS = pa.array(list(KINDS), pa.string())
 
 
 @dataclass(frozen=True)
@@ -197,52 +204,72 @@ class BatchWrites(StoreBase):
         facts["id"] = K.resolve(facts["ref"].to_numpy(), prov, ids)
         facts["supersedes_id"] = K.resolve(facts["supersedes"].to_numpy(), prov, ids)
         t = batch.table
-        new = facts[facts["ref"].to_numpy() < 0].sort_values("id")
-        if len(new):
-            rows = pa.array(new["row"].to_numpy())
-            changed = new["status_changed_at"].to_numpy()
-            sup = new["supersedes_id"].to_numpy()
+        is_new = facts["ref"].to_numpy() < 0
+        new_ids = facts["id"].to_numpy()[is_new]
+        if len(new_ids):
+            by_id = np.argsort(new_ids, kind="stable")
+            new = {c: facts[c].to_numpy()[is_new][by_id] for c in
+                   ("id", "row", "confidence", "count", "last_reinforced", "decay_rate", "status",
+                    "status_changed_at", "supersedes_id")}
+            rows = pa.array(new["row"])
+            changed = new["status_changed_at"]
+            sup = new["supersedes_id"]
+            codes = new["status"].astype(np.int8)
             new_tbl = pa.table({  # noqa: F841 - read by DuckDB (replacement scan)
-                "id": pa.array(new["id"].to_numpy()),
+                "id": pa.array(new["id"]),
                 "subject": t.column("subject").take(rows),
                 "predicate": t.column("predicate").take(rows),
                 "object": t.column("object").take(rows),
                 "note": t.column("note").take(rows),
-                "kind": t.column("kind").take(rows),
-                "confidence": pa.array(new["confidence"].to_numpy()),
-                "reinforcement_count": pa.array(new["count"].to_numpy()),
+                "kind": _labels(batch.kind_codes()[new["row"]], _KIND_LABELS),
+                "confidence": pa.array(new["confidence"]),
+                "reinforcement_count": pa.array(new["count"]),
                 "first_seen": t.column("ts").take(rows),
-                "last_reinforced": pa.array(new["last_reinforced"].to_numpy()),
-                "decay_rate": pa.array(new["decay_rate"].to_numpy()),
-                "status": pa.array(new["status"].to_numpy().astype(np.int8)),
+                "last_reinforced": pa.array(new["last_reinforced"]),
+                "decay_rate": pa.array(new["decay_rate"]),
+                "status": _labels(codes, _STATUS_LABELS),
                 "supersedes_id": pa.array(sup, mask=sup == K.NO_REF),
                 "status_changed_at": pa.array(changed, mask=changed == NO_TIME),
+                "status_reason": _labels(codes - 1, _REASON_LABELS, null=codes == Status.ACTIVE),
             })
             self.db.execute(
-                f"INSERT INTO memory_facts SELECT id, subject, predicate, object, note, kind, confidence, "
-                f"reinforcement_count, first_seen, last_reinforced, decay_rate, {_STATUS_SQL}, supersedes_id, "
-                f"status_changed_at, {_REASON_SQL}, false FROM new_tbl")
+                "INSERT INTO memory_facts SELECT id, subject, predicate, object, note, kind, confidence, "
+                "reinforcement_count, first_seen, last_reinforced, decay_rate, status, supersedes_id, "
+                "status_changed_at, status_reason, false FROM new_tbl")
         old = facts[facts["ref"].to_numpy() >= 0]
         if len(old):
-            changed = old["status_changed_at"].to_numpy()
+            # two narrow updates instead of one over six columns: most touched facts were only
+            # reinforced, a few changed status (DuckDB's cost grows with the columns updated)
+            old_id = old["id"].to_numpy()
             codes = old["status"].to_numpy()
-            upd = pa.table({  # noqa: F841 - read by DuckDB (replacement scan)
-                "id": pa.array(old["id"].to_numpy()),
-                "confidence": pa.array(old["confidence"].to_numpy()),
-                "reinforcement_count": pa.array(old["count"].to_numpy()),
-                "last_reinforced": pa.array(old["last_reinforced"].to_numpy()),
-                "status": pa.array(codes.astype(np.int8)),
-                "status_changed_at": pa.array(changed, mask=changed == NO_TIME),
-            })
-            self.db.execute(
-                "UPDATE memory_facts SET confidence = u.confidence, reinforcement_count = u.reinforcement_count, "
-                f"last_reinforced = u.last_reinforced, status = {_STATUS_SQL.replace('status', 'u.status')}, "
-                "status_changed_at = coalesce(u.status_changed_at, memory_facts.status_changed_at), "
-                f"status_reason = coalesce({_REASON_SQL.replace('status', 'u.status')}, memory_facts.status_reason) "
-                "FROM upd u WHERE memory_facts.id = u.id")
-            self._mark_stale_parents_of(old["id"].to_numpy()[codes != Status.ACTIVE])
-        # evidence: one row per event, numbered in global order
-        by_g = np.argsort(sg, kind="stable")
+            again = old["reinforced"].to_numpy().astype(bool)
+            if again.any():
+                upd = pa.table({  # noqa: F841 - read by DuckDB (replacement scan)
+                    "id": pa.array(old_id[again]),
+                    "confidence": pa.array(old["confidence"].to_numpy()[again]),
+                    "reinforcement_count": pa.array(old["count"].to_numpy()[again]),
+                    "last_reinforced": pa.array(old["last_reinforced"].to_numpy()[again]),
+                })
+                self.db.execute(
+                    "UPDATE memory_facts SET confidence = u.confidence, reinforcement_count = u.reinforcement_count, "
+                    "last_reinforced = u.last_reinforced FROM upd u WHERE memory_facts.id = u.id")
+            left = codes != Status.ACTIVE
+            if left.any():
+                changed = old["status_changed_at"].to_numpy()[left]
+                gone = pa.table({  # noqa: F841 - read by DuckDB (replacement scan)
+                    "id": pa.array(old_id[left]),
+                    "status": _labels(codes[left], _STATUS_LABELS),
+                    "status_changed_at": pa.array(changed, mask=changed == NO_TIME),
+                    "status_reason": _labels(codes[left] - 1, _REASON_LABELS),
+                })
+                self.db.execute(
+                    "UPDATE memory_facts SET status = u.status, "
+                    "status_changed_at = coalesce(u.status_changed_at, memory_facts.status_changed_at), "
+                    "status_reason = u.status_reason FROM gone u WHERE memory_facts.id = u.id")
+                self._mark_stale_parents_of(old_id[left])
+        # evidence: one row per event, numbered in global order (sg is a permutation: invert it)
+        by_g = np.empty(len(sg), np.int64)
+        by_g[sg] = np.arange(len(sg))
         in_rows = order[by_g]
         if (in_rows == np.arange(len(in_rows))).all():
             sess, msg, obs = t.column("session_id"), t.column("message_id"), t.column("ts")
@@ -255,12 +282,13 @@ class BatchWrites(StoreBase):
             "session_id": sess,
             "message_id": msg,
             "observed_at": obs,
-            "inserted": pa.array(ev_ins[by_g]),
+            "action": _labels(np.where(ev_ins[by_g], 0, 1).astype(np.int8), _ACTION_LABELS),
             "confidence": pa.array(ev_conf[by_g]),
+            "source": _labels(np.zeros(len(by_g), np.int8), _SOURCE_LABELS),
         })
         self.db.execute(
-            "INSERT INTO memory_evidence SELECT id, fact_id, session_id, message_id, observed_at, "
-            "CASE WHEN inserted THEN 'insert' ELSE 'reinforce' END, confidence, 'observation' FROM ev_tbl")
+            "INSERT INTO memory_evidence SELECT id, fact_id, session_id, message_id, observed_at, action, confidence, "
+            "source FROM ev_tbl")
         self._next_fact_id += len(ids)
         self._next_evidence_id += len(ev_id)
         return ev_id
@@ -426,6 +454,14 @@ def _consolidation_times(consolidate_at: Any) -> np.ndarray:
         check_times(given.ravel(), lambda i: f"consolidate_at[{i}]", field="time")
         return np.unique(given.ravel().astype(np.int64))
     return np.unique(np.asarray([to_seconds(t, name="consolidate_at") for t in given.ravel()], dtype=np.int64))
+
+
+def _labels(codes: np.ndarray, words: pa.Array, null: np.ndarray | None = None) -> pa.DictionaryArray:
+    """A text column as a dictionary array: ``words[codes]``, null where ``null``."""
+    indices = codes.astype(np.int8)
+    if null is not None:
+        indices = np.where(null, 0, indices).astype(np.int8)
+    return pa.DictionaryArray.from_arrays(pa.array(indices, mask=null), words)
 
 
 def _encode(arr: pa.Array) -> tuple[np.ndarray, pa.Array]:

@@ -49,7 +49,14 @@ from factmem.core.params import MemoryParams
 from factmem.data.logs import Dataset
 from factmem.errors import InputError
 from factmem.evaluation.context import FIELDS, ContextEvaluator, ContextScores
-from factmem.evaluation.simulate import PreparedLog, Schedule, default_schedule, encode_events, kernel_beliefs, prepare
+from factmem.evaluation.simulate import (
+    PreparedLog,
+    Schedule,
+    default_schedule,
+    encode_events,
+    kernel_belief_arrays,
+    prepare,
+)
 from factmem.tuning.settings import OBJECTIVES, Compute, Holdout, Objective, Search
 from factmem.tuning.space import ALIASES, assign, grid_points, random_points
 
@@ -188,7 +195,7 @@ def score_chunk(log: Any, holdout_log: Any, params: list[dict], schedule: dict, 
     plan, _ = plan_parts(P, H, sched, ho)
     for prep, cp_ranges, time_ranges in plan:
         cps = sched.checkpoints(prep.start, prep.end)
-        beliefs = kernel_beliefs(prep, ps, sched.consolidations(prep.start, prep.end),
+        beliefs = kernel_belief_arrays(prep, ps, sched.consolidations(prep.start, prep.end),
                                  encode_events(prep, ps[0].multi_valued_predicates))
         ev = prep.evaluator(cps)
         ctx = _context_evaluator(prep, objective, time_ranges, ho.seed)
@@ -291,6 +298,13 @@ def sweep(log: Any, space: Mapping[str, Any] | Sequence[MemoryParams], *, base: 
         subjects.update(subj)
         npoints.update(pts)
 
+    # the logs already prepared here serve this process's chunks and, where worker processes are
+    # forked (Linux), theirs: without this each worker parsed the log again (~10 s for `large`)
+    lent = []
+    for ref, prep in ((log_ref, P), (hold_ref, H)):
+        if isinstance(ref, str) and prep is not None and ref not in _CACHE:
+            _CACHE[ref] = prep
+            lent.append(ref)
     bar = tqdm(total=len(points), desc="sweep", unit="params", disable=not compute.progress)
     executor, own = compute.executor, None
     if executor is None and (compute.workers is None or compute.workers > 0) and len(chunks) > 1:
@@ -310,6 +324,8 @@ def sweep(log: Any, space: Mapping[str, Any] | Sequence[MemoryParams], *, base: 
         bar.close()
         if own is not None:
             own.shutdown()
+        for ref in lent:
+            _CACHE.pop(ref, None)
 
     flat = pd.DataFrame([p.to_flat() for p in points])
     flat["multi_valued_predicates"] = [",".join(sorted(p.multi_valued_predicates)) for p in points]
