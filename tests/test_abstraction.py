@@ -648,46 +648,10 @@ class InProcessModel:
 
 
 def ref_pass(m: RefMemory, at: int, min_cluster: int, prune: bool) -> list[str]:
-    """The pass as the module docstring states it, on the reference model; returns the subjects called."""
-    facts = m.facts
-    active_obs = [f for f in facts.values() if f["status"] == "active" and f["kind"] != "derived"]
-    called = []
-    for subject in sorted({f["subject"] for f in active_obs}):
-        ids = sorted(f["id"] for f in active_obs if f["subject"] == subject)
-        if len(ids) < min_cluster:
-            continue
-        live_derived = [f for f in facts.values() if f["status"] == "active" and f["kind"] == "derived"]
-        stale = sorted({f["id"] for f in live_derived if f["stale"] and any(
-            p == f["id"] and facts[c]["subject"] == subject for p, c, _ in m.links)})
-        linked = any(
-            not f["stale"] and sorted(c for p, c, _ in m.links if p == f["id"] and facts[c]["status"] == "active"
-                                      and facts[c]["kind"] != "derived") == ids
-            for f in live_derived)
-        answered_empty = (subject, tuple(ids)) in m.empty_answers
-        if (linked or answered_empty) and not stale:
-            continue
-        called.append(subject)
-        members = [facts[i] for i in ids]
-        try:
-            items = json.loads(model_answer(subject, members))
-        except (ProviderError, ValueError):
-            continue
-        if not items:
-            m.empty_answers.add((subject, tuple(ids)))
-        for it in items:
-            fid = m.remember(subject, it["predicate"], it["object"], "derived", at, f"abstraction:{at}",
-                             f"cluster:{subject}", None, source="abstraction")
-            have = {(p, c) for p, c, _ in m.links}
-            m.links += [(fid, c, at) for c in ids if (fid, c) not in have]
-        for i in stale:
-            facts[i]["stale"] = False
-    if prune:
-        validated = {f["id"] for f in facts.values() if f["kind"] == "derived" and f["status"] == "active"
-                     and f["reinforcement_count"] >= m.params.prune_min_reinforcements}
-        for p, c, _ in m.links:
-            if p in validated and facts[c]["status"] == "active":
-                facts[c].update(status="archived", status_changed_at=at, status_reason="pruned")
-    return called
+    """The pass as the module docstring states it, on the public reference model
+    (:meth:`factmem.testing.RefMemory.abstract`); returns the subjects called."""
+    return m.abstract(at, model_answer, min_cluster=min_cluster, max_facts=PARAMS.max_facts,
+                      link_scope="cluster", prune=prune)
 
 
 PARAMS = MemoryParams(multi_valued_predicates={"likes", "plays"})
@@ -703,7 +667,6 @@ rounds = st.lists(st.tuples(st.lists(fact_op, min_size=0, max_size=4),
 @given(rounds=rounds)
 def test_pass_matches_reference(rounds):
     s, m, model = FactStore(params=PARAMS), RefMemory(PARAMS), InProcessModel()
-    m.empty_answers = set()
     t = T0
     cols = ["id", "subject", "predicate", "object", "kind", "reinforcement_count", "last_reinforced", "status",
             "status_reason", "stale"]

@@ -72,7 +72,7 @@ from factmem.store.factstore import FactStore
 from factmem.store.locking import exclusive
 from factmem.store.schema import STATUSES
 
-__all__ = ["SQLITE_FORMAT", "SEED_FACTS_DDL", "SEED_LINKS_DDL", "EVIDENCE_DDL", "EVIDENCE_INDEX", "STATE_DDL",
+__all__ = ["read_meta_params", "SQLITE_FORMAT", "SEED_FACTS_DDL", "SEED_LINKS_DDL", "EVIDENCE_DDL", "EVIDENCE_INDEX", "STATE_DDL",
     "EXAMINED_DDL", "LEGACY_EMPTY_DDL", "META_DDL", "ExportResult", "ImportResult", "export_db", "validate_sqlite", "import_db",
     "compare_memories"]
 
@@ -542,7 +542,9 @@ def _validate(path: Path, sq: sqlite3.Connection) -> dict[str, Any]:
     return info
 
 
-def _meta_params(path: Path, sq: sqlite3.Connection, tables: list[str]) -> MemoryParams | None:
+def read_meta_params(path: Path, sq: sqlite3.Connection, tables: list[str]) -> MemoryParams | None:
+    """The params an export saved in ``factmem_meta`` (None when the file has none); a corrupt entry
+    raises :class:`ProductionDBError` naming the file, table and key."""
     if "factmem_meta" not in tables:
         return None
     try:
@@ -608,7 +610,7 @@ def import_db(sqlite_path: str | os.PathLike, out_duckdb: str | os.PathLike, *,
         bar = tqdm(total=sum(info["counts"][t] for t in ("memory_facts", "memory_fact_links", "memory_evidence")),
                    desc="import-db", unit="row", unit_scale=True, disable=None if progress is None else not progress)
         _check_meta(src, sq, info["tables"])
-        saved = _meta_params(src, sq, info["tables"])
+        saved = read_meta_params(src, sq, info["tables"])
         use = params if params is not None else saved if saved is not None else MemoryParams()
         params_from = "argument" if params is not None else "factmem_meta" if saved is not None else "seed defaults"
         if not allow_multiple_active:

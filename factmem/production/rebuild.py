@@ -57,7 +57,7 @@ from factmem.core.params import MemoryParams
 from factmem.data.logs import Dataset, empty_generalizations, empty_truth
 from factmem.errors import ProductionDBError
 from factmem.evaluation.simulate import PreparedLog
-from factmem.export.sqlite import validate_sqlite
+from factmem.export.sqlite import read_meta_params, validate_sqlite
 
 __all__ = ["OBSERVATION", "ABSTRACTION", "NO_ID", "CHUNK_ROWS", "ProductionLog", "read_production",
            "file_sha256", "release_memory"]
@@ -253,21 +253,6 @@ def _categorical(parts: list[pa.Array], categories: list[str] | None = None) -> 
     return pd.Categorical.from_codes(codes, categories=pd.Index(dictionary.to_pandas(), dtype=str))
 
 
-def _meta_params(path: Path, sq: sqlite3.Connection, tables: list[str]) -> MemoryParams | None:
-    if "factmem_meta" not in tables:
-        return None
-    try:
-        rows = dict(sq.execute("SELECT key, value FROM factmem_meta").fetchall())
-    except sqlite3.DatabaseError as exc:
-        raise ProductionDBError(f"{path}: table factmem_meta: unreadable ({exc})") from None
-    if "params" not in rows:
-        return None
-    try:
-        return MemoryParams.from_json(str(rows["params"]))
-    except ValueError as exc:
-        raise ProductionDBError(f"{path}: table factmem_meta: key 'params': {exc}") from None
-
-
 def read_production(path: str | os.PathLike) -> ProductionLog:
     """Validate a production memory file and read it for replay (see the module docstring)."""
     path = Path(path)
@@ -280,7 +265,7 @@ def read_production(path: str | os.PathLike) -> ProductionLog:
     ev_cols = set(info["evidence_columns"])
     sq = _connect(path)
     try:
-        saved = _meta_params(path, sq, tables)
+        saved = read_meta_params(path, sq, tables)
         facts = _read_facts(sq, has_state)
         evidence = _read_evidence(path, sq, ev_cols, counts["memory_evidence"])
         link_max = sq.execute("SELECT max(created_at) FROM memory_fact_links").fetchone()[0]
