@@ -144,7 +144,9 @@ def _resolve(log: Any) -> PreparedLog:
 
 
 def _context_evaluator(P: PreparedLog, objective: dict, parts: dict[str, tuple[int, int]], seed: int) -> ContextEvaluator:
-    key = (id(P), P.sha256, json.dumps(objective, sort_keys=True), tuple(parts.items()), seed)
+    # id(P) is unique while the entry lives: the evaluator holds P. (Not P.sha256: hashing a 1M-mention
+    # log costs ~5 s, which every worker process paid before scoring its first set.)
+    key = (id(P), json.dumps(objective, sort_keys=True), tuple(parts.items()), seed)
     if key not in _CONTEXT:
         _CONTEXT[key] = ContextEvaluator(P, budgets=objective["budgets"], needed=objective["needed"],
                                          stale_cost=objective["stale_cost"], parts=parts,
