@@ -5,8 +5,9 @@ conclusion they state held on this run's numbers. A notebook writes to its outpu
 kernel's temporary directory, and either leaves it there or removes it at the end, saying so
 (``removed <folder>``); the notebooks in :data:`REMOVES_ITS_FOLDER` must remove it. Notebook 04 also
 keeps its tuning run (``RUN_DIR``, relative to the kernel's working directory) for notebook 05, which
-exports that run's recommendation; :func:`test_tuning_run_flows_from_04_into_05` runs the two in
-sequence so that the hand-off cannot break."""
+exports that run's recommendation, and notebooks 06 and 07 compare their decay with it;
+:func:`test_tuning_run_flows_from_04_into_05` runs 04, then 05, 06 and 07 against its run folder, so
+that the hand-off cannot break."""
 
 from __future__ import annotations
 
@@ -172,7 +173,8 @@ def _stdout(nb: nbformat.NotebookNode) -> str:
 @pytest.mark.slow
 def test_tuning_run_flows_from_04_into_05(tmp_path):
     """Notebook 04 keeps its run folder; notebook 05, pointed at it, exports exactly that recommendation
-    (the same params.toml fingerprint) instead of tuning again."""
+    (the same params.toml fingerprint) instead of tuning again; notebooks 06 and 07 find it by default and
+    put their decay beside it."""
     tuning = nbformat.read(NOTEBOOK_DIR / "04_sweep_and_tuning.ipynb", as_version=4)
     execute(tuning, tmp_path)
     run = tmp_path / "runs" / "04_sweep_and_tuning-quick" / "run"
@@ -188,3 +190,13 @@ def test_tuning_run_flows_from_04_into_05(tmp_path):
     assert "running notebook 4's tune here" not in text
     assert f"fingerprint {printed.group(1)}" in text
     assert not list(tmp_path.glob("factmem-nb0[45]-*"))  # both removed their output folders
+
+    # the fit notebook and the real-data notebook compare with the same run: their default TUNING_RUN is
+    # notebook 04's RUN_DIR (both relative to the notebooks' folder, here the kernel's working directory)
+    for name in ("06_fit_decay_from_data", "07_real_temporal_facts"):
+        other = nbformat.read(NOTEBOOK_DIR / f"{name}.ipynb", as_version=4)
+        execute(other, tmp_path)
+        text = _stdout(other)
+        assert f"comparing with notebook 4's run folder: {run.resolve()}" in text, name
+        assert "no run folder" not in text, name
+        assert not list(tmp_path.glob(f"factmem-nb{name[:2]}-*")), name

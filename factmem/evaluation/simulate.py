@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from tqdm.auto import tqdm
 
 from factmem.abstraction.passes import abstract
 from factmem.core.codes import DAY, HOUR, KIND_CODES, KINDS, OPEN, EndReason
@@ -324,7 +325,8 @@ class SimulationResult:
 def simulate(log: Dataset | PreparedLog | str | os.PathLike, params: MemoryParams | None = None,
              schedule: Schedule | None = None, *, store_path: str | os.PathLike | None = None,
              provider: Any = None, model: str | None = None, track: Sequence[tuple] | int = 6,
-             checkpoints: np.ndarray | None = None, quiet: bool = True) -> SimulationResult:
+             checkpoints: np.ndarray | None = None, quiet: bool = True,
+             progress: bool = False) -> SimulationResult:
     """Replay ``log`` through a FactStore with ``params`` on ``schedule`` and score it.
 
     ``schedule`` defaults to :func:`default_schedule` (daily; yearly for imported temporal facts); a
@@ -334,6 +336,8 @@ def simulate(log: Dataset | PreparedLog | str | os.PathLike, params: MemoryParam
     (after that time's consolidation). ``track``: (subject, predicate[, object]) tuples whose facts'
     confidence trajectories to return, or how many to pick automatically (the most reinforced fact of
     each kind, then the next). ``checkpoints``: evaluation times (default: the schedule's).
+    ``progress``: a tqdm bar over the mentions replayed (it advances once per abstraction pass, with
+    the passes done as its postfix; a widget in Jupyter). ``quiet=False`` adds each pass's own bar.
     """
     prepared = log if isinstance(log, PreparedLog) else prepare(log)
     params = params or MemoryParams()
@@ -355,6 +359,7 @@ def simulate(log: Dataset | PreparedLog | str | os.PathLike, params: MemoryParam
     times = schedule.abstractions(start, end)
     ts = events["ts"].to_numpy()
     prev = None
+    bar = tqdm(total=len(ts), desc="simulate", unit="mention", unit_scale=True, disable=not progress)
     for a in list(times) + [None]:  # one iteration per abstraction pass
         lo = 0 if prev is None else int(np.searchsorted(ts, prev, "left"))
         hi = len(ts) if a is None else int(np.searchsorted(ts, a, "left"))
@@ -362,12 +367,15 @@ def simulate(log: Dataset | PreparedLog | str | os.PathLike, params: MemoryParam
                  (grid <= (a if a is not None else np.iinfo(np.int64).max))]
         if hi > lo or len(g):
             store.replay(events.iloc[lo:hi], g)
+        bar.update(hi - lo)
         if a is not None:
             before = _believed(store, a)
             r = abstract(store, provider, model=model, at=int(a), quiet=quiet)
             row = {"at": int(a), **r.counters(), "believed_before": before, "believed_after": _believed(store, a)}
             passes.append(row)
+            bar.set_postfix(passes=len(passes), refresh=False)
             prev = a
+    bar.close()
     beliefs = beliefs_from_store(store, prepared)
     evaluation = prepared.evaluator(cps).score(beliefs, params.retrieval_threshold)
     from factmem.evaluation.cardinality import supersession_costs
