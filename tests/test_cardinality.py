@@ -1,4 +1,4 @@
-"""Cardinality chosen by cost (factmem.evaluation.cardinality_choice): value changes in periods, the decision,
+"""Cardinality chosen by cost (factmem.evaluation.cardinality_choice, cardinality_policy): value changes in periods, the decision,
 the held-out split, the comparison table, and the real Wikidata12k numbers."""
 
 from __future__ import annotations
@@ -15,20 +15,22 @@ from factmem.data import logs
 from factmem.data.importer import import_triples
 from factmem.errors import InputError
 from factmem.evaluation.cardinality_choice import (
-    ConcurrentObjects,
     Weights,
-    compare_policies,
     decide_cardinality,
     default_window_days,
-    learn_concurrent_objects,
-    learn_concurrent_policy,
     mention_changes,
     multi_valued_of,
-    subject_folds,
     suggest_cardinality,
-    superseded,
     value_changes,
     wilson_interval,
+)
+from factmem.evaluation.cardinality_policy import (
+    ConcurrentObjects,
+    compare_policies,
+    learn_concurrent_objects,
+    learn_concurrent_policy,
+    subject_folds,
+    superseded,
 )
 
 DAY = 86400

@@ -2,7 +2,8 @@
 
 Each is a thin wrapper over one library call (:func:`factmem.tuning.tune.tune`,
 :func:`factmem.evaluation.simulate.simulate`, :func:`factmem.tuning.sweep.sweep`,
-:func:`factmem.evaluation.cardinality_choice.suggest_cardinality` and ``compare_policies``).
+:func:`factmem.evaluation.cardinality_choice.suggest_cardinality` and
+:func:`factmem.evaluation.cardinality_policy.compare_policies`).
 """
 
 from __future__ import annotations
@@ -224,7 +225,8 @@ def add_cardinality(sub) -> None:
 
 def _run_cardinality(args) -> int:
     from factmem.data.logs import load
-    from factmem.evaluation.cardinality_choice import Weights, compare_policies, multi_valued_of, suggest_cardinality
+    from factmem.evaluation.cardinality_choice import Weights, multi_valued_of, suggest_cardinality
+    from factmem.evaluation.cardinality_policy import compare_policies
 
     ds = load(load_log(args.dir))
     weights = Weights(args.w_false, args.w_missed)
