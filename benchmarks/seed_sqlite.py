@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 import sqlite3
 
-from factmem.export.sqlite import SEED_FACTS_DDL  # the seed's CREATE TABLE, verbatim
+from factmem.export.sqlite_format import SEED_FACTS_DDL  # the seed's CREATE TABLE, verbatim
 
 SCHEMA = SEED_FACTS_DDL + """
 CREATE TABLE IF NOT EXISTS memory_evidence (

@@ -16,15 +16,8 @@ from factmem.cli.main import main
 from factmem.core.codes import KINDS
 from factmem.core.params import MemoryParams
 from factmem.errors import ExportError, ProductionDBError, StoreError
-from factmem.export.sqlite import (
-    EVIDENCE_DDL,
-    SEED_FACTS_DDL,
-    SEED_LINKS_DDL,
-    compare_memories,
-    export_db,
-    import_db,
-    validate_sqlite,
-)
+from factmem.export.sqlite import compare_memories, export_db, import_db
+from factmem.export.sqlite_format import EVIDENCE_DDL, SEED_FACTS_DDL, SEED_LINKS_DDL, validate_sqlite
 from factmem.store.factstore import Evidence, FactStore
 from factmem.store.schema import SEED_FACT_COLUMNS
 

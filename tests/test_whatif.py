@@ -19,7 +19,7 @@ from factmem.data.generate import generate
 from factmem.errors import ParamsFileError, ProductionDBError
 from factmem.evaluation.context import ContextEvaluator
 from factmem.evaluation.simulate import Schedule, kernel_beliefs, prepare, simulate
-from factmem.export.sqlite import EVIDENCE_DDL, SEED_FACTS_DDL, SEED_LINKS_DDL
+from factmem.export.sqlite_format import EVIDENCE_DDL, SEED_FACTS_DDL, SEED_LINKS_DDL
 from factmem.production.compare import context_sums
 from factmem.production.rebuild import file_sha256, read_production
 from factmem.production.replay import consolidation_grid, replay_log

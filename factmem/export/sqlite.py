@@ -3,9 +3,9 @@
 **The SQLite file** (:func:`export_db`) holds
 
 * ``memory_facts`` and ``memory_fact_links``: the seed's ``CREATE TABLE`` statements verbatim
-  (:data:`SEED_FACTS_DDL`, :data:`SEED_LINKS_DDL`), 13 and 3 columns, nothing added — a production
-  crate opens the file as its own memory;
-* ``memory_evidence`` (the seed shows no DDL for it; :data:`EVIDENCE_DDL`): the seed's provenance
+  (``SEED_FACTS_DDL``, ``SEED_LINKS_DDL`` in :mod:`factmem.export.sqlite_format`), 13 and 3
+  columns, nothing added — a production crate opens the file as its own memory;
+* ``memory_evidence`` (the seed shows no DDL for it; ``EVIDENCE_DDL``): the seed's provenance
   columns ``fact_id, session_id, message_id, observed_at`` plus an ``id INTEGER PRIMARY KEY`` and
   factmem's ``action`` (insert/reinforce), ``confidence`` (after the event) and ``source``
   (observation/abstraction). factmem's extras are **nullable**, so a crate that knows only the four
@@ -32,12 +32,8 @@ production crate has no ``action``, ``confidence`` or ``source``: they stay NULL
 so they have nothing to show for such rows). A production evidence table may lack ``id`` (rowid is
 used) and factmem's three extras.
 
-The file is checked before anything is written: required tables; in each, missing and extra
-columns and each column's type affinity; then every value's storage class (SQLite is dynamically
-typed: ``'abc'`` can sit in an INTEGER column), NULLs in NOT NULL columns, and unknown kinds and
-statuses. Each problem is a :class:`~factmem.errors.ProductionDBError` naming the file, the table,
-the column and the first offending row. Outputs are written to a temporary file and renamed only on
-success: a failed export or import leaves nothing behind.
+The file is checked before anything is written (:mod:`factmem.export.sqlite_format`); outputs are
+written to a temporary file and renamed only on success: a failed export or import leaves nothing behind.
 
 SQLite has no bulk-insert API: the export streams Arrow record batches out of DuckDB and hands each
 batch to ``executemany`` (rows built by ``zip`` over the batch's columns, in C); the import reads
@@ -63,104 +59,34 @@ import pyarrow as pa
 from tqdm.auto import tqdm
 
 from factmem import __version__
-from factmem.core.codes import KINDS, MAX_TIME, MIN_TIME
 from factmem.core.params import MemoryParams
 from factmem.errors import ExportError, InputError, ProductionDBError, StoreError
 from factmem.export.atomic import atomic_write
-from factmem.store.examined import EXAMINED_OUTCOMES, EXAMINED_TABLE
+from factmem.export.sqlite_format import (
+    EVIDENCE_DDL,
+    EVIDENCE_INDEX,
+    EVIDENCE_SPEC,
+    EXAMINED_DDL,
+    EXAMINED_SPEC,
+    FACTS_SPEC,
+    LINKS_SPEC,
+    META_DDL,
+    SEED_FACTS_DDL,
+    SEED_LINKS_DDL,
+    SQLITE_FORMAT,
+    STATE_DDL,
+    STATE_SPEC,
+    check_active_keys,
+    check_file,
+    check_meta,
+    open_sqlite,
+    read_meta_params,
+)
+from factmem.store.examined import EXAMINED_TABLE
 from factmem.store.factstore import FactStore
 from factmem.store.locking import exclusive
-from factmem.store.schema import STATUSES
 
-__all__ = ["read_meta_params", "SQLITE_FORMAT", "SEED_FACTS_DDL", "SEED_LINKS_DDL", "EVIDENCE_DDL", "EVIDENCE_INDEX", "STATE_DDL",
-    "EXAMINED_DDL", "LEGACY_EMPTY_DDL", "META_DDL", "ExportResult", "ImportResult", "export_db", "validate_sqlite", "import_db",
-    "compare_memories"]
-
-SQLITE_FORMAT = "factmem.sqlite/1"
-
-#: The seed's DDL, verbatim.
-SEED_FACTS_DDL = """CREATE TABLE IF NOT EXISTS memory_facts (
-    id                  INTEGER PRIMARY KEY,
-    subject             TEXT NOT NULL,
-    predicate           TEXT NOT NULL,
-    object              TEXT NOT NULL,
-    note                TEXT,
-    kind                TEXT NOT NULL,
-    confidence          REAL NOT NULL,
-    reinforcement_count INTEGER NOT NULL,
-    first_seen          INTEGER NOT NULL,
-    last_reinforced     INTEGER NOT NULL,
-    decay_rate          REAL NOT NULL,
-    status              TEXT NOT NULL,
-    supersedes_id       INTEGER
-);"""
-
-SEED_LINKS_DDL = """CREATE TABLE IF NOT EXISTS memory_fact_links (
-    parent_id   INTEGER NOT NULL REFERENCES memory_facts(id) ON DELETE CASCADE,
-    child_id    INTEGER NOT NULL REFERENCES memory_facts(id) ON DELETE CASCADE,
-    created_at  INTEGER NOT NULL,
-    PRIMARY KEY (parent_id, child_id)
-);"""
-
-EVIDENCE_DDL = """CREATE TABLE IF NOT EXISTS memory_evidence (
-    id          INTEGER PRIMARY KEY,
-    fact_id     INTEGER NOT NULL REFERENCES memory_facts(id) ON DELETE CASCADE,
-    session_id  TEXT,
-    message_id  TEXT,
-    observed_at INTEGER NOT NULL,
-    action      TEXT,
-    confidence  REAL,
-    source      TEXT
-);"""
-EVIDENCE_INDEX = "CREATE INDEX IF NOT EXISTS memory_evidence_fact_id ON memory_evidence(fact_id);"
-
-STATE_DDL = """CREATE TABLE IF NOT EXISTS factmem_fact_state (
-    id                INTEGER PRIMARY KEY REFERENCES memory_facts(id) ON DELETE CASCADE,
-    status_changed_at INTEGER,
-    status_reason     TEXT,
-    stale             INTEGER NOT NULL DEFAULT 0
-);"""
-
-EXAMINED_DDL = """CREATE TABLE IF NOT EXISTS factmem_abstraction_examined (
-    subject     TEXT NOT NULL,
-    member_ids  TEXT NOT NULL,
-    examined_at INTEGER NOT NULL,
-    pass_id     TEXT,
-    outcome     TEXT NOT NULL
-);"""
-
-#: The side table of files written before examined memberships (empty answers only); read on import.
-LEGACY_EMPTY_DDL = """CREATE TABLE IF NOT EXISTS factmem_abstraction_empty (
-    subject     TEXT NOT NULL,
-    member_ids  TEXT NOT NULL,
-    examined_at INTEGER NOT NULL,
-    pass_id     TEXT
-);"""
-
-META_DDL = """CREATE TABLE IF NOT EXISTS factmem_meta (
-    key   TEXT PRIMARY KEY,
-    value TEXT NOT NULL
-);"""
-
-# (column, affinity, nullable) of every table; evidence and state list their optional columns apart.
-_FACTS = [("id", "INTEGER", False), ("subject", "TEXT", False), ("predicate", "TEXT", False),
-          ("object", "TEXT", False), ("note", "TEXT", True), ("kind", "TEXT", False),
-          ("confidence", "REAL", False), ("reinforcement_count", "INTEGER", False),
-          ("first_seen", "INTEGER", False), ("last_reinforced", "INTEGER", False),
-          ("decay_rate", "REAL", False), ("status", "TEXT", False), ("supersedes_id", "INTEGER", True)]
-_LINKS = [("parent_id", "INTEGER", False), ("child_id", "INTEGER", False), ("created_at", "INTEGER", False)]
-_EVIDENCE = [("id", "INTEGER", False), ("fact_id", "INTEGER", False), ("session_id", "TEXT", True),
-             ("message_id", "TEXT", True), ("observed_at", "INTEGER", False), ("action", "TEXT", True),
-             ("confidence", "REAL", True), ("source", "TEXT", True)]
-_EVIDENCE_OPTIONAL = {"id", "action", "confidence", "source"}
-_STATE = [("id", "INTEGER", False), ("status_changed_at", "INTEGER", True), ("status_reason", "TEXT", True),
-          ("stale", "INTEGER", False)]
-_EMPTY = [("subject", "TEXT", False), ("member_ids", "TEXT", False), ("examined_at", "INTEGER", False),
-          ("pass_id", "TEXT", True)]
-_EXAMINED = _EMPTY + [("outcome", "TEXT", False)]
-_ID_ARRAY_RULE = [(
-    "member_ids", "NOT json_valid(member_ids) OR json_type(member_ids) <> 'array' OR EXISTS "
-    "(SELECT 1 FROM json_each(member_ids) WHERE type <> 'integer')", "a JSON array of integer fact ids")]
+__all__ = ["ExportResult", "ImportResult", "export_db", "import_db", "compare_memories"]
 
 # facts that get a factmem_fact_state row: those with one of factmem's extras set
 _HAS_STATE = "status_changed_at IS NOT NULL OR status_reason IS NOT NULL OR stale"
@@ -274,19 +200,19 @@ def export_db(store_or_path: FactStore | str | os.PathLike, out_sqlite: str | os
                 sq.executescript("\n".join((SEED_FACTS_DDL, SEED_LINKS_DDL, EVIDENCE_DDL, STATE_DDL, META_DDL,
                                             EXAMINED_DDL)))
                 sq.execute("BEGIN")
-                counts["facts"] = _copy(con, sq, bar, "memory_facts", [c for c, _, _ in _FACTS],
+                counts["facts"] = _copy(con, sq, bar, "memory_facts", [c for c, _, _ in FACTS_SPEC],
                                         "SELECT {cols} FROM memory_facts ORDER BY id")
-                counts["links"] = _copy(con, sq, bar, "memory_fact_links", [c for c, _, _ in _LINKS],
+                counts["links"] = _copy(con, sq, bar, "memory_fact_links", [c for c, _, _ in LINKS_SPEC],
                                         "SELECT {cols} FROM memory_fact_links ORDER BY parent_id, child_id")
-                counts["evidence"] = _copy(con, sq, bar, "memory_evidence", [c for c, _, _ in _EVIDENCE],
+                counts["evidence"] = _copy(con, sq, bar, "memory_evidence", [c for c, _, _ in EVIDENCE_SPEC],
                                            "SELECT {cols} FROM memory_evidence ORDER BY id")
                 counts["state"] = _copy(
-                    con, sq, bar, "factmem_fact_state", [c for c, _, _ in _STATE],
+                    con, sq, bar, "factmem_fact_state", [c for c, _, _ in STATE_SPEC],
                     "SELECT id, status_changed_at, status_reason, CAST(stale AS BIGINT) AS stale FROM memory_facts "
                     f"WHERE {_HAS_STATE} ORDER BY id")
                 # the clusters an abstraction model answered for; member ids as a JSON array
                 counts["examined"] = _copy(
-                    con, sq, bar, "factmem_abstraction_examined", [c for c, _, _ in _EXAMINED],
+                    con, sq, bar, "factmem_abstraction_examined", [c for c, _, _ in EXAMINED_SPEC],
                     "SELECT subject, CAST(to_json(member_ids) AS VARCHAR) AS member_ids, examined_at, pass_id, "
                     f"outcome FROM {examined} ORDER BY examined_at, subject, member_ids, outcome, pass_id")
                 sq.execute(EVIDENCE_INDEX)  # built once after the load, not row by row
@@ -321,242 +247,6 @@ def _copy(con, sq: sqlite3.Connection, bar, table: str, cols: list[str], select:
             n += batch.num_rows
             bar.update(batch.num_rows)
     return n
-
-
-# -- validation of a SQLite file ---------------------------------------------------------------------------
-
-
-def _affinity(declared: str) -> str:
-    """SQLite's type-affinity rules (section 3.1 of its datatype page) for a declared type."""
-    t = declared.upper()
-    if "INT" in t:
-        return "INTEGER"
-    if any(s in t for s in ("CHAR", "CLOB", "TEXT")):
-        return "TEXT"
-    if t == "" or "BLOB" in t:
-        return "BLOB"
-    if any(s in t for s in ("REAL", "FLOA", "DOUB")):
-        return "REAL"
-    return "NUMERIC"
-
-
-def _open_sqlite(path: Path) -> sqlite3.Connection:
-    if not path.exists():
-        raise ProductionDBError(f"{path}: no such file")
-    if path.is_dir():
-        raise ProductionDBError(f"{path}: is a directory")
-    try:
-        sq = sqlite3.connect(path.resolve().as_uri() + "?mode=ro", uri=True)
-        sq.execute("SELECT count(*) FROM sqlite_master").fetchone()
-    except sqlite3.DatabaseError as exc:
-        raise ProductionDBError(f"{path}: not a SQLite database ({exc})") from None
-    return sq
-
-
-def _columns(sq: sqlite3.Connection, table: str) -> dict[str, str]:
-    return {r[1]: r[2] for r in sq.execute(f'PRAGMA table_info("{table}")').fetchall()}
-
-
-def _check_table(path: Path, sq, table: str, spec: list[tuple[str, str, bool]], optional: frozenset[str] | set[str] = frozenset()
-                 ) -> dict[str, str]:
-    """Columns of ``table`` match ``spec`` (names, affinities); returns the present ones' affinities."""
-    have = _columns(sq, table)
-    expected = [c for c, _, _ in spec]
-    for col in expected:
-        if col not in have and col not in optional:
-            raise ProductionDBError(f"{path}: table {table}: missing column {col!r} "
-                                    f"(expected {', '.join(expected)})")
-    for col in have:
-        if col not in expected:
-            raise ProductionDBError(f"{path}: table {table}: unexpected column {col!r} "
-                                    f"(expected exactly {', '.join(expected)})")
-    for col, aff, _ in spec:
-        if col in have and _affinity(have[col]) != aff:
-            raise ProductionDBError(f"{path}: table {table}: column {col!r} has type {have[col] or '(none)'!r}, "
-                                    f"expected {aff}")
-    return {c: a for c, a, _ in spec if c in have}
-
-
-def _scan(path: Path, sq, table: str, spec: list[tuple[str, str, bool]], present: dict[str, str],
-          domains: dict[str, tuple] | None = None, rules: list[tuple[str, str, str]] | None = None) -> int:
-    """One scan of ``table``: every stored value has its column's storage class (SQLite is dynamically
-    typed), no NULL where NOT NULL, and ``domains`` columns hold only their allowed values. Only when
-    a check fails does a second query locate the first offending row. Returns the row count."""
-    allowed = {"INTEGER": ("integer",), "TEXT": ("text",), "REAL": ("real", "integer")}
-    checks: list[tuple[str, str, str]] = []
-    for col, aff, nullable in spec:
-        if col not in present:
-            continue
-        ok = allowed[aff] + (("null",) if nullable else ())
-        checks.append((col, f'typeof("{col}") NOT IN ({", ".join(repr(s) for s in ok)})', aff))
-    for col, values in (domains or {}).items():
-        lits = ", ".join(repr(v) for v in values)  # fixed vocabularies of plain words: safe to inline
-        checks.append((col, f'"{col}" NOT IN ({lits})', "domain"))
-    checks.extend(rules or [])  # (column, SQL condition of a bad row, what a good value is)
-    sums = sq.execute(f'SELECT count(*){"".join(f", sum(CASE WHEN {c} THEN 1 ELSE 0 END)" for _, c, _ in checks)} '
-                      f'FROM "{table}"').fetchone()
-    for (col, cond, what), n in zip(checks, sums[1:]):
-        if not n:
-            continue
-        rowid, value, kind = sq.execute(
-            f'SELECT rowid, "{col}", typeof("{col}") FROM "{table}" WHERE {cond} ORDER BY rowid LIMIT 1').fetchone()
-        if what == "domain":
-            assert domains is not None  # a domain check exists only for a column with a domain
-            allowed_values = ", ".join(map(str, domains[col]))
-            problem = f"unknown value {value!r}; allowed: {allowed_values}"
-        elif what not in ("INTEGER", "TEXT", "REAL"):
-            problem = f"{value!r} is not {what}"
-        elif kind == "null":
-            problem = "NULL in a NOT NULL column"
-        else:
-            problem = f"{value!r} is {kind}, expected {what.lower()}"
-        raise ProductionDBError(f"{path}: table {table}: column {col!r}: {problem} ({n} rows; first at rowid {rowid})")
-    return int(sums[0])
-
-
-_TIME_RULE = f"a Unix time in the supported range (years 0001-9999: {MIN_TIME} to {MAX_TIME})"
-_FINITE_MAX = "1.7976931348623157e308"
-
-
-def _time_rule(col: str) -> tuple[str, str, str]:
-    return (col, f'"{col}" IS NOT NULL AND ("{col}" < {MIN_TIME} OR "{col}" > {MAX_TIME})', _TIME_RULE)
-
-
-def _invariant_rules(present: dict[str, dict[str, str]]) -> dict[str, list[tuple[str, str, str]]]:
-    """The store's invariants as per-row rules (column, SQL condition of a bad row, what is expected),
-    checked after the storage classes: values in their domains, times in range, no dangling reference."""
-    facts_ids = "(SELECT id FROM memory_facts)"
-    rules: dict[str, list[tuple[str, str, str]]] = {
-        "memory_facts": [
-            ("confidence", "confidence < 0 OR confidence > 1", "a confidence in [0, 1]"),
-            ("decay_rate", f"decay_rate < 0 OR decay_rate > {_FINITE_MAX}", "a finite decay rate >= 0"),
-            ("reinforcement_count", "reinforcement_count < 0", "a count >= 0"),
-            _time_rule("first_seen"), _time_rule("last_reinforced"),
-            ("supersedes_id", f"supersedes_id IS NOT NULL AND supersedes_id NOT IN {facts_ids}",
-             "the id of a fact in memory_facts (a dangling supersedes_id)"),
-        ],
-        "memory_fact_links": [
-            ("parent_id", f"parent_id NOT IN {facts_ids}", "the id of a fact in memory_facts (a link to a missing fact)"),
-            ("child_id", f"child_id NOT IN {facts_ids}", "the id of a fact in memory_facts (a link to a missing fact)"),
-            _time_rule("created_at"),
-        ],
-        "memory_evidence": [
-            ("fact_id", f"fact_id NOT IN {facts_ids}", "the id of a fact in memory_facts (evidence for a missing fact)"),
-            _time_rule("observed_at"),
-        ],
-        "factmem_fact_state": [
-            ("id", f"id NOT IN {facts_ids}", "the id of a fact in memory_facts (state of a missing fact)"),
-            _time_rule("status_changed_at"),
-        ],
-        "factmem_abstraction_empty": [_time_rule("examined_at")],
-    }
-    ev = present.get("memory_evidence", {})
-    if "confidence" in ev:
-        rules["memory_evidence"].append(("confidence", "confidence < 0 OR confidence > 1", "a confidence in [0, 1]"))
-    if "id" in ev:
-        rules["memory_evidence"].append(
-            ("id", "id IN (SELECT id FROM memory_evidence GROUP BY id HAVING count(*) > 1)", "a unique evidence id"))
-    return {table: [r for r in rs if r[0] in present.get(table, {})] for table, rs in rules.items()}
-
-
-def _check_unique_fact_ids(path: Path, sq: sqlite3.Connection) -> None:
-    pk = {r[1]: (r[2], r[5]) for r in sq.execute('PRAGMA table_info("memory_facts")').fetchall()}
-    if not (pk["id"][1] == 1 and pk["id"][0].upper() == "INTEGER"):  # not a rowid alias: ids may repeat
-        dup = sq.execute("SELECT id, count(*) FROM memory_facts GROUP BY id HAVING count(*) > 1 LIMIT 1").fetchone()
-        if dup:
-            raise ProductionDBError(f"{path}: table memory_facts: column 'id': value {dup[0]!r} appears {dup[1]} times")
-
-
-def _check_meta(path: Path, sq: sqlite3.Connection, tables: list[str]) -> None:
-    """``factmem_meta.format``, when present, must be a format this factmem reads."""
-    if "factmem_meta" not in tables:
-        return
-    try:
-        row = sq.execute("SELECT value FROM factmem_meta WHERE key = 'format'").fetchone()
-    except sqlite3.DatabaseError as exc:
-        raise ProductionDBError(f"{path}: table factmem_meta: unreadable ({exc})") from None
-    if row is not None and row[0] != SQLITE_FORMAT:
-        raise ProductionDBError(f"{path}: table factmem_meta: key 'format' = {row[0]!r}: this factmem reads "
-                                f"{SQLITE_FORMAT!r} (a newer or unknown format; upgrade factmem)")
-
-
-def _check_active_keys(path: Path, sq: sqlite3.Connection, multi_valued: frozenset[str]) -> None:
-    """One active fact per (subject, predicate) of a single-valued predicate."""
-    import json
-
-    row = sq.execute(
-        "SELECT subject, predicate, count(*), group_concat(rowid) FROM memory_facts WHERE status = 'active' "
-        "AND predicate NOT IN (SELECT value FROM json_each(?)) GROUP BY subject, predicate HAVING count(*) > 1 "
-        "ORDER BY min(rowid) LIMIT 1", [json.dumps(sorted(multi_valued))]).fetchone()
-    if row is not None:
-        subject, predicate, n, rowids = row
-        raise ProductionDBError(
-            f"{path}: table memory_facts: rowids {rowids}: {n} active facts for ({subject!r}, {predicate!r}); rule: "
-            "one active fact per (subject, predicate) of a single-valued predicate — declare the predicate "
-            "multi-valued in the params, or keep them as stored with allow_multiple_active=True "
-            "(--allow-multiple-active)")
-
-
-def validate_sqlite(path: str | os.PathLike) -> dict[str, Any]:
-    """Check that a SQLite file is a memory factmem can import (see the module docstring); returns
-    what it found: row counts, present optional columns and tables. Raises ProductionDBError."""
-    path = Path(path)
-    sq = _open_sqlite(path)
-    try:
-        return _validate(path, sq)
-    finally:
-        sq.close()
-
-
-def _validate(path: Path, sq: sqlite3.Connection) -> dict[str, Any]:
-    tables = {r[0] for r in sq.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()}
-    for t in ("memory_facts", "memory_fact_links", "memory_evidence"):
-        if t not in tables:
-            raise ProductionDBError(f"{path}: missing table {t!r} (a memory file has memory_facts, "
-                                    "memory_fact_links and memory_evidence)")
-    info: dict[str, Any] = {"tables": sorted(tables)}
-    specs = {"memory_facts": (_FACTS, set()), "memory_fact_links": (_LINKS, set()),
-             "memory_evidence": (_EVIDENCE, _EVIDENCE_OPTIONAL)}
-    if "factmem_fact_state" in tables:
-        specs["factmem_fact_state"] = (_STATE, set())
-    if "factmem_abstraction_empty" in tables:
-        specs["factmem_abstraction_empty"] = (_EMPTY, set())
-    if "factmem_abstraction_examined" in tables:
-        specs["factmem_abstraction_examined"] = (_EXAMINED, set())
-    present = {}
-    for table, (spec, optional) in specs.items():
-        present[table] = _check_table(path, sq, table, spec, optional)
-    domains: dict[str, dict[str, tuple]] = {"memory_facts": {"kind": KINDS, "status": STATUSES},
-                                            "factmem_fact_state": {"stale": (0, 1)},
-                                            "factmem_abstraction_examined": {"outcome": EXAMINED_OUTCOMES}}
-    rules = {"factmem_abstraction_empty": list(_ID_ARRAY_RULE), "factmem_abstraction_examined": list(_ID_ARRAY_RULE)}
-    for table, extra in _invariant_rules(present).items():
-        rules.setdefault(table, []).extend(extra)
-    counts = {}
-    for table, (spec, _) in specs.items():  # memory_facts first: the references below point into it
-        counts[table] = _scan(path, sq, table, spec, present[table], domains.get(table), rules.get(table))
-        if table == "memory_facts":
-            _check_unique_fact_ids(path, sq)
-    info["evidence_columns"] = list(present["memory_evidence"])
-    info["counts"] = counts
-    return info
-
-
-def read_meta_params(path: Path, sq: sqlite3.Connection, tables: list[str]) -> MemoryParams | None:
-    """The params an export saved in ``factmem_meta`` (None when the file has none); a corrupt entry
-    raises :class:`ProductionDBError` naming the file, table and key."""
-    if "factmem_meta" not in tables:
-        return None
-    try:
-        rows = dict(sq.execute("SELECT key, value FROM factmem_meta").fetchall())
-    except sqlite3.DatabaseError as exc:
-        raise ProductionDBError(f"{path}: table factmem_meta: unreadable ({exc})") from None
-    if "params" not in rows:
-        return None
-    try:
-        return MemoryParams.from_json(str(rows["params"]))
-    except ValueError as exc:
-        raise ProductionDBError(f"{path}: table factmem_meta: key 'params': {exc}") from None
 
 
 # -- import ----------------------------------------------------------------------------------------------
@@ -603,34 +293,34 @@ def import_db(sqlite_path: str | os.PathLike, out_duckdb: str | os.PathLike, *,
     if params is not None and not isinstance(params, MemoryParams):
         raise InputError(f"params must be MemoryParams, got {type(params).__name__}")
     _check_out(out, overwrite)
-    sq = _open_sqlite(src)
+    sq = open_sqlite(src)
     bar = None
     try:
-        info = _validate(src, sq)
+        info = check_file(src, sq)
         bar = tqdm(total=sum(info["counts"][t] for t in ("memory_facts", "memory_fact_links", "memory_evidence")),
                    desc="import-db", unit="row", unit_scale=True, disable=None if progress is None else not progress)
-        _check_meta(src, sq, info["tables"])
+        check_meta(src, sq, info["tables"])
         saved = read_meta_params(src, sq, info["tables"])
         use = params if params is not None else saved if saved is not None else MemoryParams()
         params_from = "argument" if params is not None else "factmem_meta" if saved is not None else "seed defaults"
         if not allow_multiple_active:
-            _check_active_keys(src, sq, use.multi_valued_predicates)
+            check_active_keys(src, sq, use.multi_valued_predicates)
         has_state = "factmem_fact_state" in info["tables"]
         state = ("s.status_changed_at, s.status_reason, coalesce(s.stale, 0)" if has_state
                  else "NULL, NULL, 0")
         join = "LEFT JOIN factmem_fact_state s ON s.id = f.id" if has_state else ""
-        fact_cols = [c for c, _, _ in _FACTS]
+        fact_cols = [c for c, _, _ in FACTS_SPEC]
         facts = _read_arrow(
             sq, bar, f"SELECT {', '.join('f.' + c for c in fact_cols)}, {state} FROM memory_facts f {join} ORDER BY f.id",
-            [(c, _ARROW[a]) for c, a, _ in _FACTS]
+            [(c, _ARROW[a]) for c, a, _ in FACTS_SPEC]
             + [("status_changed_at", pa.int64()), ("status_reason", pa.string()), ("stale", pa.int64())])
         links = _read_arrow(sq, bar, "SELECT parent_id, child_id, created_at FROM memory_fact_links "
-                                "ORDER BY parent_id, child_id", [(c, pa.int64()) for c, _, _ in _LINKS])
+                                "ORDER BY parent_id, child_id", [(c, pa.int64()) for c, _, _ in LINKS_SPEC])
         ev_present = set(info["evidence_columns"])
-        ev_select = ", ".join(c if c in ev_present else ("rowid" if c == "id" else "NULL") for c, _, _ in _EVIDENCE)
+        ev_select = ", ".join(c if c in ev_present else ("rowid" if c == "id" else "NULL") for c, _, _ in EVIDENCE_SPEC)
         evidence = _read_arrow(sq, bar, f"SELECT {ev_select} FROM memory_evidence ORDER BY "
                                    f"{'id' if 'id' in ev_present else 'rowid'}",
-                               [(c, _ARROW[a]) for c, a, _ in _EVIDENCE])
+                               [(c, _ARROW[a]) for c, a, _ in EVIDENCE_SPEC])
         n_state = info["counts"].get("factmem_fact_state", 0)
         # examined clusters: this format's table, and a legacy file's empty answers as 'empty' records
         parts = [f"SELECT subject, member_ids, examined_at, pass_id, {outcome} AS outcome FROM {table}"
@@ -640,7 +330,7 @@ def import_db(sqlite_path: str | os.PathLike, out_duckdb: str | os.PathLike, *,
         examined = None
         if parts:
             examined = _read_arrow(sq, bar, " UNION ALL ".join(parts),
-                                   [(c, _ARROW[a]) for c, a, _ in _EXAMINED])
+                                   [(c, _ARROW[a]) for c, a, _ in EXAMINED_SPEC])
     finally:
         sq.close()
         if bar is not None:

@@ -3,7 +3,7 @@
 A production memory in the seed's schema (a SQLite file; :mod:`factmem.export.sqlite`) carries its own
 history: ``memory_evidence`` holds one row per observation (``fact_id``, ``session_id``, ``message_id``,
 ``observed_at``) and ``memory_facts`` the triples and kinds. :func:`read_production` validates the file
-with :func:`factmem.export.sqlite.validate_sqlite` (tables, columns, storage classes, kinds, statuses),
+with :func:`factmem.export.sqlite_format.validate_sqlite` (tables, columns, storage classes, kinds, statuses),
 then reads it in chunks of rows and returns a :class:`ProductionLog`:
 
 * **Observations** — the evidence rows that are replayed: ``source = 'observation'``, or ``source``
@@ -57,7 +57,7 @@ from factmem.core.params import MemoryParams
 from factmem.data.logs import Dataset, empty_generalizations, empty_truth
 from factmem.errors import ProductionDBError
 from factmem.evaluation.simulate import PreparedLog
-from factmem.export.sqlite import read_meta_params, validate_sqlite
+from factmem.export.sqlite_format import read_meta_params, validate_sqlite
 
 __all__ = ["OBSERVATION", "ABSTRACTION", "NO_ID", "CHUNK_ROWS", "ProductionLog", "read_production",
            "file_sha256", "release_memory"]
