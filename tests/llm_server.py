@@ -274,3 +274,21 @@ def llm_server(monkeypatch: pytest.MonkeyPatch):
         yield server
     finally:
         server.stop()
+
+
+class InProcessModel:
+    """A provider answering in process: ``answer(subject, facts)`` on each parsed cluster prompt; the
+    subjects asked are kept in order (for comparing a pass's calls with the reference model's)."""
+
+    model = "ref"
+
+    def __init__(self, answer: Callable[[str, list[dict]], str]):
+        self.answer = answer
+        self.subjects: list[str] = []
+
+    def complete(self, messages, *, model=None, temperature=0.0):
+        from factmem.abstraction.providers import parse_cluster_prompt
+
+        cluster = parse_cluster_prompt(messages)
+        self.subjects.append(cluster["subject"])
+        return self.answer(cluster["subject"], cluster["facts"])

@@ -39,7 +39,7 @@ from factmem.errors import CassetteMiss, ProviderError, ResponseRejected, StoreE
 from factmem.store.factstore import FactStore
 from factmem.testing import RefMemory
 
-from .llm_server import OLLAMA_PATH, OPENAI_PATH, LLMServer, Reply, provider_handler
+from .llm_server import OLLAMA_PATH, OPENAI_PATH, InProcessModel, LLMServer, Reply, provider_handler
 
 FAST = 0.3  # client timeout (seconds)
 T0 = 1_700_000_000
@@ -635,18 +635,6 @@ def model_answer(subject: str, facts: list[dict]) -> str:
     return answer(item(subject, "is_a", f"type_{subject}"), *extra)
 
 
-class InProcessModel:
-    model = "ref"
-
-    def __init__(self):
-        self.subjects = []
-
-    def complete(self, messages, *, model=None, temperature=0.0):
-        c = parse_cluster_prompt(messages)
-        self.subjects.append(c["subject"])
-        return model_answer(c["subject"], c["facts"])
-
-
 def ref_pass(m: RefMemory, at: int, min_cluster: int, prune: bool) -> list[str]:
     """The pass as the module docstring states it, on the public reference model
     (:meth:`factmem.testing.RefMemory.abstract`); returns the subjects called."""
@@ -666,7 +654,7 @@ rounds = st.lists(st.tuples(st.lists(fact_op, min_size=0, max_size=4),
 @settings(max_examples=25)  # every outcome, stale re-examination and pruning occur within these
 @given(rounds=rounds)
 def test_pass_matches_reference(rounds):
-    s, m, model = FactStore(params=PARAMS), RefMemory(PARAMS), InProcessModel()
+    s, m, model = FactStore(params=PARAMS), RefMemory(PARAMS), InProcessModel(model_answer)
     t = T0
     cols = ["id", "subject", "predicate", "object", "kind", "reinforcement_count", "last_reinforced", "status",
             "status_reason", "stale"]

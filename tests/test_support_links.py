@@ -48,7 +48,7 @@ from factmem.export.sqlite import export_db, import_db
 from factmem.store.factstore import FactStore
 from factmem.testing import RefMemory
 
-from .llm_server import Reply
+from .llm_server import InProcessModel, Reply
 
 T0 = 1_700_000_000
 DAY = 86400
@@ -632,18 +632,6 @@ def model_answer(subject: str, facts: list[dict]) -> str:
     return answer(item("is_a", f"type_{subject}", support=cited, subject=subject), *extra)
 
 
-class InProcessModel:
-    model = "ref"
-
-    def __init__(self):
-        self.subjects = []
-
-    def complete(self, messages, *, model=None, temperature=0.0):
-        c = parse_cluster_prompt(messages)
-        self.subjects.append(c["subject"])
-        return model_answer(c["subject"], c["facts"])
-
-
 fact_op = st.tuples(st.sampled_from(SUBJECTS), st.sampled_from(PREDICATES), st.sampled_from(OBJECTS),
                     st.sampled_from(["explicit", "explicit", "episodic"]))
 rounds = st.lists(st.tuples(st.lists(fact_op, min_size=0, max_size=4), st.sampled_from([None, None, 1, 10]),
@@ -654,7 +642,7 @@ rounds = st.lists(st.tuples(st.lists(fact_op, min_size=0, max_size=4), st.sample
 @given(rounds=rounds, scope=st.sampled_from(LINK_SCOPES))
 def test_pass_matches_reference_under_both_scopes(rounds, scope):
     params = MemoryParams(multi_valued_predicates={"likes", "plays"}, link_scope=scope)
-    s, m, model = FactStore(params=params), RefMemory(params), InProcessModel()
+    s, m, model = FactStore(params=params), RefMemory(params), InProcessModel(model_answer)
     t = T0
     cols = ["id", "subject", "predicate", "object", "kind", "reinforcement_count", "last_reinforced", "status",
             "status_reason", "stale"]
