@@ -292,3 +292,48 @@ class InProcessModel:
         cluster = parse_cluster_prompt(messages)
         self.subjects.append(cluster["subject"])
         return self.answer(cluster["subject"], cluster["facts"])
+
+
+def assert_passes_match_reference(params: Any, answer: Callable[[str, list[dict]], str], rounds: list,
+                                  start: int, day: int = 86400) -> None:
+    """Run ``rounds`` of (facts, days, min_cluster, prune) — new facts (subject, predicate, object, kind)
+    an hour apart, maybe a consolidation ``days`` later, then an abstraction pass — on a FactStore and on
+    the reference model with the same in-process ``answer``, then two more passes, and assert after each
+    pass: the same subjects called, the same facts (confidence to 1e-12), links and examined records."""
+    import numpy as np
+    import pandas as pd
+
+    from factmem.abstraction.passes import abstract
+    from factmem.store.factstore import FactStore
+    from factmem.testing import RefMemory
+
+    store, ref, model = FactStore(params=params), RefMemory(params), InProcessModel(answer)
+    t = start
+    cols = ["id", "subject", "predicate", "object", "kind", "reinforcement_count", "last_reinforced", "status",
+            "status_reason", "stale"]
+    try:
+        for facts, days, min_cluster, prune in list(rounds) + [([], None, 2, True), ([], None, 2, True)]:
+            for subject, predicate, obj, kind in facts:
+                t += 3600
+                store.remember(subject, predicate, obj, kind=kind, at=t)
+                ref.remember(subject, predicate, obj, kind, t)
+            if days is not None:
+                t += days * day
+                assert tuple(store.consolidate(t, prune=False)) == (ref.consolidate(t, prune=False)[0], 0)
+            t += 3600
+            model.subjects.clear()
+            result = abstract(store, model, at=t, min_cluster=min_cluster, prune=prune)
+            want_called = ref.abstract(t, answer, min_cluster=min_cluster, max_facts=params.max_facts,
+                                       link_scope=params.link_scope, prune=prune)
+            assert model.subjects == want_called and result.calls == len(want_called)
+            got, want = store.facts(at=0), pd.DataFrame(ref.table(), columns=cols + ["confidence"])
+            assert got[cols].astype(object).where(got[cols].notna(), None).values.tolist() == \
+                want[cols].astype(object).where(want[cols].notna(), None).values.tolist()
+            np.testing.assert_allclose(got["confidence"].to_numpy(float), want["confidence"].to_numpy(float),
+                                       rtol=1e-12)
+            assert set(map(tuple, store.links().values.tolist())) == set(ref.links)
+            rec = store.examined()
+            assert sorted(zip(rec["subject"], map(tuple, rec["member_ids"]), rec["examined_at"], rec["pass_id"],
+                              rec["outcome"])) == sorted(ref.examined)
+    finally:
+        store.close()

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import time
 
-import numpy as np
 import pandas as pd
 import pytest
 from hypothesis import given, settings
@@ -37,9 +36,15 @@ from factmem.core.params import MemoryParams
 from factmem.data.generate import generate, write
 from factmem.errors import CassetteMiss, ProviderError, ResponseRejected, StoreError
 from factmem.store.factstore import FactStore
-from factmem.testing import RefMemory
 
-from .llm_server import OLLAMA_PATH, OPENAI_PATH, InProcessModel, LLMServer, Reply, provider_handler
+from .llm_server import (
+    OLLAMA_PATH,
+    OPENAI_PATH,
+    LLMServer,
+    Reply,
+    assert_passes_match_reference,
+    provider_handler,
+)
 
 FAST = 0.3  # client timeout (seconds)
 T0 = 1_700_000_000
@@ -635,15 +640,8 @@ def model_answer(subject: str, facts: list[dict]) -> str:
     return answer(item(subject, "is_a", f"type_{subject}"), *extra)
 
 
-def ref_pass(m: RefMemory, at: int, min_cluster: int, prune: bool) -> list[str]:
-    """The pass as the module docstring states it, on the public reference model
-    (:meth:`factmem.testing.RefMemory.abstract`); returns the subjects called."""
-    return m.abstract(at, model_answer, min_cluster=min_cluster, max_facts=PARAMS.max_facts,
-                      link_scope="cluster", prune=prune)
-
-
 PARAMS = MemoryParams(multi_valued_predicates={"likes", "plays"})
-fact_op = st.tuples(st.just("fact"), st.sampled_from(SUBJECTS), st.sampled_from(PREDICATES),
+fact_op = st.tuples(st.sampled_from(SUBJECTS), st.sampled_from(PREDICATES),
                     st.sampled_from(OBJECTS), st.sampled_from(["explicit", "explicit", "episodic"]))
 # rounds of a few new facts, maybe a consolidation (10 days archives episodic facts), then a pass
 rounds = st.lists(st.tuples(st.lists(fact_op, min_size=0, max_size=4),
@@ -654,25 +652,4 @@ rounds = st.lists(st.tuples(st.lists(fact_op, min_size=0, max_size=4),
 @settings(max_examples=25)  # every outcome, stale re-examination and pruning occur within these
 @given(rounds=rounds)
 def test_pass_matches_reference(rounds):
-    s, m, model = FactStore(params=PARAMS), RefMemory(PARAMS), InProcessModel(model_answer)
-    t = T0
-    cols = ["id", "subject", "predicate", "object", "kind", "reinforcement_count", "last_reinforced", "status",
-            "status_reason", "stale"]
-    for facts, days, min_cluster, prune in rounds + [([], None, 2, True), ([], None, 2, True)]:
-        for _, subject, pred, obj, kind in facts:
-            t += 3600
-            s.remember(subject, pred, obj, kind=kind, at=t)
-            m.remember(subject, pred, obj, kind, t)
-        if days is not None:
-            t += days * DAY
-            assert tuple(s.consolidate(t, prune=False)) == (m.consolidate(t, prune=False)[0], 0)
-        t += 3600
-        model.subjects.clear()
-        r = abstract(s, model, at=t, min_cluster=min_cluster, prune=prune)
-        assert model.subjects == ref_pass(m, t, min_cluster, prune) and r.calls == len(model.subjects)
-        got, want = s.facts(at=0), pd.DataFrame(m.table(), columns=cols + ["confidence"])
-        assert got[cols].astype(object).where(got[cols].notna(), None).values.tolist() == \
-            want[cols].astype(object).where(want[cols].notna(), None).values.tolist()
-        np.testing.assert_allclose(got["confidence"].to_numpy(float), want["confidence"].to_numpy(float), rtol=1e-12)
-        assert set(map(tuple, s.links().values.tolist())) == set(m.links)
-    s.close()
+    assert_passes_match_reference(PARAMS, model_answer, rounds, T0, DAY)

@@ -48,7 +48,7 @@ from factmem.export.sqlite import export_db, import_db
 from factmem.store.factstore import FactStore
 from factmem.testing import RefMemory
 
-from .llm_server import InProcessModel, Reply
+from .llm_server import Reply, assert_passes_match_reference
 
 T0 = 1_700_000_000
 DAY = 86400
@@ -642,33 +642,7 @@ rounds = st.lists(st.tuples(st.lists(fact_op, min_size=0, max_size=4), st.sample
 @given(rounds=rounds, scope=st.sampled_from(LINK_SCOPES))
 def test_pass_matches_reference_under_both_scopes(rounds, scope):
     params = MemoryParams(multi_valued_predicates={"likes", "plays"}, link_scope=scope)
-    s, m, model = FactStore(params=params), RefMemory(params), InProcessModel(model_answer)
-    t = T0
-    cols = ["id", "subject", "predicate", "object", "kind", "reinforcement_count", "last_reinforced", "status",
-            "status_reason", "stale"]
-    for facts, days, min_cluster, prune in rounds + [([], None, 2, True), ([], None, 2, True)]:
-        for subject, pred, obj, kind in facts:
-            t += 3600
-            s.remember(subject, pred, obj, kind=kind, at=t)
-            m.remember(subject, pred, obj, kind, t)
-        if days is not None:
-            t += days * DAY
-            assert tuple(s.consolidate(t, prune=False)) == (m.consolidate(t, prune=False)[0], 0)
-        t += 3600
-        model.subjects.clear()
-        r = abstract(s, model, at=t, min_cluster=min_cluster, prune=prune)
-        want_called = m.abstract(t, model_answer, min_cluster=min_cluster, max_facts=params.max_facts,
-                                 link_scope=scope, prune=prune)
-        assert model.subjects == want_called and r.calls == len(want_called)
-        got, want = s.facts(at=0), pd.DataFrame(m.table(), columns=cols + ["confidence"])
-        assert got[cols].astype(object).where(got[cols].notna(), None).values.tolist() == \
-            want[cols].astype(object).where(want[cols].notna(), None).values.tolist()
-        np.testing.assert_allclose(got["confidence"].to_numpy(float), want["confidence"].to_numpy(float), rtol=1e-12)
-        assert set(map(tuple, s.links().values.tolist())) == set(m.links)
-        rec = s.examined()
-        assert sorted(zip(rec["subject"], map(tuple, rec["member_ids"]), rec["examined_at"], rec["pass_id"],
-                          rec["outcome"])) == sorted(m.examined)
-    s.close()
+    assert_passes_match_reference(params, model_answer, rounds, T0, DAY)
 
 
 def test_reference_model_sees_both_rules_differ():
