@@ -113,6 +113,22 @@ def test_one_ingest_per_segment_equals_remember(params, segments):
     assert_same_store(run_ingest(params, segments), run_remember(params, segments))
 
 
+@settings(max_examples=100)
+@given(params=param_sets(), segments=streams())
+def test_ingest_numbering_pairs_first_equals_remember(params, segments):
+    """The fallback for dictionaries too large to pack a key in one int64 (numbering the
+    (subject, predicate) pairs first), forced on small streams, gives the same store."""
+    from factmem.store import writes
+
+    saved = writes._PACKED_LIMIT
+    writes._PACKED_LIMIT = 0
+    try:
+        unpacked = run_ingest(params, segments, splits=[[3, 7]])
+    finally:
+        writes._PACKED_LIMIT = saved
+    assert_same_store(unpacked, run_remember(params, segments))
+
+
 @settings(max_examples=200)
 @given(params=param_sets(), segments=streams(),
        splits=st.lists(st.lists(st.integers(0, 30), max_size=4), min_size=1, max_size=4))

@@ -11,7 +11,7 @@ Strings must be valid Unicode (a lone surrogate is named with its row).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +24,7 @@ from factmem.core.codes import KIND_CODES, KINDS, MAX_TIME, MIN_TIME
 from factmem.core.timeutil import check_times
 from factmem.errors import InputError
 
-__all__ = ["REQUIRED", "OPTIONAL", "STRING_FIELDS", "Batch", "load_batch", "empty_batch"]
+__all__ = ["REQUIRED", "OPTIONAL", "STRING_FIELDS", "Batch", "load_batch", "empty_batch", "encode"]
 
 REQUIRED = ("ts", "subject", "predicate", "object", "kind")
 OPTIONAL = ("session_id", "message_id", "note")
@@ -37,6 +37,8 @@ class Batch:
 
     table: pa.Table
     origin: str
+    #: string columns dictionary-encoded once (validation encodes them; the writers reuse the codes)
+    _encoded: dict[str, tuple[np.ndarray, pa.Array]] = field(default_factory=dict, repr=False, compare=False)
 
     def __len__(self) -> int:
         return self.table.num_rows
@@ -44,10 +46,25 @@ class Batch:
     def column(self, name: str) -> pa.Array:
         return _flat(self.table.column(name))
 
+    def encoded(self, name: str) -> tuple[np.ndarray, pa.Array]:
+        """A string column as (int64 codes, dictionary): ``dictionary[codes[i]]`` is row i's value."""
+        if name not in self._encoded:
+            self._encoded[name] = encode(self.column(name))
+        return self._encoded[name]
+
     def kind_codes(self) -> np.ndarray:
-        enc = pc.dictionary_encode(self.column("kind"))
-        lookup = np.array([KIND_CODES[k] for k in enc.dictionary.to_pylist()], dtype=np.int8)
-        return lookup[enc.indices.to_numpy(zero_copy_only=False)]
+        """The kind of every row as its code (:data:`~factmem.core.codes.KIND_CODES`)."""
+        if "kind_code" not in self._encoded:
+            codes, words = self.encoded("kind")
+            lookup = np.array([KIND_CODES[k] for k in words.to_pylist()], dtype=np.int8)
+            self._encoded["kind_code"] = (lookup[codes], words)
+        return self._encoded["kind_code"][0]
+
+
+def encode(arr: pa.Array) -> tuple[np.ndarray, pa.Array]:
+    """Dictionary-encode a string column (no nulls): (int64 codes, dictionary)."""
+    enc = pc.dictionary_encode(arr)
+    return enc.indices.to_numpy(zero_copy_only=False).astype(np.int64), enc.dictionary
 
 
 def _flat(col: pa.ChunkedArray | pa.Array) -> pa.Array:
@@ -96,7 +113,8 @@ def load_batch(events: Any) -> Batch:
         raise InputError(
             f"events must be a pandas DataFrame, a pyarrow Table or a file path, got {type(events).__name__}"
         )
-    return Batch(_validate(table, where), where.origin)
+    encoded: dict[str, tuple[np.ndarray, pa.Array]] = {}
+    return Batch(_validate(table, where, encoded), where.origin, encoded)
 
 
 def _check_columns(columns: list, origin: str) -> None:
@@ -299,7 +317,17 @@ def _first_true(mask: pa.Array | pa.ChunkedArray) -> int | None:
     return int(hits[0]) if hits.size else None
 
 
-def _validate(table: pa.Table, where: _Locator) -> pa.Table:
+def _first_row_with(codes: np.ndarray, bad_word: pa.Array) -> int | None:
+    """The first row whose dictionary word is flagged in ``bad_word`` (aligned with the dictionary)."""
+    bad = np.asarray(bad_word.fill_null(False), dtype=bool)
+    if not bad.any():
+        return None
+    return int(np.flatnonzero(bad[codes])[0])
+
+
+def _validate(table: pa.Table, where: _Locator, encoded: dict[str, tuple[np.ndarray, pa.Array]]) -> pa.Table:
+    """The batch's columns checked and typed; the string fields' encodings are left in ``encoded``
+    (the checks run on the distinct values, then name the first row holding a bad one)."""
     n = table.num_rows
     out: dict[str, pa.Array] = {}
     ts = _flat(table.column("ts"))
@@ -343,11 +371,14 @@ def _validate(table: pa.Table, where: _Locator) -> pa.Table:
         row = _first_true(pc.is_null(col))
         if row is not None:
             raise InputError(f"{where(row)}: field {name!r} is missing")
-        row = _first_true(pc.equal(pc.utf8_length(pc.utf8_trim_whitespace(col)), 0))
+        codes, words = encode(col)
+        row = _first_row_with(codes, pc.equal(pc.utf8_length(pc.utf8_trim_whitespace(words)), 0))
         if row is not None:
             raise InputError(f"{where(row)}: field {name!r} is empty")
         out[name] = col
-    row = _first_true(pc.invert(pc.is_in(out["kind"], value_set=pa.array(KINDS))))
+        encoded[name] = (codes, words)
+    codes, words = encoded["kind"]
+    row = _first_row_with(codes, pc.invert(pc.is_in(words, value_set=pa.array(KINDS))))
     if row is not None:
         raise InputError(
             f"{where(row)}: field 'kind' has unknown value {out['kind'][row].as_py()!r}; kinds are {', '.join(KINDS)}"

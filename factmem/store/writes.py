@@ -33,6 +33,9 @@ _REASON_LABELS = pa.array(["contradiction", "decay"], pa.string())  # codes 1, 2
 _ACTION_LABELS = pa.array(["insert", "reinforce"], pa.string())
 _SOURCE_LABELS = pa.array(["observation"], pa.string())
 _KIND_LABELS = pa.array(list(KINDS), pa.string())
+#: keys are packed as (subject, predicate, object) codes in one int64 while the product of the
+#: dictionaries' sizes stays below this; beyond it the (subject, predicate) pairs are numbered first
+_PACKED_LIMIT = 2 ** 62
 
 
 @dataclass(frozen=True)
@@ -91,24 +94,41 @@ class BatchWrites(StoreBase):
             gpos = np.empty(n, np.int64)
             gpos[gorder] = rows
 
-        s_codes, s_dict = _encode(batch.column("subject"))
-        p_codes, p_dict = _encode(batch.column("predicate"))
-        o_codes, o_dict = _encode(batch.column("object"))
+        s_codes, s_dict = batch.encoded("subject")
+        p_codes, p_dict = batch.encoded("predicate")
+        o_codes, o_dict = batch.encoded("object")
+        n_p, n_o = np.int64(len(p_dict)), np.int64(len(o_dict) + 1)
         p_multi = np.asarray(pc.is_in(p_dict, value_set=pa.array(sorted(p.multi_valued_predicates), pa.string())))
         multi_ev = p_multi[p_codes]
-        sp_raw = s_codes * np.int64(len(p_dict)) + p_codes
-        sp_codes, sp_uniq = pd.factorize(sp_raw, sort=False)
-        k_raw = sp_codes.astype(np.int64) * np.int64(len(o_dict) + 1) + np.where(multi_ev, o_codes + 1, 0)
-        key, k_uniq = pd.factorize(k_raw, sort=False)
-        key = key.astype(np.int64)
+        # a key is (subject, predicate), and the object too for a multi-valued predicate, packed in one
+        # int64: k_raw = (subject * n_p + predicate) * n_o + (object + 1 or 0). Sorting the events by it
+        # (stably: global order within a key) numbers the keys as a side effect, in one sort.
+        sp_raw = s_codes * n_p + p_codes
+        if len(s_dict) * int(n_p) * int(n_o) >= _PACKED_LIMIT:  # huge dictionaries: number the pairs first
+            sp_codes, sp_first = pd.factorize(sp_raw, sort=True)
+            sp_raw = sp_codes.astype(np.int64)
+        else:
+            sp_first = None
+        k_raw = sp_raw * n_o + np.where(multi_ev, o_codes + 1, 0)
+        order = np.argsort(k_raw, kind="stable") if gpos is rows else np.lexsort((gpos, k_raw))
+        k_sorted = k_raw[order]
+        new_key = np.ones(n, bool)
+        new_key[1:] = k_sorted[1:] != k_sorted[:-1]
+        key_sorted = np.cumsum(new_key) - 1
+        k_uniq = k_sorted[new_key]  # ascending: key i is k_uniq[i]
         n_keys = len(k_uniq)
+        sp_of_key = k_uniq // n_o
+        sp_new = np.ones(n_keys, bool)
+        sp_new[1:] = sp_of_key[1:] != sp_of_key[:-1]
+        sp_uniq = sp_of_key[sp_new]  # ascending (subject, predicate) pairs, packed
+        pair = sp_uniq if sp_first is None else sp_first[sp_uniq]
         kind = batch.kind_codes()
 
         # active facts of the touched (subject, predicate) pairs
         _fm_pairs = pa.table({
             "sp": pa.array(np.arange(len(sp_uniq), dtype=np.int64)),
-            "subject": s_dict.take(pa.array(sp_uniq // len(p_dict))),
-            "predicate": p_dict.take(pa.array(sp_uniq % len(p_dict))),
+            "subject": s_dict.take(pa.array(pair // n_p)),
+            "predicate": p_dict.take(pa.array(pair % n_p)),
         })
         ex = self.db.sql(
             "SELECT q.sp, f.id, f.object, f.confidence, f.reinforcement_count, f.last_reinforced, f.decay_rate "
@@ -116,16 +136,17 @@ class BatchWrites(StoreBase):
             "WHERE f.status = 'active'").to_arrow_table()
         ex_sp = ex.column("sp").to_numpy()
         ex_obj = np.asarray(pc.index_in(ex.column("object"), value_set=o_dict).fill_null(-1), dtype=np.int64)
-        ex_multi = p_multi[(sp_uniq[ex_sp] % len(p_dict))] if len(ex_sp) else np.zeros(0, bool)
-        ex_kraw = ex_sp * np.int64(len(o_dict) + 1) + np.where(ex_multi, ex_obj + 1, 0)
-        ex_key = pd.Index(k_uniq).get_indexer(ex_kraw).astype(np.int64)
-        keep = ex_key >= 0  # multi-valued facts whose object is not in the batch are untouched
-        order = np.lexsort((gpos, key))
+        ex_multi = p_multi[pair[ex_sp] % n_p] if len(ex_sp) else np.zeros(0, bool)
+        ex_kraw = sp_uniq[ex_sp] * n_o + np.where(ex_multi, ex_obj + 1, 0)
+        at = np.minimum(np.searchsorted(k_uniq, ex_kraw), max(n_keys - 1, 0))
+        # multi-valued facts whose object is not in the batch are untouched
+        keep = (k_uniq[at] == ex_kraw) if n_keys else np.zeros(len(ex_kraw), bool)
+        ex_key = at.astype(np.int64)
         key_multi = np.zeros(n_keys, bool)
-        key_multi[key] = multi_ev
+        key_multi[key_sorted] = multi_ev[order]
         predicate_names = p_dict.to_pylist()
         return _Prepared(
-            n=n, n_keys=n_keys, order=order, key=key[order], gpos=gpos[order], obj=o_codes[order].astype(np.int64),
+            n=n, n_keys=n_keys, order=order, key=key_sorted, gpos=gpos[order], obj=o_codes[order],
             ts=ts[order], kind=kind[order], key_multi=key_multi,
             predicate=p_codes[order], predicate_names=predicate_names,
             new_rate=p.decay_rates_for(kind[order], p_codes[order], predicate_names),
@@ -462,9 +483,3 @@ def _labels(codes: np.ndarray, words: pa.Array, null: np.ndarray | None = None) 
     if null is not None:
         indices = np.where(null, 0, indices).astype(np.int8)
     return pa.DictionaryArray.from_arrays(pa.array(indices, mask=null), words)
-
-
-def _encode(arr: pa.Array) -> tuple[np.ndarray, pa.Array]:
-    """Dictionary-encode a string column: (int64 codes, dictionary)."""
-    enc = pc.dictionary_encode(arr)
-    return enc.indices.to_numpy(zero_copy_only=False).astype(np.int64), enc.dictionary
