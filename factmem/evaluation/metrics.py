@@ -406,13 +406,14 @@ class Evaluator:
         with np.errstate(invalid="ignore", divide="ignore"):
             per_checkpoint[cal_idx] = per_ck_loss / per_ck_n
         N = per_ck_n.sum()
+        rmse_bins = _RmseBins(pc, y, sk, age)
         W_true, W_false = off_true.sum(), off_false.sum()
         summary: dict[str, Any] = {
             "log_loss": float(per_ck_loss.sum() / N) if N else float("nan"),
             "brier": float((((pc - y) ** 2).sum() + W_true * (1 - self.eps) ** 2 + W_false * self.eps ** 2) / N)
             if N else float("nan"),
             "auc": _auc_sorted(pos_all, neg_all, W_true, W_false, self.eps),
-            "rmse_bins": _rmse_bins(pc, y, sk, age),
+            "rmse_bins": rmse_bins.rmse() if S else float("nan"),
             "held_log_loss": float(loss.mean()) if S else float("nan"),
             "samples": int(N),
             "calibration_stride": stride,
@@ -440,7 +441,7 @@ class Evaluator:
                 "kind": name, "samples": int(nk), "held": int(sel.sum()),
                 "log_loss": float((loss[sel].sum() + ot * l1 + of * l0) / nk),
                 "brier": float((((pc[sel] - y[sel]) ** 2).sum() + ot * (1 - self.eps) ** 2 + of * self.eps ** 2) / nk),
-                "rmse_bins": _rmse_bins(pc[sel], y[sel], sk[sel], age[sel]),
+                "rmse_bins": rmse_bins.rmse(k) if sel.any() else float("nan"),
                 "auc": _auc_sorted(by_kind[k][0], by_kind[k][1], ot, of, self.eps),
             })
         by_kind = pd.DataFrame(rows)
@@ -477,18 +478,28 @@ def _lookup(per_triple: np.ndarray, triple: np.ndarray, missing: int) -> np.ndar
     return np.where(inside, per_triple[np.where(inside, triple, 0)] if len(per_triple) else missing, missing)
 
 
-def _rmse_bins(p: np.ndarray, y: np.ndarray, kind: np.ndarray, age_days: np.ndarray) -> float:
-    """FSRS-style RMSE(bins): predictions grouped by kind × age bucket, weighted by bin size."""
-    if p.size == 0:
-        return float("nan")
-    a = np.clip(np.searchsorted(AGE_EDGES_DAYS, age_days, "right") - 1, 0, len(AGE_EDGES_DAYS) - 2)
-    bins = kind.astype(np.int64) * len(AGE_EDGES_DAYS) + a
-    size = (int(kind.max()) + 1) * len(AGE_EDGES_DAYS)
-    nb = np.bincount(bins, minlength=size)
-    used = nb > 0
-    pm = np.bincount(bins, weights=p, minlength=size)[used] / nb[used]
-    ym = np.bincount(bins, weights=y, minlength=size)[used] / nb[used]
-    return float(np.sqrt((nb[used] * (pm - ym) ** 2).sum() / nb[used].sum()))
+class _RmseBins:
+    """FSRS-style RMSE(bins): predictions grouped by kind × age bucket, each bin weighted by its size.
+
+    The kind × age-bucket sums of RMSE(bins), counted once: the RMSE over all kinds and the RMSE of
+    one kind (its bins only — the same sums, in the same order, as binning that kind's samples alone)."""
+
+    def __init__(self, p: np.ndarray, y: np.ndarray, kind: np.ndarray, age_days: np.ndarray):
+        a = np.clip(np.searchsorted(AGE_EDGES_DAYS, age_days, "right") - 1, 0, len(AGE_EDGES_DAYS) - 2)
+        bins = kind.astype(np.int64) * len(AGE_EDGES_DAYS) + a
+        size = (int(kind.max(initial=0)) + 1) * len(AGE_EDGES_DAYS)
+        self.n = np.bincount(bins, minlength=size)
+        self.p = np.bincount(bins, weights=p, minlength=size)
+        self.y = np.bincount(bins, weights=y, minlength=size)
+
+    def rmse(self, kind: int | None = None) -> float:
+        sl = slice(None) if kind is None else slice(kind * len(AGE_EDGES_DAYS), (kind + 1) * len(AGE_EDGES_DAYS))
+        nb = self.n[sl]
+        used = nb > 0
+        if not used.any():
+            return float("nan")
+        pm, ym = self.p[sl][used] / nb[used], self.y[sl][used] / nb[used]
+        return float(np.sqrt((nb[used] * (pm - ym) ** 2).sum() / nb[used].sum()))
 
 
 def _reliability(p: np.ndarray, y: np.ndarray, kind: np.ndarray, n_bins: int = 10) -> pd.DataFrame:
@@ -497,16 +508,24 @@ def _reliability(p: np.ndarray, y: np.ndarray, kind: np.ndarray, n_bins: int = 1
     if p.size == 0:
         return pd.DataFrame(columns=cols)
     b = np.minimum((p * n_bins).astype(np.int64), n_bins - 1)
+    # all samples, then every kind's from one count over (kind, bin) cells (each cell sums its own
+    # samples in their order, as counting the kind alone would)
+    cell = kind.astype(np.int64) * n_bins + b
+    cells = len(KINDS) * n_bins
+    by_cell = [np.bincount(cell, weights=w, minlength=cells).reshape(len(KINDS), n_bins) for w in (None, p, y)]
+    counts = [(np.bincount(b, minlength=n_bins), np.bincount(b, weights=p, minlength=n_bins),
+               np.bincount(b, weights=y, minlength=n_bins))]
+    counts += [(by_cell[0][i], by_cell[1][i], by_cell[2][i]) for i in range(len(KINDS))]
     frames = []
-    for name, sel in [("all", np.ones(p.size, bool))] + [(k, kind == i) for i, k in enumerate(KINDS)]:
-        if not sel.any():
+    for name, (nb, ps, ys) in zip(("all",) + tuple(KINDS), counts):
+        nb = nb.astype(np.int64)
+        if not nb.any():
             continue
-        nb = np.bincount(b[sel], minlength=n_bins)
         keep = nb > 0
         frames.append(pd.DataFrame({
             "kind": name, "bin": np.arange(n_bins)[keep],
-            "p_mean": (np.bincount(b[sel], weights=p[sel], minlength=n_bins) / np.maximum(nb, 1))[keep],
-            "y_mean": (np.bincount(b[sel], weights=y[sel], minlength=n_bins) / np.maximum(nb, 1))[keep],
+            "p_mean": (ps / np.maximum(nb, 1))[keep],
+            "y_mean": (ys / np.maximum(nb, 1))[keep],
             "n": nb[keep],
         }))
     return pd.concat(frames, ignore_index=True)

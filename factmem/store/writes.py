@@ -145,11 +145,12 @@ class BatchWrites(StoreBase):
         key_multi = np.zeros(n_keys, bool)
         key_multi[key_sorted] = multi_ev[order]
         predicate_names = p_dict.to_pylist()
+        kind_sorted, predicate_sorted = kind[order], p_codes[order]  # gathers cost: once each
         return _Prepared(
             n=n, n_keys=n_keys, order=order, key=key_sorted, gpos=gpos[order], obj=o_codes[order],
-            ts=ts[order], kind=kind[order], key_multi=key_multi,
-            predicate=p_codes[order], predicate_names=predicate_names,
-            new_rate=p.decay_rates_for(kind[order], p_codes[order], predicate_names),
+            ts=ts[order], kind=kind_sorted, key_multi=key_multi,
+            predicate=predicate_sorted, predicate_names=predicate_names,
+            new_rate=p.decay_rates_for(kind_sorted, predicate_sorted, predicate_names),
             ex_key=ex_key[keep], ex_obj=ex_obj[keep], ex_id=ex.column("id").to_numpy()[keep],
             ex_conf=ex.column("confidence").to_numpy()[keep],
             ex_cnt=ex.column("reinforcement_count").to_numpy()[keep],
