@@ -231,7 +231,9 @@ def replay_waves(key: np.ndarray, obj: np.ndarray, ts: np.ndarray, kind: np.ndar
     # (the previous one is superseded, or was archived), so the sequential scan only walks
     # within runs: wave r is the r-th event of every run, and runs longer than r form a prefix
     # of the runs sorted by length. Wave r's rows are written to one contiguous block of the
-    # output ("wave order"); arrays are [row, parameter set] inside this function.
+    # output ("wave order"). The scan's state is [row, parameter set]; the outputs are [parameter
+    # set, row] from the start (each set's rows contiguous, as consumers read them): transposing
+    # them at the end cost as much as the scan, most of it in first touches of fresh memory.
     first = np.ones(n, bool)
     first[1:] = key[1:] != key[:-1]
     run_start = first.copy()
@@ -260,11 +262,11 @@ def replay_waves(key: np.ndarray, obj: np.ndarray, ts: np.ndarray, kind: np.ndar
     rate = np.repeat(init.decay_rate[pk][:, None], m, axis=1)
     origin = np.repeat((-1 - pk.astype(np.int64))[:, None], m, axis=1)
 
-    conf = np.empty((n, m))
-    inserted = np.empty((n, m), bool)
-    origin_out = np.empty((n, m), np.int64)
-    rate_out = np.empty((n, m))
-    archived_before = np.zeros((n, m), bool)
+    conf = np.empty((m, n))
+    inserted = np.empty((m, n), bool)
+    origin_out = np.empty((m, n), np.int64)
+    rate_out = np.empty((m, n))
+    archived_before = np.zeros((m, n), bool)
 
     gain, cap, thr = params.gain[None, :], params.cap[None, :], params.threshold[None, :]
     init_by_kind = params.initial.T.copy()  # [kind, param]
@@ -280,7 +282,7 @@ def replay_waves(key: np.ndarray, obj: np.ndarray, ts: np.ndarray, kind: np.ndar
             gone = A & _archived_by(C, R, L, t, thr, grid)
             if gone.any():
                 A &= ~gone
-                archived_before[blk] = gone
+                archived_before[:, blk] = gone.T
         base = C
         if eff_cols.size:
             base = C.copy()
@@ -289,23 +291,26 @@ def replay_waves(key: np.ndarray, obj: np.ndarray, ts: np.ndarray, kind: np.ndar
         newc = np.where(A, reinforce(base, gain, cap), init_by_kind[k])
         R_new = np.where(A, R, rate_table[rate_class[idx]])
         O_new = np.where(A, origin[:nr], idx[:, None])
-        c[:nr] = conf[blk] = newc
+        c[:nr] = newc
+        conf[:, blk] = newc.T
         lr[:nr] = t
-        rate[:nr] = rate_out[blk] = R_new
-        origin[:nr] = origin_out[blk] = O_new
+        rate[:nr] = R_new
+        rate_out[:, blk] = R_new.T
+        origin[:nr] = O_new
+        origin_out[:, blk] = O_new.T
         alive[:nr] = True
-        inserted[blk] = ~A
+        inserted[:, blk] = ~A.T
 
     # -- when each state ends -------------------------------------------------------------------
-    end = np.empty((n, m), np.int64)
-    reason = np.empty((n, m), np.int8)
+    end = np.empty((m, n), np.int64)
+    reason = np.empty((m, n), np.int8)
     thr1 = params.threshold
     for r in range(max_len):  # the next event of the same run sits in the next wave's block
         nxt = int(nr_of[r + 1])
         a, b = int(offset[r]), int(offset[r + 1]) if r + 1 < max_len else 0
         if nxt:
-            end[a:a + nxt] = ts_row[b:b + nxt][:, None]
-            reason[a:a + nxt] = np.where(archived_before[b:b + nxt], EndReason.ARCHIVED, EndReason.REINFORCED)
+            end[:, a:a + nxt] = ts_row[b:b + nxt][None, :]
+            reason[:, a:a + nxt] = np.where(archived_before[:, b:b + nxt], EndReason.ARCHIVED, EndReason.REINFORCED)
     if n_runs:
         last_row = offset[p_len - 1] + np.arange(n_runs)  # each run's last event, runs in length order
         has_next_run = np.zeros(n_runs, bool)  # by original run index; perm maps length order to it
@@ -313,24 +318,24 @@ def replay_waves(key: np.ndarray, obj: np.ndarray, ts: np.ndarray, kind: np.ndar
         across = has_next_run[perm]
         lr_a, nx = last_row[across], perm[across] + 1
         t_next = ts[rs[nx]]
-        arch = _archived_by(conf[lr_a], rate_out[lr_a], ts_row[lr_a], t_next, thr, grid)
-        end[lr_a] = t_next[:, None]
-        reason[lr_a] = np.where(arch, EndReason.ARCHIVED, EndReason.SUPERSEDED)
+        arch = _archived_by(conf[:, lr_a].T, rate_out[:, lr_a].T, ts_row[lr_a], t_next, thr, grid)
+        end[:, lr_a] = t_next[None, :]
+        reason[:, lr_a] = np.where(arch, EndReason.ARCHIVED, EndReason.SUPERSEDED).T
         # archived before its next event (same run or the next run): when exactly
         is_tail = np.zeros(n, bool)
         tail = last_row[~across]
         is_tail[tail] = True
-        ri, pi = np.nonzero((reason == EndReason.ARCHIVED) & ~is_tail[:, None])  # tail rows are set below
+        pi, ri = np.nonzero((reason == EndReason.ARCHIVED) & ~is_tail[None, :])  # tail rows are set below
         if ri.size:
-            end[ri, pi] = first_archive_time(conf[ri, pi], rate_out[ri, pi], ts_row[ri], thr1[pi], grid, end[ri, pi],
+            end[pi, ri] = first_archive_time(conf[pi, ri], rate_out[pi, ri], ts_row[ri], thr1[pi], grid, end[pi, ri],
                                              known_archived=True)
         # a key's last event: consolidations up to the horizon
         if grid.size:
-            at = first_archive_time(conf[tail], rate_out[tail], ts_row[tail][:, None], thr, grid, horizon)
-            end[tail] = at
-            reason[tail] = np.where(at != OPEN, EndReason.ARCHIVED, EndReason.OPEN)
+            at = first_archive_time(conf[:, tail], rate_out[:, tail], ts_row[tail][None, :], thr.T, grid, horizon)
+            end[:, tail] = at
+            reason[:, tail] = np.where(at != OPEN, EndReason.ARCHIVED, EndReason.OPEN)
         else:
-            end[tail], reason[tail] = OPEN, EndReason.OPEN
+            end[:, tail], reason[:, tail] = OPEN, EndReason.OPEN
 
     # -- the initial facts of keys with events --------------------------------------------------
     init_end = np.full((n_keys, m), OPEN, np.int64)
@@ -343,7 +348,7 @@ def replay_waves(key: np.ndarray, obj: np.ndarray, ts: np.ndarray, kind: np.ndar
         f_of_key[key[fpos]] = fpos
         fe = f_of_key[kk]
         continues = (init.obj[kk] == obj[fe])[:, None]
-        arch_c = archived_before[row_of_event[fe]]  # continuing: archived before its first event?
+        arch_c = archived_before[:, row_of_event[fe]].T  # continuing: archived before its first event?
         ic = np.repeat(init.confidence[kk][:, None], m, axis=1)
         ir = np.repeat(init.decay_rate[kk][:, None], m, axis=1)
         arch_s = _archived_by(ic, ir, init.last_reinforced[kk], ts[fe], thr, grid)
@@ -355,13 +360,7 @@ def replay_waves(key: np.ndarray, obj: np.ndarray, ts: np.ndarray, kind: np.ndar
             kx = kk[ki]
             init_end[kx, pi] = first_archive_time(init.confidence[kx], init.decay_rate[kx], init.last_reinforced[kx],
                                                   thr1[pi], grid, ts[fe[ki]])
-    # the public shape is [parameter set, row], each parameter set's row contiguous (a consumer
-    # reading one set at a time would otherwise stride through memory m elements at a time)
-    def rows(a: np.ndarray) -> np.ndarray:
-        return np.ascontiguousarray(a.T) if m > 1 else a.T
-
-    return WaveResult(rows(conf), rows(inserted), rows(origin_out), rows(end), rows(reason), init_end.T, init_reason.T,
-                      rows(rate_out), event, row_of_event)
+    return WaveResult(conf, inserted, origin_out, end, reason, init_end.T, init_reason.T, rate_out, event, row_of_event)
 
 
 def grid_between(start: int, end: int, every: int) -> np.ndarray:
