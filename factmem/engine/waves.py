@@ -32,6 +32,7 @@ import numpy as np
 from factmem.core.codes import OPEN, SECONDS_PER_DAY, EndReason
 from factmem.core.decay import effective_confidence, reinforce
 from factmem.core.params import MemoryParams
+from factmem.core.timeutil import grid_index
 from factmem.errors import InputError
 
 __all__ = ["ParamArrays", "InitialState", "WaveResult", "first_archive_time", "replay_waves", "grid_between"]
@@ -156,8 +157,8 @@ def first_archive_time(c, rate, last, threshold, grid: np.ndarray, upto, *, know
     out = np.full(c.shape, OPEN, np.int64)
     if grid.size == 0 or c.size == 0:
         return out
-    lo = np.searchsorted(grid, last, side="right")  # first T > last
-    hi = np.searchsorted(grid, upto, side="right")  # past the last T <= upto
+    lo = grid_index(grid, last, "right")  # first T > last
+    hi = grid_index(grid, upto, "right")  # past the last T <= upto
     ii = np.nonzero(lo < hi)
     if not ii[0].size:
         return out
@@ -172,20 +173,21 @@ def first_archive_time(c, rate, last, threshold, grid: np.ndarray, upto, *, know
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         days = np.log(c / threshold) / rate
     t_guess = last + np.where(np.isfinite(days) & (days > 0), np.minimum(days, 1e12) * SECONDS_PER_DAY, 0.0)
-    g = np.clip(np.searchsorted(grid, t_guess.astype(np.int64), side="left"), lo, hi - 1)
+    g = np.clip(grid_index(grid, t_guess.astype(np.int64), "left"), lo, hi - 1)
     done = ok & below(g) & ((g == lo) | ~below(g - 1))
-    todo = ok & ~done
-    if todo.any():  # rounding put the guess off: binary search (vectorized) on those
-        lo_, hi_ = np.where(todo, lo, 0), np.where(todo, hi - 1, 0)
+    todo = np.flatnonzero(ok & ~done)
+    if todo.size:  # rounding put the guess off (a few in a million): binary search (vectorized) on those
+        tc, trate, tlast, tthr = c[todo], rate[todo], last[todo], threshold[todo]
+        lo_, hi_ = lo[todo], hi[todo] - 1
         while True:
-            step = todo & (lo_ < hi_)
+            step = lo_ < hi_
             if not step.any():
                 break
             mid = (lo_ + hi_) // 2
-            b = below(mid)
+            b = _eff(tc, trate, grid[np.minimum(mid, grid.size - 1)], tlast) < tthr
             hi_ = np.where(step & b, mid, hi_)
             lo_ = np.where(step & ~b, mid + 1, lo_)
-        g = np.where(todo, lo_, g)
+        g[todo] = lo_
     res = np.full(c.shape, OPEN, np.int64)
     res[ok] = grid[g[ok]]
     out[ii] = res
@@ -200,7 +202,7 @@ def _archived_by(c, rate, last, upto, threshold, grid: np.ndarray):
     out = np.zeros(np.shape(c), bool)
     if grid.size == 0:
         return out
-    pos = np.searchsorted(grid, upto, side="right") - 1
+    pos = grid_index(grid, upto, "right") - 1
     tlast = np.where(pos >= 0, grid[np.maximum(pos, 0)], np.iinfo(np.int64).min)
     rows = np.flatnonzero(tlast > last)
     if rows.size:

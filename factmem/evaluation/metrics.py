@@ -47,6 +47,7 @@ import numpy as np
 import pandas as pd
 
 from factmem.core.codes import KINDS, OPEN, SECONDS_PER_DAY, EndReason
+from factmem.core.timeutil import grid_index
 from factmem.errors import InputError
 
 __all__ = ["EPS", "AGE_EDGES_DAYS", "BELIEF_COLUMNS", "order_by_packed", "true_intervals", "weighted_auc",
@@ -249,8 +250,8 @@ class Evaluator:
         conf, rate, triple, kind = b["confidence"].astype(float), b["rate"].astype(float), b["triple"].astype(np.int64), b["kind"].astype(np.int64)
         by_event = (reason == EndReason.REINFORCED) | (reason == EndReason.SUPERSEDED)
         vis_end = np.where(by_event, end + 1, end)  # an event at `end` is seen only after `end`
-        k0 = np.searchsorted(cp, start + 1, "left")
-        k1 = np.where(end == OPEN, n, np.searchsorted(cp, np.where(end == OPEN, 0, vis_end), "left"))
+        k0 = grid_index(cp, start + 1, "left")  # arithmetic on evenly spaced checkpoints
+        k1 = np.where(end == OPEN, n, grid_index(cp, np.where(end == OPEN, 0, vis_end), "left"))
         kb = self._believed_until(conf, rate, start, k0, k1, retrieval_threshold)
 
         believed = _diff_count(n, k0, kb)
@@ -358,8 +359,8 @@ class Evaluator:
         # calibration checkpoints: every stride-th checkpoint of the part, counting from its last
         cal_idx = np.arange(b - 1, a - 1, -stride)[::-1]
         # map [k0, k1) to calibration ranks
-        r0 = np.searchsorted(cal_idx, k0, "left")
-        r1 = np.searchsorted(cal_idx, k1, "left")
+        r0 = grid_index(cal_idx, k0, "left")
+        r1 = grid_index(cal_idx, k1, "left")
         cnt = np.maximum(r1 - r0, 0)
         S = int(cnt.sum())
         sb = np.repeat(np.arange(len(triple)), cnt)
@@ -369,8 +370,8 @@ class Evaluator:
         p = conf[sb] * np.exp(-rate[sb] * np.maximum(0.0, age))
         # y: the sample falls inside a true-and-relevant interval of its triple
         offs = np.cumsum(cnt) - cnt
-        tr0 = np.searchsorted(cal_idx, self.t_k0[pt], "left")
-        tr1 = np.searchsorted(cal_idx, self.t_k1[pt], "left")
+        tr0 = grid_index(cal_idx, self.t_k0[pt], "left")
+        tr1 = grid_index(cal_idx, self.t_k1[pt], "left")
         lo, hi = np.maximum(r0[pb], tr0), np.minimum(r1[pb], tr1)
         ok = hi > lo
         d = (np.bincount(offs[pb[ok]] + (lo[ok] - r0[pb[ok]]), minlength=S + 1)
