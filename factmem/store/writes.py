@@ -198,24 +198,21 @@ class BatchWrites(StoreBase):
         ev_ref = np.empty(n, np.int64)
         ev_ins = np.empty(n, bool)
         ev_conf = np.empty(n)
-        facts = []
+        parts = []
         for idx, out in outcomes:
             ev_ref[idx], ev_ins[idx], ev_conf[idx] = out.ref, out.inserted, out.confidence
-            f = out.facts.copy()
-            new = f["ref"].to_numpy() < 0
-            fe = f["first_event"].to_numpy()
-            f["row"] = -1
-            f.loc[new, "row"] = order[idx[fe[new]]]
-            facts.append(f)
-        facts = pd.concat(facts, ignore_index=True)
+            f = {c: out.facts[c].to_numpy() for c in out.facts.columns}
+            f["row"] = np.where(f["ref"] < 0, order[idx[np.maximum(f["first_event"], 0)]], -1)
+            parts.append(f)
+        facts = {c: np.concatenate([f[c] for f in parts]) for c in parts[0]}
         ev_id = self._write_batch(batch, order, ev_ref, ev_ins, ev_conf, sg, facts)
 
         fact_ids = np.empty(n, np.int64)
         fact_ids[order] = ev_id
-        superseded = int((facts["status"].to_numpy() == Status.SUPERSEDED).sum())
+        superseded = int((facts["status"] == Status.SUPERSEDED).sum())
         return IngestResult(n, int(ev_ins.sum()), int(n - ev_ins.sum()), superseded, fact_ids)
 
-    def _write_batch(self, batch: Batch, order, ev_ref, ev_ins, ev_conf, sg, facts: pd.DataFrame) -> np.ndarray:
+    def _write_batch(self, batch: Batch, order, ev_ref, ev_ins, ev_conf, sg, facts: dict[str, np.ndarray]) -> np.ndarray:
         """Number the new facts, insert them, update touched ones, append evidence — inside the
         caller's transaction — and advance the id counters. Returns each event's fact id.
 
@@ -223,14 +220,14 @@ class BatchWrites(StoreBase):
         Python strings would cost more than the inserts themselves."""
         prov, ids = K.assign_ids(ev_ref, self._next_fact_id)
         ev_id = K.resolve(ev_ref, prov, ids)
-        facts["id"] = K.resolve(facts["ref"].to_numpy(), prov, ids)
-        facts["supersedes_id"] = K.resolve(facts["supersedes"].to_numpy(), prov, ids)
+        facts["id"] = K.resolve(facts["ref"], prov, ids)
+        facts["supersedes_id"] = K.resolve(facts["supersedes"], prov, ids)
         t = batch.table
-        is_new = facts["ref"].to_numpy() < 0
-        new_ids = facts["id"].to_numpy()[is_new]
+        is_new = facts["ref"] < 0
+        new_ids = facts["id"][is_new]
         if len(new_ids):
             by_id = np.argsort(new_ids, kind="stable")
-            new = {c: facts[c].to_numpy()[is_new][by_id] for c in
+            new = {c: facts[c][is_new][by_id] for c in
                    ("id", "row", "confidence", "count", "last_reinforced", "decay_rate", "status",
                     "status_changed_at", "supersedes_id")}
             rows = pa.array(new["row"])
@@ -258,26 +255,27 @@ class BatchWrites(StoreBase):
                 "INSERT INTO memory_facts SELECT id, subject, predicate, object, note, kind, confidence, "
                 "reinforcement_count, first_seen, last_reinforced, decay_rate, status, supersedes_id, "
                 "status_changed_at, status_reason, false FROM new_tbl")
-        old = facts[facts["ref"].to_numpy() >= 0]
-        if len(old):
+        was = ~is_new
+        old = {c: v[was] for c, v in facts.items()}
+        if was.any():
             # two narrow updates instead of one over six columns: most touched facts were only
             # reinforced, a few changed status (DuckDB's cost grows with the columns updated)
-            old_id = old["id"].to_numpy()
-            codes = old["status"].to_numpy()
-            again = old["reinforced"].to_numpy().astype(bool)
+            old_id = old["id"]
+            codes = old["status"]
+            again = old["reinforced"].astype(bool)
             if again.any():
                 upd = pa.table({  # noqa: F841 - read by DuckDB (replacement scan)
                     "id": pa.array(old_id[again]),
-                    "confidence": pa.array(old["confidence"].to_numpy()[again]),
-                    "reinforcement_count": pa.array(old["count"].to_numpy()[again]),
-                    "last_reinforced": pa.array(old["last_reinforced"].to_numpy()[again]),
+                    "confidence": pa.array(old["confidence"][again]),
+                    "reinforcement_count": pa.array(old["count"][again]),
+                    "last_reinforced": pa.array(old["last_reinforced"][again]),
                 })
                 self.db.execute(
                     "UPDATE memory_facts SET confidence = u.confidence, reinforcement_count = u.reinforcement_count, "
                     "last_reinforced = u.last_reinforced FROM upd u WHERE memory_facts.id = u.id")
             left = codes != Status.ACTIVE
             if left.any():
-                changed = old["status_changed_at"].to_numpy()[left]
+                changed = old["status_changed_at"][left]
                 gone = pa.table({  # noqa: F841 - read by DuckDB (replacement scan)
                     "id": pa.array(old_id[left]),
                     "status": _labels(codes[left], _STATUS_LABELS),
@@ -429,12 +427,10 @@ class BatchWrites(StoreBase):
             "reinforced": np.zeros(len(gone_k) + int(hit.sum()), bool),
             "first_event": np.full(len(gone_k) + int(hit.sum()), -1, np.int64),
         }
-        facts = K._facts_frame({k: np.concatenate([cols[k], extra[k]]) for k in cols})
-        new = facts["ref"].to_numpy() < 0
-        facts["row"] = -1
-        facts.loc[new, "row"] = P.order[facts["first_event"].to_numpy()[new]]
+        facts = {k: np.concatenate([cols[k], extra[k]]) for k in cols}
+        facts["row"] = np.where(facts["ref"] < 0, P.order[np.maximum(facts["first_event"], 0)], -1)
         self._write_batch(batch, P.order, ev_ref, ins, conf, P.gpos, facts)
-        st = facts["status"].to_numpy()
+        st = facts["status"]
         return ReplayResult(n, int(ins.sum()), int(n - ins.sum()), int((st == Status.SUPERSEDED).sum()),
                             int((st == Status.ARCHIVED).sum()), len(grid))
 
