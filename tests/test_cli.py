@@ -6,6 +6,7 @@ import argparse
 import subprocess
 import sys
 
+import pandas as pd
 import pytest
 
 from factmem.cli.main import build_parser, main
@@ -105,6 +106,13 @@ def test_tune_command(tiny_dir, tmp_path, capsys):
     assert "budget k = 5: held-out metrics" in out and "budget k = 10: held-out metrics" in out
     assert "Promoted" in out or "Not promoted" in out
     assert (tmp_path / "t" / "report.md").exists() and (tmp_path / "t" / "params.toml").exists()
+    # --calibrate-all: calibration for every candidate (by default only for the rows the report shows)
+    assert main(["tune", "--log", str(tiny_dir), "--param", "decay_rate.explicit=0.005:0.3:log", "--n", "4",
+                 "--refine", "0", "--bootstrap", "20", "--workers", "0", "-q", "--calibrate-all",
+                 "--out", str(tmp_path / "all")]) == 0
+    every = pd.read_parquet(tmp_path / "all" / "sweep.parquet")
+    some = pd.read_parquet(tmp_path / "t" / "sweep.parquet")
+    assert every["all.log_loss"].notna().all() and some["all.log_loss"].isna().any()
 
 
 def test_cardinality_command(tiny_dir, capsys):

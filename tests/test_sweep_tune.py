@@ -18,7 +18,7 @@ from factmem.export import load_params_file
 from factmem.tuning.runs import load_run
 from factmem.tuning.settings import Compute, Holdout, Objective, Search
 from factmem.tuning.space import Range, assign, random_points, refine_points
-from factmem.tuning.sweep import baseline_rows, sweep
+from factmem.tuning.sweep import baseline_rows, calibration_columns, fill_calibration, sweep
 from factmem.tuning.tune import Comparison, base_params, bootstrap_difference, decide, edge_notes, subject_folds, tune
 
 SPACE = {"decay_rate.explicit": [0.01, 0.05], "reinforce_gain": [0.2, 0.5]}
@@ -208,6 +208,25 @@ def test_edge_and_domain_notes():
     assert "upper edge" in " ".join(edge_notes(space, inside, "grid"))  # 0.3 is the largest listed value
 
 
+def test_a_sweep_without_calibration_differs_only_there_and_fills_chosen_rows_exactly(tiny):
+    full = sweep(tiny, SPACE, holdout=Holdout(mode="time"), compute=LOCAL)
+    lean = sweep(tiny, SPACE, holdout=Holdout(mode="time"), compute=LOCAL, calibration=False)
+    cal = calibration_columns(full.table)
+    assert {"train.log_loss", "test.brier", "test.auc", "train.rmse_bins", "test.held_log_loss", "test.samples",
+            "train.log_loss.explicit"} <= set(cal)
+    assert not any("@" in c for c in cal)  # the context metrics (log_loss@k too) are always scored
+    others = [c for c in full.table.columns if c not in cal]
+    pd.testing.assert_frame_equal(lean.table[others], full.table[others])
+    assert np.array_equal(lean.context["test"], full.context["test"])
+    assert lean.table[[c for c in cal if c in lean.table.columns]].isna().all().all()
+    filled = fill_calibration(lean, [4, 1, 4], tiny)
+    assert not filled.calibration and lean.table["train.log_loss"].isna().all()  # a copy: lean unchanged
+    for c in cal:
+        assert filled.table.loc[[1, 4], c].tolist() == full.table.loc[[1, 4], c].tolist(), c
+        assert filled.table.loc[[0, 2, 3, 5], c].isna().all(), c
+    assert fill_calibration(full, [0], tiny) is full  # nothing to fill
+
+
 def test_tune_end_to_end(tiny_dir, tmp_path):
     out = tmp_path / "run"
     res = tune(tiny_dir, out=out, search=Search(space={"decay_rate.explicit": Range(0.001, 0.3, log=True),
@@ -249,6 +268,15 @@ def test_tune_end_to_end(tiny_dir, tmp_path):
     at20 = curves[(curves["budget"] == 20) & (curves["k"] == 20)].set_index("params")["value"]
     assert at20["recommended"] == pytest.approx(rec.versus_baseline.a)
     assert at20["baseline"] == pytest.approx(rec.versus_baseline.b)
+    # calibration: scored for the rows the report shows (and equal to scoring every row), not the others
+    shown = {0, rec.index, res.recommendations[5].index, sw.params.index(MemoryParams())}
+    assert sw.table["all.held_log_loss"].notna().to_numpy().nonzero()[0].tolist() == sorted(shown)
+    assert man["calibration"] == "the rows the report shows" and "--calibrate-all" in report
+    every = sweep(tiny_dir, [sw.params[i] for i in sorted(shown)], compute=LOCAL, include_baseline=False,
+                  objective=sw.objective, holdout=sw.holdout)
+    for c in calibration_columns(every.table):
+        assert sw.table.loc[sorted(shown), c].tolist() == every.table[c].tolist(), c
+    assert rec.heldout.set_index("key").loc["held_log_loss", "recommended"] == sw.table.loc[rec.index, "all.held_log_loss"]
 
 
 def test_tune_with_a_time_split_and_current_parameters(tiny_dir):

@@ -43,6 +43,9 @@ def add_tune(sub) -> None:
                    help="centre the search on these parameters: 'fit' (fitted from the log by maximum likelihood) "
                         "or a params file; the report shows them beside the swept optimum")
     schedule_args(p)
+    p.add_argument("--calibrate-all", action="store_true",
+                   help="score calibration (log loss, Brier, AUC, RMSE(bins)) for every candidate, not only for the "
+                        "rows the report shows (slower; the sweep table then has them for every row)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=_run_tune)
 
@@ -68,7 +71,7 @@ def _run_tune(args) -> int:
     log_dir = load_log(args.log)
     res = tune(log_dir, out=args.out, search=search, objective=objective, holdout=holdout, compute=compute,
                schedule=schedule_of(args, log=log_dir), current=params_arg(args.current), start=_start_of(args, log_dir),
-               force=args.force)
+               force=args.force, calibrate_all=args.calibrate_all)
     print(f"\n{len(res.sweep.params)} candidates in {res.seconds:.0f} s")
     for k, rec in res.recommendations.items():
         t = rec.heldout.copy()

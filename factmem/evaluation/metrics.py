@@ -50,13 +50,15 @@ from factmem.core.codes import KINDS, OPEN, SECONDS_PER_DAY, EndReason
 from factmem.core.timeutil import grid_index
 from factmem.errors import InputError
 
-__all__ = ["EPS", "AGE_EDGES_DAYS", "BELIEF_COLUMNS", "order_by_packed", "true_intervals", "weighted_auc",
+__all__ = ["EPS", "AGE_EDGES_DAYS", "BELIEF_COLUMNS", "CALIBRATION_METRICS", "order_by_packed", "true_intervals", "weighted_auc",
            "Evaluation", "Evaluator"]
 
 EPS = 1e-4
 AGE_EDGES_DAYS = np.array([0, 1, 3, 7, 14, 30, 60, 120, np.inf])
 
 BELIEF_COLUMNS = ("triple", "kind", "start", "end", "reason", "confidence", "rate")
+#: the summary entries of the calibration metrics (``score_parts(..., calibration=False)`` skips them)
+CALIBRATION_METRICS = ("log_loss", "brier", "auc", "rmse_bins", "held_log_loss")
 
 
 def _diff_count(n: int, lo: np.ndarray, hi: np.ndarray, weights=None) -> np.ndarray:
@@ -230,10 +232,14 @@ class Evaluator:
         return self.score_parts(beliefs, retrieval_threshold, {"all": (0, len(self.cp))})["all"]
 
     def score_parts(self, beliefs: pd.DataFrame | dict, retrieval_threshold: float,
-                    parts: dict[str, tuple[int, int]]) -> dict[str, Evaluation]:
+                    parts: dict[str, tuple[int, int]], *, calibration: bool = True) -> dict[str, Evaluation]:
         """Score belief states on several contiguous ranges of checkpoints (index ``[a, b)``), e.g. a
         tuning part and a held-out part, sharing the work that does not depend on the range. Each
-        part's scores equal those of an Evaluator built on that part's checkpoints alone."""
+        part's scores equal those of an Evaluator built on that part's checkpoints alone.
+
+        ``calibration=False`` skips the calibration metrics (most of the cost): their summary entries
+        (:data:`CALIBRATION_METRICS`) are NaN, ``samples`` is 0, the per-checkpoint ``log_loss`` is NaN
+        and the reliability and per-kind tables are empty."""
         b = {c: np.asarray(beliefs[c]) for c in BELIEF_COLUMNS}
         # a canonical order, so that sums (and so the scores) do not depend on how rows came in:
         # by (triple, start) packed in one int64, and by end where those tie
@@ -286,7 +292,8 @@ class Evaluator:
                 "needed": self.needed[sl].astype(np.int64), "precision": precision[sl], "recall": recall[sl],
                 "stale": stale[sl].astype(np.int64), "lost": lost_cum.astype(np.int64),
             })
-            cal = self._calibration(triple, kind, start, conf, rate, k0, k1, pb, pt, (pa_, pb_))
+            cal = self._calibration(triple, kind, start, conf, rate, k0, k1, pb, pt, (pa_, pb_)) if calibration \
+                else _no_calibration(n)
             ckpt["log_loss"] = cal.pop("per_checkpoint")[sl]
             pr, rc = precision[sl], recall[sl]
             summary = {
@@ -450,6 +457,15 @@ class Evaluator:
             summary[f"log_loss.{r['kind']}"] = r["log_loss"]
         return {"per_checkpoint": per_checkpoint, "summary": summary, "by_kind": by_kind,
                 "reliability": _reliability(pc, y, sk)}
+
+
+def _no_calibration(n_checkpoints: int) -> dict:
+    """What ``_calibration`` returns, when calibration is not scored."""
+    summary: dict[str, Any] = {m: float("nan") for m in CALIBRATION_METRICS}
+    summary.update(samples=float("nan"), calibration_stride=float("nan"))  # not scored, not "none"
+    return {"per_checkpoint": np.full(n_checkpoints, np.nan), "summary": summary,
+            "by_kind": pd.DataFrame(columns=["kind", "samples", "held", "log_loss", "brier", "rmse_bins", "auc"]),
+            "reliability": pd.DataFrame(columns=["kind", "bin", "p_mean", "y_mean", "n"])}
 
 
 def true_intervals(triple: np.ndarray, valid_from: np.ndarray, end: np.ndarray

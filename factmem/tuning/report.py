@@ -162,6 +162,7 @@ def write_tune_run(result: TuneResult, P: PreparedLog, out: Path) -> Path:
         baseline=result.baseline.to_dict(), current=None if result.current is None else result.current.to_dict(),
         start=None if result.start is None else result.start.to_dict(), seconds=round(result.seconds, 2),
         search=result.search.to_dict(), compute=result.compute.to_dict(),
+        calibration="every candidate" if res.calibration else "the rows the report shows",
     )
     man = manifest("tune", **info)
     write_run(out, man, finish=False, tables={"sweep": tab, "heldout": heldout, "budget_curves": curves, "checkpoints": ck,
@@ -329,7 +330,10 @@ def render_report(result: TuneResult, P: PreparedLog, figs: dict[str, Path], cal
           f"Log loss over held facts (whole log): recommended {_fmt(calib['recommended'].get('held_log_loss'))}, "
           f"baseline {_fmt(calib['baseline'].get('held_log_loss'))}; over every fact mentioned: "
           f"{_fmt(calib['recommended'].get('log_loss'))} and {_fmt(calib['baseline'].get('log_loss'))}. "
-          "Calibration describes the memory; the decision above rests on the context metrics.", ""]
+          "Calibration describes the memory; the decision above rests on the context metrics."
+          + ("" if res.calibration else " Calibration was scored for the rows this report shows (baseline, seed "
+             "defaults, current, start, each recommendation); the sweep table leaves it empty for the other "
+             "candidates (`--calibrate-all` scores every one)."), ""]
     captions = {"slices": f"The objective on the tuning data against each searched parameter ({len(res.params)} "
                           "candidates; the star is the recommendation, the diamond the baseline)",
                 "pareto": "Every candidate: stale or false facts per context against recall@k (the front in black)",

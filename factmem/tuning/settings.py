@@ -26,7 +26,7 @@ from factmem.errors import InputError
 from factmem.evaluation.context import NEEDED_MODES, Needed
 from factmem.tuning.space import Range
 
-__all__ = ["ObjectiveName", "OBJECTIVES", "CONTEXT_OBJECTIVES", "HoldoutMode", "HOLDOUT_MODES", "Objective",
+__all__ = ["ObjectiveName", "OBJECTIVES", "CALIBRATION_OBJECTIVES", "CONTEXT_OBJECTIVES", "HoldoutMode", "HOLDOUT_MODES", "Objective",
            "Holdout", "Search", "Compute", "DEFAULT_SPACE"]
 
 ObjectiveName = Literal["utility", "recall_at_k", "precision_at_k", "stale_at_k",
@@ -38,6 +38,8 @@ OBJECTIVES: dict[str, bool] = {
     "recall": False, "precision": False, "stale": True, "believed": True, "lost": True,
 }
 assert set(OBJECTIVES) == set(get_args(ObjectiveName))
+#: objectives read from the calibration metrics (a sweep for them scores calibration for every row)
+CALIBRATION_OBJECTIVES: frozenset[str] = frozenset({"log_loss", "brier", "rmse_bins", "auc"})
 #: objectives read from the budgeted context metrics (one value per budget)
 CONTEXT_OBJECTIVES: dict[str, str] = {"utility": "utility", "recall_at_k": "recall",
                                       "precision_at_k": "precision", "stale_at_k": "charged"}

@@ -49,6 +49,7 @@ from factmem.core.params import MemoryParams
 from factmem.data.logs import Dataset
 from factmem.errors import InputError
 from factmem.evaluation.context import FIELDS, ContextEvaluator, ContextScores
+from factmem.evaluation.metrics import CALIBRATION_METRICS
 from factmem.evaluation.simulate import (
     PreparedLog,
     Schedule,
@@ -61,6 +62,7 @@ from factmem.tuning.settings import OBJECTIVES, Compute, Holdout, Objective, Sea
 from factmem.tuning.space import ALIASES, assign, grid_points, random_points
 
 __all__ = ["SUMMARY_METRICS", "CONTEXT_METRICS", "run_id", "SweepResult", "score_chunk", "sweep", "dask_executor",
+           "calibration_columns", "fill_calibration",
            "plan_parts", "baseline_rows", "OBJECTIVES"]
 
 SUMMARY_METRICS = ("log_loss", "brier", "auc", "rmse_bins", "held_log_loss", "precision", "recall", "believed",
@@ -92,6 +94,8 @@ class SweepResult:
     subjects: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
     points: dict[str, int] = field(default_factory=dict)
     sampled_from: dict[str, int] = field(default_factory=dict)
+    #: whether every row's calibration metrics were scored (else NaN but where filled in afterwards)
+    calibration: bool = True
 
     @property
     def parts(self) -> tuple[str, ...]:
@@ -179,8 +183,10 @@ def plan_parts(P: PreparedLog, H: PreparedLog | None, schedule: Schedule, holdou
 
 
 def score_chunk(log: Any, holdout_log: Any, params: list[dict], schedule: dict, objective: dict,
-                holdout: dict) -> tuple[list[dict], dict[str, np.ndarray], dict[str, np.ndarray], dict[str, tuple[int, int]]]:
-    """Replay and score a chunk of parameter sets sharing multi-valued predicates (one task).
+                holdout: dict, calibration: bool = True
+                ) -> tuple[list[dict], dict[str, np.ndarray], dict[str, np.ndarray], dict[str, tuple[int, int]]]:
+    """Replay and score a chunk of parameter sets sharing multi-valued predicates (one task);
+    ``calibration=False`` leaves the calibration metrics NaN (see :meth:`Evaluator.score_parts`).
 
     Returns the table rows, the per-subject context sums per part (stacked over the chunk), the
     subjects of each part, and (points scored, points before sampling) per part."""
@@ -206,7 +212,7 @@ def score_chunk(log: Any, holdout_log: Any, params: list[dict], schedule: dict, 
             sums.setdefault(part, [])
             points[part] = (ctx.scored_points(part), ctx.sampled_from)
         for row, p, bel in zip(rows, ps, beliefs):
-            for label, res in ev.score_parts(bel, p.retrieval_threshold, cp_ranges).items():
+            for label, res in ev.score_parts(bel, p.retrieval_threshold, cp_ranges, calibration=calibration).items():
                 s = res.summary
                 row.update({f"{label}.{m}": s[m] for m in SUMMARY_METRICS})
                 row.update({f"{label}.{k}": v for k, v in s.items() if k.startswith("log_loss.")})
@@ -243,13 +249,17 @@ def baseline_rows(base: MemoryParams, swept: Sequence[str] = ()) -> list[MemoryP
 
 def sweep(log: Any, space: Mapping[str, Any] | Sequence[MemoryParams], *, base: MemoryParams | None = None,
           schedule: Schedule | None = None, objective: Objective | None = None, holdout: Holdout | None = None,
-          search: Search | None = None, compute: Compute | None = None, include_baseline: bool = True) -> SweepResult:
+          search: Search | None = None, compute: Compute | None = None, include_baseline: bool = True,
+          calibration: bool = True) -> SweepResult:
     """Replay ``log`` with every parameter set of ``space`` and score each (see the module docstring).
 
     ``space``: flat parameter name → list of values or :class:`~factmem.tuning.space.Range` (drawn as
     ``search`` says: a grid by default here, random with ``Search(method="random")``), or an explicit
     list of MemoryParams. ``base``: the parameters not swept (default: the seed's, with the dataset's
     multi-valued predicates). The baseline rows come first unless ``include_baseline=False``.
+    ``calibration=False`` skips the calibration metrics (log loss, Brier, AUC, RMSE(bins): most of the
+    checkpoint metrics' cost) — their columns are NaN; :func:`fill_calibration` scores them for chosen
+    rows afterwards (what ``tune`` does for the rows its report shows).
     """
     objective = objective or Objective()
     holdout = holdout or Holdout()
@@ -283,7 +293,7 @@ def sweep(log: Any, space: Mapping[str, Any] | Sequence[MemoryParams], *, base: 
         else:
             chunks.append([i])
     log_ref, hold_ref = _log_ref(P), (None if H is None else _log_ref(H))
-    args = (schedule.to_dict(), objective.to_dict(), {**holdout.to_dict(), "log": None})
+    args = (schedule.to_dict(), objective.to_dict(), {**holdout.to_dict(), "log": None}, bool(calibration))
     rows: list[dict] = [{} for _ in points]
     sums: dict[str, np.ndarray] = {}
     subjects: dict[str, np.ndarray] = {}
@@ -338,7 +348,29 @@ def sweep(log: Any, space: Mapping[str, Any] | Sequence[MemoryParams], *, base: 
     return SweepResult(table=table, params=points, schedule=schedule, objective=objective, holdout=holdout,
                        dataset_sha256=P.sha256, holdout_sha256=None if H is None else H.sha256, split_at=split_at,
                        context=sums, subjects=subjects, points={k: v[0] for k, v in npoints.items()},
-                       sampled_from={k: v[1] for k, v in npoints.items()})
+                       sampled_from={k: v[1] for k, v in npoints.items()}, calibration=bool(calibration))
+
+
+def calibration_columns(table: pd.DataFrame) -> list[str]:
+    """The sweep-table columns holding calibration metrics (``<part>.log_loss``, ``….log_loss.<kind>`` …)."""
+    return [c for c in table.columns if "." in c and not c.split(".", 1)[1].count("@")
+            and (c.split(".", 1)[1] in CALIBRATION_METRICS + ("samples",) or c.split(".", 1)[1].startswith("log_loss."))]
+
+
+def fill_calibration(res: SweepResult, rows: Sequence[int], log: Any) -> SweepResult:
+    """``res`` with the calibration metrics of ``rows`` scored (a sweep run with ``calibration=False``
+    left them NaN): the same numbers a sweep with calibration gives those rows. ``log``: the swept log."""
+    wanted = sorted({int(i) for i in rows})
+    if res.calibration or not wanted:
+        return res
+    sub = sweep(log, [res.params[i] for i in wanted], schedule=res.schedule, objective=res.objective,
+                holdout=res.holdout, compute=Compute(workers=0, progress=False), include_baseline=False)
+    table = res.table.copy()
+    for col in calibration_columns(sub.table):
+        if col not in table.columns:
+            table[col] = np.nan
+        table.loc[wanted, col] = sub.table[col].to_numpy()
+    return SweepResult(**{**res.__dict__, "table": table})
 
 
 def dask_executor(address: str) -> Executor:

@@ -54,9 +54,9 @@ from factmem.evaluation.context import FIELDS
 from factmem.evaluation.simulate import PreparedLog, Schedule, default_schedule, prepare
 from factmem.tuning.report import write_tune_run
 from factmem.tuning.runs import default_run_dir, run_folder
-from factmem.tuning.settings import CONTEXT_OBJECTIVES, Compute, Holdout, Objective, Search
+from factmem.tuning.settings import CALIBRATION_OBJECTIVES, CONTEXT_OBJECTIVES, Compute, Holdout, Objective, Search
 from factmem.tuning.space import ALIASES, Range, coordinate, grid_points, random_points, refine_points
-from factmem.tuning.sweep import SweepResult, baseline_rows, sweep
+from factmem.tuning.sweep import SweepResult, baseline_rows, fill_calibration, sweep
 
 __all__ = ["Comparison", "Recommendation", "TuneResult", "base_params", "tune", "decide", "subject_folds",
            "edge_notes", "bootstrap_difference", "selection_stability", "TOP_SHARE"]
@@ -298,14 +298,19 @@ def _search_points(search: Search, base: MemoryParams) -> list[MemoryParams]:
 def tune(log: Any = None, *, out: str | os.PathLike | None = None, search: Search | None = None,
          objective: Objective | None = None, holdout: Holdout | None = None, compute: Compute | None = None,
          schedule: Schedule | None = None, current: MemoryParams | None = None, start: MemoryParams | None = None,
-         write: bool = True, force: bool = False) -> TuneResult:
+         write: bool = True, force: bool = False, calibrate_all: bool = False) -> TuneResult:
     """Tune the memory's parameters on ``log`` (default: the bundled ``small`` dataset); see the
     module docstring. ``current``: production's parameters, which a recommendation must also beat.
     ``start``: a candidate to centre the search on (e.g. :func:`factmem.fit`'s parameters).
 
     ``out`` (default ``runs/<timestamp>/``) must be new or empty (the run-folder rule of
     :mod:`factmem.tuning.runs`; ``force=True`` replaces a previous run); it is checked before any work,
-    holds ``INCOMPLETE`` while the run writes, and is removed if the run fails."""
+    holds ``INCOMPLETE`` while the run writes, and is removed if the run fails.
+
+    Calibration metrics (log loss, Brier, AUC, RMSE(bins)) are scored for the rows the report shows
+    (baseline, seed defaults, current, start, each budget's recommendation) — scoring them for every
+    candidate was over half of a tune's time and no choice reads them — unless the objective is one of
+    them or ``calibrate_all``; the sweep table holds NaN for the others."""
     objective = objective or Objective()
     holdout = holdout or Holdout()
     if not objective.per_budget and holdout.mode == "subjects":
@@ -313,14 +318,14 @@ def tune(log: Any = None, *, out: str | os.PathLike | None = None, search: Searc
                          "cannot be held out by subject; use a context objective (utility, recall_at_k, "
                          "precision_at_k, stale_at_k) or hold out by time or another log")
     if not write:
-        return _tune(log, None, search, objective, holdout, compute, schedule, current, start)
+        return _tune(log, None, search, objective, holdout, compute, schedule, current, start, calibrate_all)
     with run_folder(out if out is not None else default_run_dir(), force=force) as folder:
-        return _tune(log, folder, search, objective, holdout, compute, schedule, current, start)
+        return _tune(log, folder, search, objective, holdout, compute, schedule, current, start, calibrate_all)
 
 
 def _tune(log: Any, out: Path | None, search: Search | None, objective: Objective, holdout: Holdout,
           compute: Compute | None, schedule: Schedule | None, current: MemoryParams | None,
-          start: MemoryParams | None) -> TuneResult:
+          start: MemoryParams | None, calibrate_all: bool = False) -> TuneResult:
     t0 = time.perf_counter()
     search = search or Search()
     compute = compute or Compute()
@@ -331,7 +336,9 @@ def _tune(log: Any, out: Path | None, search: Search | None, objective: Objectiv
     base = base_params(P)
     extra = [p for p in (start, current) if p is not None]
     candidates = _search_points(search, base) + extra
-    res = sweep(P, candidates, base=base, schedule=schedule, objective=objective, holdout=holdout, compute=compute)
+    calibration = calibrate_all or objective.name in CALIBRATION_OBJECTIVES
+    res = sweep(P, candidates, base=base, schedule=schedule, objective=objective, holdout=holdout, compute=compute,
+                calibration=calibration)
     tuning_part = "all" if holdout.mode == "subjects" else "train"
     eval_part = "all" if holdout.mode == "subjects" else "test"
     n_subj = len(res.subjects[tuning_part])
@@ -351,13 +358,16 @@ def _tune(log: Any, out: Path | None, search: Search | None, objective: Objectiv
         more = [p for p in more if p not in set(res.params)]
         if more:
             res = _concat(res, sweep(P, more, base=base, schedule=schedule, objective=objective, holdout=holdout,
-                                     compute=compute, include_baseline=False))
+                                     compute=compute, include_baseline=False, calibration=calibration))
 
     baseline = baseline_rows(base)[0]
     i_base = 0
     i_def = next(i for i, p in enumerate(res.params) if p == MemoryParams())
     i_cur = None if current is None else res.params.index(current)
     i_start = None if start is None else res.params.index(start)
+    shown = [i_base, i_def] + [i for i in (i_cur, i_start) if i is not None] + \
+        [res.best(tuning_part, k if objective.per_budget else None) for k in objective.budgets]
+    res = fill_calibration(res, shown, P)
     recs: dict[int, Recommendation] = {}
     for k in objective.budgets:
         recs[k] = _recommend(res, k, tuning_part, eval_part, folds, i_base, i_def, i_cur, current, search, holdout,
@@ -375,7 +385,7 @@ def _concat(a: SweepResult, b: SweepResult) -> SweepResult:
     return SweepResult(table=table, params=a.params + b.params, schedule=a.schedule, objective=a.objective,
                        holdout=a.holdout, dataset_sha256=a.dataset_sha256, holdout_sha256=a.holdout_sha256,
                        split_at=a.split_at, context=ctx, subjects=a.subjects, points=a.points,
-                       sampled_from=a.sampled_from)
+                       sampled_from=a.sampled_from, calibration=a.calibration and b.calibration)
 
 
 def _recommend(res: SweepResult, k: int, tuning_part: str, eval_part: str, folds: np.ndarray | None, i_base: int,
