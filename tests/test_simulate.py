@@ -61,6 +61,40 @@ def test_many_parameter_sets_at_once_equal_one_at_a_time(tiny):
         pd.testing.assert_frame_equal(canon(b), canon(kernel_beliefs(tiny, [p], grid)[0]), check_exact=True)
 
 
+def test_scoring_sets_that_share_rows_equals_scoring_each_alone(tiny):
+    """The evaluator reuses what depends only on the rows' triple and start while the same arrays come
+    again (parameter sets replayed together share them); the scores equal a fresh evaluator's, and
+    those of the same beliefs as a DataFrame (no sharing)."""
+    from factmem.evaluation.metrics import Evaluator
+    from factmem.evaluation.simulate import kernel_belief_arrays
+
+    sched = Schedule()
+    grid, cps = sched.consolidations(tiny.start, tiny.end), sched.checkpoints(tiny.start, tiny.end)
+    ps = [p.replace(multi_valued_predicates=tiny.dataset.multi_valued_predicates) for p in PARAMS]
+    arrays = kernel_belief_arrays(tiny, ps, grid)
+    assert arrays[0]["triple"] is arrays[1]["triple"]  # what makes the reuse possible
+    shared = Evaluator(tiny.truth, tiny.mentions, cps)
+    parts = {"first": (0, len(cps) // 2), "second": (len(cps) // 2, len(cps))}
+    for p, b in zip(ps, arrays):
+        got = shared.score_parts(b, p.retrieval_threshold, parts)
+        alone = Evaluator(tiny.truth, tiny.mentions, cps).score_parts(b, p.retrieval_threshold, parts)
+        frame = Evaluator(tiny.truth, tiny.mentions, cps).score_parts(pd.DataFrame(b), p.retrieval_threshold, parts)
+        for name in parts:
+            for other in (alone, frame):
+                assert got[name].summary == other[name].summary
+                pd.testing.assert_frame_equal(got[name].checkpoints, other[name].checkpoints, check_exact=True)
+                pd.testing.assert_frame_equal(got[name].lost, other[name].lost, check_exact=True)
+    # the context scorer likewise
+    from factmem.evaluation.context import ContextEvaluator
+
+    ctx = ContextEvaluator(tiny, budgets=(3, 20))
+    for p, b in zip(ps, arrays):
+        got = ctx.score(b, p)
+        for other in (ContextEvaluator(tiny, budgets=(3, 20)).score(b, p),
+                      ContextEvaluator(tiny, budgets=(3, 20)).score(pd.DataFrame(b), p)):
+            assert np.array_equal(got.sums, other.sums)
+
+
 def test_per_predicate_rates_in_a_batch_of_parameter_sets(tiny):
     """Sets with different per-predicate tables (one overriding what another leaves to the kind) in
     one kernel call: each equals its own store replay, and the rates are the predicate's or the kind's."""

@@ -54,7 +54,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal, get_args
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 import numpy as np
 import pandas as pd
@@ -62,7 +62,7 @@ import pandas as pd
 from factmem.core.codes import OPEN, SECONDS_PER_DAY, EndReason
 from factmem.core.params import MemoryParams
 from factmem.errors import InputError
-from factmem.evaluation.metrics import order_by_packed, true_intervals
+from factmem.evaluation.metrics import packed_order, settle_ties, true_intervals
 from factmem.evaluation.topk import top_k_masks
 
 if TYPE_CHECKING:
@@ -146,6 +146,22 @@ class ContextScores:
     def per_subject(self, field: str, part: str | None = None, budget: int | None = None) -> np.ndarray:
         p, b = self._pick(part, budget)
         return self.sums[p, :, b, _F[field]]
+
+
+@dataclass
+class _SharedRows:
+    """What scoring computes from the rows' triple and start only (``ContextEvaluator._shared_rows``):
+    the canonical order before ties, the sorted subject, triple and start, each state's first point."""
+
+    triple_in: Any
+    start_in: Any
+    order: np.ndarray
+    pos: np.ndarray
+    group: np.ndarray
+    subject: np.ndarray
+    triple: np.ndarray
+    start: np.ndarray
+    lo: np.ndarray
 
 
 class ContextEvaluator:
@@ -374,12 +390,6 @@ class ContextEvaluator:
         packed keys, exact ties); truth flags are computed once per state where they cannot change
         over the state's points, per pair elsewhere."""
         b = {c: np.asarray(beliefs[c]) for c in ("triple", "start", "end", "reason", "confidence", "rate", "fact")}
-        triple = b["triple"].astype(np.int64)
-        known = triple < self._n_known
-        if not known.all():
-            # derived facts about triples the log never names: invented, so never true or needed;
-            # they still take context slots (their subject and tie order come from their strings)
-            self._extend(triple[~known])
         start, end = b["start"].astype(np.int64), b["end"].astype(np.int64)
         reason = b["reason"].astype(np.int64)
         conf, rate = b["confidence"].astype(np.float64), b["rate"].astype(np.float64)
@@ -387,20 +397,20 @@ class ContextEvaluator:
         thr = context_threshold(params)
 
         # a canonical order of the states (subject, start, triple, end, confidence, rate), so that sums
-        # do not depend on the order rows come in; it also makes the point searches below sorted
-        subj = self._triple_subject[triple]
-        order = _canonical_order(subj, self._tri_local[triple], start, end, conf, rate)
-        subj, tr, st, cf, rt = subj[order], triple[order], start[order], conf[order], rate[order]
-        en, why = end[order], reason[order]
+        # do not depend on the order rows come in; it also makes the point searches below sorted.
+        # Parameter sets replayed together share their rows' triple and start (the same arrays): the
+        # order before ties and what follows from it are computed once (``_shared_rows``).
+        shared = self._shared_rows(beliefs, b)
+        order = settle_ties(shared.order, shared.pos, shared.group, lambda rows: (rate[rows], conf[rows], end[rows]))
+        subj, tr, st, lo = shared.subject, shared.triple, shared.start, shared.lo
+        cf, rt, en, why = conf[order], rate[order], end[order], reason[order]
 
         # the scored points each state is held at: a range [lo, lo + cnt) of the valid points
         by_event = (why == EndReason.REINFORCED) | (why == EndReason.SUPERSEDED)
         vis_end = np.where(en == OPEN, OPEN, np.where(by_event, en + 1, en))
         top_t = self._tmin + self._span - 1
         base = subj * self._span - self._tmin
-        vkey = self._v_key
-        lo = np.searchsorted(vkey, base + np.clip(st + 1, self._tmin, top_t), "left")
-        hi = np.searchsorted(vkey, base + np.clip(vis_end, self._tmin, top_t), "left")
+        hi = np.searchsorted(self._v_key, base + np.clip(vis_end, self._tmin, top_t), "left")
         hi = np.where(vis_end >= top_t, self._v_subject_end[subj], hi)
         cnt = np.maximum(hi - lo, 0)
         has = np.flatnonzero(cnt > 0)  # states held at a scored point
@@ -559,6 +569,31 @@ class ContextEvaluator:
         stale = other & ~multi[pred] if len(multi) else other
         return needed, stale, stale, needed
 
+    def __getstate__(self) -> dict:
+        return {**self.__dict__, "_shared": None}  # a cache of one run's rows: not worth shipping
+
+    def _shared_rows(self, beliefs: pd.DataFrame | dict, b: dict[str, np.ndarray]) -> _SharedRows:
+        """What :meth:`score` computes from the rows' triple and start alone, for the arrays given (kept
+        while the same arrays come again: belief arrays are not modified once made)."""
+        tri_in, st_in = beliefs["triple"], beliefs["start"]
+        hit = getattr(self, "_shared", None)
+        if hit is not None and hit.triple_in is tri_in and hit.start_in is st_in:
+            return hit
+        triple, start = b["triple"].astype(np.int64), b["start"].astype(np.int64)
+        known = triple < self._n_known
+        if not known.all():
+            # derived facts about triples the log never names: invented, so never true or needed;
+            # they still take context slots (their subject and tie order come from their strings)
+            self._extend(triple[~known])
+        subj = self._triple_subject[triple]
+        order, pos, group = _canonical_order(subj, self._tri_local[triple], start)
+        # rows that tie share subject, start and triple: the tie order changes none of these
+        subj, tr, st = subj[order], triple[order], start[order]
+        top_t = self._tmin + self._span - 1
+        lo = np.searchsorted(self._v_key, subj * self._span - self._tmin + np.clip(st + 1, self._tmin, top_t), "left")
+        self._shared = _SharedRows(tri_in, st_in, order, pos, group, subj, tr, st, lo)
+        return self._shared
+
     def _extend(self, unknown: np.ndarray) -> None:
         """Subjects and tie order of triples the log never names (invented derived facts)."""
         P = self.prepared
@@ -587,22 +622,29 @@ class ContextEvaluator:
 _BLOCK_PAIRS = 1_000_000
 
 
-def _canonical_order(subject: np.ndarray, local: np.ndarray, start: np.ndarray, end: np.ndarray,
-                     conf: np.ndarray, rate: np.ndarray) -> np.ndarray:
-    """An order of belief states that depends only on their contents: by subject, start, ``local``
-    (the triple's rank among its subject's), end, confidence, rate — one int64 key when (subject,
-    start, triple) is unique, as it is when a triple holds one state at a time."""
+def _canonical_order(subject: np.ndarray, local: np.ndarray, start: np.ndarray
+                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """An order of belief states that depends only on their contents — by subject, start, ``local``
+    (the triple's rank among its subject's), then end, confidence, rate — before its ties: as
+    :func:`~factmem.evaluation.metrics.packed_order` returns it, for
+    :func:`~factmem.evaluation.metrics.settle_ties` with the tie keys (rate, confidence, end). One int64
+    key when it fits; equal (subject, start, triple) — zero-length states — are the ties."""
     n = len(subject)
     if not n:
-        return np.zeros(0, np.int64)
+        return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64)
     s0 = int(start.min())
     span = int(start.max()) - s0 + 1
     width = int(local.max()) + 1
     if (int(subject.max()) + 1) * span * width < 2**62:
-        packed = (subject * span + (start - s0)) * width + local
-        # equal (subject, start, triple) — zero-length states — are ordered by (end, confidence, rate)
-        return order_by_packed(packed, lambda rows: (rate[rows], conf[rows], end[rows]))
-    return np.lexsort((rate, conf, end, local, start, subject))
+        return packed_order((subject * span + (start - s0)) * width + local)
+    # too wide to pack: rank (subject, start, local) by a lexsort, then the ranks are the packed key
+    order = np.lexsort((local, start, subject))
+    keys = np.stack([subject[order], start[order], local[order]])
+    new = np.ones(n, bool)
+    new[1:] = (keys[:, 1:] != keys[:, :-1]).any(axis=0)
+    rank = np.empty(n, np.int64)
+    rank[order] = np.cumsum(new) - 1
+    return packed_order(rank)
 
 
 def _blocks(subject: np.ndarray, cnt: np.ndarray, size: int) -> list[tuple[int, int]]:

@@ -50,7 +50,7 @@ from factmem.core.codes import KINDS, OPEN, SECONDS_PER_DAY, EndReason
 from factmem.core.timeutil import grid_index
 from factmem.errors import InputError
 
-__all__ = ["EPS", "AGE_EDGES_DAYS", "BELIEF_COLUMNS", "CALIBRATION_METRICS", "order_by_packed", "true_intervals", "weighted_auc",
+__all__ = ["EPS", "AGE_EDGES_DAYS", "BELIEF_COLUMNS", "CALIBRATION_METRICS", "order_by_packed", "packed_order", "settle_ties", "true_intervals", "weighted_auc",
            "Evaluation", "Evaluator"]
 
 EPS = 1e-4
@@ -73,15 +73,30 @@ def order_by_packed(packed: np.ndarray, tiebreak) -> np.ndarray:
     """A stable argsort of int64 keys whose rows with equal keys are ordered by ``tiebreak(rows)``
     (keys as for :func:`numpy.lexsort`, given the rows' indices) — the same order as a lexsort on
     (tie keys, then the packed key) but sorting only the tied rows by the extra keys."""
+    return settle_ties(*packed_order(packed), tiebreak)
+
+
+def packed_order(packed: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The first step of :func:`order_by_packed`: (the stable argsort, the positions in it of rows whose
+    key is shared, and a run number for each of those positions) — what does not depend on the tie keys."""
     order = np.argsort(packed, kind="stable")
     ps = packed[order]
     dup = np.flatnonzero(ps[1:] == ps[:-1])
-    if dup.size:
-        pos = np.unique(np.concatenate([dup, dup + 1]))  # positions in runs of equal keys
-        group = np.searchsorted(ps[pos], ps[pos], "left")
-        rows = order[pos]  # ascending within each run (stable)
-        order[pos] = rows[np.lexsort(tuple(tiebreak(rows)) + (group,))]
-    return order
+    if not dup.size:
+        return order, np.zeros(0, np.int64), np.zeros(0, np.int64)
+    pos = np.unique(np.concatenate([dup, dup + 1]))  # positions in runs of equal keys
+    return order, pos, np.searchsorted(ps[pos], ps[pos], "left")
+
+
+def settle_ties(order: np.ndarray, pos: np.ndarray, group: np.ndarray, tiebreak) -> np.ndarray:
+    """The second step of :func:`order_by_packed`: ``order`` with each run of equal keys ordered by
+    ``tiebreak`` (a new array; ``order`` is not changed)."""
+    if not pos.size:
+        return order
+    out = order.copy()
+    rows = order[pos]  # ascending within each run (stable)
+    out[pos] = rows[np.lexsort(tuple(tiebreak(rows)) + (group,))]
+    return out
 
 
 def weighted_auc(p: np.ndarray, y: np.ndarray, w: np.ndarray | None = None) -> float:
@@ -130,6 +145,25 @@ class Evaluation:
     calibration_by_kind: pd.DataFrame = field(default_factory=pd.DataFrame)
 
 
+@dataclass
+class _SharedRows:
+    """What scoring a parameter set computes from its rows' triple and start only (see
+    ``Evaluator._shared_rows``): the canonical order before ties, the sorted triple and start, each
+    state's first checkpoint, its (state, truth row) pairs and its triple's earliest end."""
+
+    triple_in: Any
+    start_in: Any
+    order: np.ndarray
+    pos: np.ndarray
+    group: np.ndarray
+    triple: np.ndarray
+    start: np.ndarray
+    k0: np.ndarray
+    pb: np.ndarray
+    pt: np.ndarray
+    me: np.ndarray
+
+
 class Evaluator:
     """Scores belief states against ground truth at checkpoints.
 
@@ -154,6 +188,7 @@ class Evaluator:
                 raise InputError(f"{name} lacks column {missing[0]!r}")
         self.eps = float(eps)
         self.max_samples = int(max_samples)
+        self._shared: _SharedRows | None = None
         n = len(self.cp)
 
         def as_end(col) -> np.ndarray:
@@ -213,6 +248,9 @@ class Evaluator:
             self._mentioned_by_kind.append(_diff_count(n, mk0[trip_k], np.full(int(trip_k.sum()), n)))
             self._mentioned_true_by_kind.append(_diff_count(n, self._mt_k0[tk], self.t_k1[tk]))
 
+    def __getstate__(self) -> dict:
+        return {**self.__dict__, "_shared": None}  # a cache of one run's rows: not worth shipping
+
     def _next_mention(self, triple: np.ndarray, after: np.ndarray) -> np.ndarray:
         """First mention of ``triple`` strictly after ``after`` (OPEN if none)."""
         if self.m_ts.size == 0:
@@ -242,33 +280,35 @@ class Evaluator:
         and the reliability and per-kind tables are empty."""
         b = {c: np.asarray(beliefs[c]) for c in BELIEF_COLUMNS}
         # a canonical order, so that sums (and so the scores) do not depend on how rows came in:
-        # by (triple, start) packed in one int64, and by end where those tie
-        tri, st = b["triple"].astype(np.int64), b["start"].astype(np.int64)
-        span = int(st.max(initial=0)) - int(st.min(initial=0)) + 1
-        packed = tri * span + (st - st.min(initial=0)) if len(st) and int(tri.max()) < (2 ** 62) // span else None
-        if packed is None:
-            order = np.lexsort((b["end"], st, tri))
-        else:  # ties in (triple, start): settled by end
-            order = order_by_packed(packed, lambda rows: (b["end"][rows],))
-        b = {c: v[order] for c, v in b.items()}
+        # by (triple, start) packed in one int64, and by end where those tie. Parameter sets replayed
+        # together share their rows' triple and start (the same arrays): what depends on those alone
+        # is computed for the first set and reused (:class:`_SharedRows`).
+        shared = self._shared_rows(beliefs, b)
         cp, n = self.cp, len(self.cp)
-        start, end, reason = b["start"].astype(np.int64), b["end"].astype(np.int64), b["reason"].astype(np.int64)
-        conf, rate, triple, kind = b["confidence"].astype(float), b["rate"].astype(float), b["triple"].astype(np.int64), b["kind"].astype(np.int64)
+        if shared is not None:
+            order = settle_ties(shared.order, shared.pos, shared.group, lambda rows: (b["end"][rows],))
+            triple, start, k0, pb, pt, me = shared.triple, shared.start, shared.k0, shared.pb, shared.pt, shared.me
+        else:
+            tri, st = b["triple"].astype(np.int64), b["start"].astype(np.int64)
+            order = np.lexsort((b["end"], st, tri))
+            triple, start = tri[order], st[order]
+            k0 = grid_index(cp, start + 1, "left")
+            pb, pt = self._pairs(triple)
+            # triples past the log's own (derived facts the log never names, e.g. invented by a
+            # model) were never true, never needed and never mentioned
+            me = _lookup(self.min_end_k, triple, n)
+        end, reason = b["end"][order].astype(np.int64), b["reason"][order].astype(np.int64)
+        conf, rate, kind = b["confidence"][order].astype(float), b["rate"][order].astype(float), b["kind"][order].astype(np.int64)
         by_event = (reason == EndReason.REINFORCED) | (reason == EndReason.SUPERSEDED)
         vis_end = np.where(by_event, end + 1, end)  # an event at `end` is seen only after `end`
-        k0 = grid_index(cp, start + 1, "left")  # arithmetic on evenly spaced checkpoints
         k1 = np.where(end == OPEN, n, grid_index(cp, np.where(end == OPEN, 0, vis_end), "left"))
         kb = self._believed_until(conf, rate, start, k0, k1, retrieval_threshold)
 
         believed = _diff_count(n, k0, kb)
-        # pairs (state, truth row) of the same triple
-        pb, pt = self._pairs(triple)
+        # pairs (state, truth row) of the same triple: pb, pt
         lo, hi = np.maximum(k0[pb], self.t_k0[pt]), np.minimum(kb[pb], self.t_k1[pt])
         true_believed = _diff_count(n, lo, hi)
         hit_needed = _diff_count(n, np.maximum(k0[pb], self.t_needed_k0[pt]), hi)
-        # triples past the log's own (derived facts the log never names, e.g. invented by a model)
-        # were never true, never needed and never mentioned
-        me = _lookup(self.min_end_k, triple, n)
         stale = _diff_count(n, np.maximum(k0, me), kb) - _diff_count(n, np.maximum(lo, me[pb]), hi)
         lost_all = self._lost(triple, kind, start, end, reason)
         lost_at = lost_all["archived_at"].to_numpy(np.int64)
@@ -309,6 +349,25 @@ class Evaluator:
             summary.update(cal.pop("summary"))
             out[name] = Evaluation(ckpt, summary, cal.pop("reliability"), lost, cal.pop("by_kind"))
         return out
+
+    def _shared_rows(self, beliefs: pd.DataFrame | dict, b: dict[str, np.ndarray]) -> _SharedRows | None:
+        """The part of scoring that depends only on the rows' triple and start, for the arrays given
+        (kept while the same arrays come again: belief arrays are not modified once made); None
+        when the packed key would overflow (the caller sorts by a lexsort instead)."""
+        tri_in, st_in = beliefs["triple"], beliefs["start"]
+        hit = self._shared
+        if hit is not None and hit.triple_in is tri_in and hit.start_in is st_in:
+            return hit
+        tri, st = b["triple"].astype(np.int64), b["start"].astype(np.int64)
+        span = int(st.max(initial=0)) - int(st.min(initial=0)) + 1
+        if not (len(st) and int(tri.max()) < (2 ** 62) // span):
+            return None
+        order, pos, group = packed_order(tri * span + (st - st.min(initial=0)))
+        triple, start = tri[order], st[order]  # rows that tie share both: the tie order changes neither
+        pb, pt = self._pairs(triple)
+        self._shared = _SharedRows(tri_in, st_in, order, pos, group, triple, start, grid_index(self.cp, start + 1, "left"),
+                                   pb, pt, _lookup(self.min_end_k, triple, len(self.cp)))
+        return self._shared
 
     def _pairs(self, triple: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """All (state index, truth row) pairs that share a triple."""
