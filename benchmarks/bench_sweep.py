@@ -7,8 +7,10 @@ port replayed once on the **whole** log and multiplied by 64 (each of its runs i
 
 * the sweep with scoring, the tuning issue's default objective (``Objective()``: utility@20 and the
   budgeted context metrics at **every** session start, needed from the truth, with the checkpoint
-  metrics and calibration), and the same with session starts sampled (``max_points_per_subject``, the
-  amendment's allowance; seeded), both through ``factmem.tuning.sweep.sweep`` with worker processes;
+  metrics and calibration), the same with session starts sampled (``max_points_per_subject``, the
+  amendment's allowance; seeded), and the same at every session start without calibration (what
+  ``tune`` does for its candidates: it scores calibration only for the rows its report shows), all
+  through ``factmem.tuning.sweep.sweep`` with worker processes;
 * the replay alone: the kernel's belief states for the 64 sets, in chunks of 16 on the same workers;
 * where the time of one parameter set goes, in one process: replay (a 16-set chunk, per set), the
   checkpoint metrics, the context metrics at every session start, and sampled;
@@ -128,12 +130,14 @@ def main() -> None:
               f"({rows:,} belief states)   {ports / replay:7.0f}x the port")
 
         results = {}
-        for label, objective in (("every session start", Objective()),
-                                 (f"<= {args.max_points} session starts per subject (sampled, seeded)",
-                                  Objective(max_points_per_subject=args.max_points))):
+        for label, objective, calibration in (
+                ("every session start", Objective(), True),
+                (f"<= {args.max_points} session starts per subject (sampled, seeded)",
+                 Objective(max_points_per_subject=args.max_points), True),
+                ("every session start, calibration skipped as tune does for candidates", Objective(), False)):
             t = time.perf_counter()
             res = sweep(P, params, schedule=sched, objective=objective, include_baseline=False,
-                        compute=Compute(workers=workers, progress=False))
+                        compute=Compute(workers=workers, progress=False), calibration=calibration)
             secs = time.perf_counter() - t
             results[label] = secs
             assert len(res.table) == m
@@ -153,13 +157,18 @@ def main() -> None:
         contexts = {"context metrics, every session start": ContextEvaluator(P),
                     f"context metrics, <= {args.max_points} per subject": ContextEvaluator(
                         P, max_points_per_subject=args.max_points)}
-        parts = {"replay (kernel, share of a 16-set chunk)": [kernel] * 4, "checkpoint metrics and calibration": []}
+        parts = {"replay (kernel, share of a 16-set chunk)": [kernel] * 4, "checkpoint metrics and calibration": [],
+                 "checkpoint metrics without calibration": []}
         parts.update({k: [] for k in contexts})
         everything = {"all": (0, len(evaluator.cp))}
+        # (the sets of one chunk share their rows: the scorers reuse what depends on those alone, as
+        # they do in a sweep; the median is over the 4 sets)
         for p, b in zip(params[:4], chunk[:4]):
-            t = time.perf_counter()
-            evaluator.score_parts(b, p.retrieval_threshold, everything)
-            parts["checkpoint metrics and calibration"].append(time.perf_counter() - t)
+            for label, calibration in (("checkpoint metrics and calibration", True),
+                                       ("checkpoint metrics without calibration", False)):
+                t = time.perf_counter()
+                evaluator.score_parts(b, p.retrieval_threshold, everything, calibration=calibration)
+                parts[label].append(time.perf_counter() - t)
             for label, ctx in contexts.items():
                 t = time.perf_counter()
                 ctx.score(b, p)
