@@ -352,14 +352,13 @@ def assign_ids(refs: np.ndarray, next_id: int) -> tuple[np.ndarray, np.ndarray]:
 
 def resolve(refs: np.ndarray, prov: np.ndarray, ids: np.ndarray) -> np.ndarray:
     """Map references to ids (existing ids and NO_REF pass through)."""
-    out = refs.copy()
     neg = (refs < 0) & (refs != NO_REF)
-    if neg.any():
-        gpos = -1 - refs[neg]
-        table = np.full(max(int(gpos.max()), int((-1 - prov).max(initial=-1))) + 1, NO_REF, np.int64)
-        table[-1 - prov] = ids  # the id of the fact each gpos inserted
-        out[neg] = table[gpos]
-    return out
+    if not neg.any():
+        return refs.copy()
+    gpos = np.where(neg, -1 - refs, 0)  # whole columns, no masked gathers: most refs are provisional
+    table = np.full(max(int(gpos.max()), int((-1 - prov).max(initial=-1))) + 1, NO_REF, np.int64)
+    table[-1 - prov] = ids  # the id of the fact each gpos inserted
+    return np.where(neg, table[gpos], refs)
 
 
 def _provisional_gpos(refs: np.ndarray) -> np.ndarray:

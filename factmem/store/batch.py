@@ -47,7 +47,7 @@ class Batch:
         return _flat(self.table.column(name))
 
     def encoded(self, name: str) -> tuple[np.ndarray, pa.Array]:
-        """A string column as (int64 codes, dictionary): ``dictionary[codes[i]]`` is row i's value."""
+        """A string column as (int32 codes, dictionary): ``dictionary[codes[i]]`` is row i's value."""
         if name not in self._encoded:
             self._encoded[name] = encode(self.column(name))
         return self._encoded[name]
@@ -62,9 +62,10 @@ class Batch:
 
 
 def encode(arr: pa.Array) -> tuple[np.ndarray, pa.Array]:
-    """Dictionary-encode a string column (no nulls): (int64 codes, dictionary)."""
+    """Dictionary-encode a string column (no nulls): (int32 codes, dictionary). Codes stay 32-bit
+    (Arrow's own): a batch keeps them for its four string columns while it is written."""
     enc = pc.dictionary_encode(arr)
-    return enc.indices.to_numpy(zero_copy_only=False).astype(np.int64), enc.dictionary
+    return enc.indices.to_numpy(zero_copy_only=False), enc.dictionary
 
 
 def _flat(col: pa.ChunkedArray | pa.Array) -> pa.Array:

@@ -97,6 +97,7 @@ class BatchWrites(StoreBase):
         s_codes, s_dict = batch.encoded("subject")
         p_codes, p_dict = batch.encoded("predicate")
         o_codes, o_dict = batch.encoded("object")
+        s_codes, o_codes = s_codes.astype(np.int64), o_codes.astype(np.int64)  # packed into int64 keys below
         n_p, n_o = np.int64(len(p_dict)), np.int64(len(o_dict) + 1)
         p_multi = np.asarray(pc.is_in(p_dict, value_set=pa.array(sorted(p.multi_valued_predicates), pa.string())))
         multi_ev = p_multi[p_codes]
