@@ -276,7 +276,7 @@ class Evaluator:
         part's scores equal those of an Evaluator built on that part's checkpoints alone.
 
         ``calibration=False`` skips the calibration metrics (most of the cost): their summary entries
-        (:data:`CALIBRATION_METRICS`) are NaN, ``samples`` is 0, the per-checkpoint ``log_loss`` is NaN
+        (:data:`CALIBRATION_METRICS`), ``samples`` and ``calibration_stride`` are NaN, as is the per-checkpoint ``log_loss``,
         and the reliability and per-kind tables are empty."""
         b = {c: np.asarray(beliefs[c]) for c in BELIEF_COLUMNS}
         # a canonical order, so that sums (and so the scores) do not depend on how rows came in:
