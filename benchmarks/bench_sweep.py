@@ -8,9 +8,9 @@ port replayed once on the **whole** log and multiplied by 64 (each of its runs i
 * the sweep with scoring, the tuning issue's default objective (``Objective()``: utility@20 and the
   budgeted context metrics at **every** session start, needed from the truth, with the checkpoint
   metrics and calibration), the same with session starts sampled (``max_points_per_subject``, the
-  amendment's allowance; seeded), and the same at every session start without calibration (what
-  ``tune`` does for its candidates: it scores calibration only for the rows its report shows), all
-  through ``factmem.tuning.sweep.sweep`` with worker processes;
+  amendment's allowance; seeded), and both without calibration (what ``tune`` does for its
+  candidates: it scores calibration only for the rows its report shows), all through
+  ``factmem.tuning.sweep.sweep`` with worker processes;
 * the replay alone: the kernel's belief states for the 64 sets, in chunks of 16 on the same workers;
 * where the time of one parameter set goes, in one process: replay (a 16-set chunk, per set), the
   checkpoint metrics, the context metrics at every session start, and sampled;
@@ -134,7 +134,9 @@ def main() -> None:
                 ("every session start", Objective(), True),
                 (f"<= {args.max_points} session starts per subject (sampled, seeded)",
                  Objective(max_points_per_subject=args.max_points), True),
-                ("every session start, calibration skipped as tune does for candidates", Objective(), False)):
+                ("every session start, calibration skipped as tune does for candidates", Objective(), False),
+                (f"<= {args.max_points} session starts per subject, calibration skipped (tune --max-points "
+                 f"{args.max_points})", Objective(max_points_per_subject=args.max_points), False)):
             t = time.perf_counter()
             res = sweep(P, params, schedule=sched, objective=objective, include_baseline=False,
                         compute=Compute(workers=workers, progress=False), calibration=calibration)
