@@ -12,7 +12,7 @@ import datetime as _dt
 import io
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import matplotlib.dates as mdates
 import numpy as np
@@ -28,7 +28,7 @@ from factmem.errors import InputError
 __all__ = ["KIND_COLORS", "OTHER_COLOR", "STATUS_COLORS", "STATUS_HATCH", "CONFIDENCE_LABEL",
     "THRESHOLD_STYLE", "kind_color", "kind_colors", "kind_order", "require", "seconds", "numbers",
     "PlotFigure", "root_figure", "new_axes", "new_panels", "legend_outside", "kind_handles", "threshold_line",
-    "confidence_axis", "TimeAxis", "save"]
+    "confidence_axis", "GRID_STYLE", "light_grid", "TimeAxis", "save"]
 
 #: One colour per fact kind, the same in every figure (Okabe–Ito palette: colour-blind safe).
 KIND_COLORS: dict[str, str] = {
@@ -192,11 +192,20 @@ def threshold_line(ax: Axes, threshold: float | None, what: str = "archive thres
     return ax.axhline(thr, label=f"{what} ({thr:g})", **THRESHOLD_STYLE)
 
 
+#: the light grid lines of every figure
+GRID_STYLE: dict[str, Any] = {"color": "#e6e6e6", "lw": 0.8}
+
+
+def light_grid(ax: Axes, axis: Literal["both", "x", "y"] = "both") -> None:
+    """Draw the figures' light grid on ``ax`` (one axis or both), behind the data."""
+    ax.grid(True, axis=axis, **GRID_STYLE)
+    ax.set_axisbelow(True)
+
+
 def confidence_axis(ax: Axes, top: float = 1.0) -> None:
     ax.set_ylim(0.0, max(1.0, top) + 0.03)
     ax.set_ylabel(CONFIDENCE_LABEL)
-    ax.grid(True, axis="y", color="#e6e6e6", lw=0.8)
-    ax.set_axisbelow(True)
+    light_grid(ax, "y")
 
 
 # -- time ------------------------------------------------------------------------------------------

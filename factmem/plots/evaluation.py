@@ -25,6 +25,7 @@ from factmem.plots.common import (
     TimeAxis,
     kind_order,
     legend_outside,
+    light_grid,
     new_axes,
     new_panels,
     numbers,
@@ -57,7 +58,6 @@ OUTCOME_COLORS: dict[str, str] = {
     "created": "#1B9E77", "reinforced": "#7570B3", "pruned": "#E7298A",
 }
 _OUTCOME_LABELS = {"derived": "answered with facts"}
-_GRID: dict[str, Any] = {"color": "#e6e6e6", "lw": 0.8}
 
 
 def _metric_label(name: str) -> str:
@@ -133,8 +133,7 @@ def checkpoint_metrics(metrics: pd.DataFrame, *, axes: Sequence[Axes] | None = N
                  borderaxespad=0.0, frameon=False, fontsize="small", handlelength=3.5)
         c.set_ylabel(c.get_ylabel() + " — dashed")
     for i, ax in enumerate(axs):
-        ax.grid(True, **_GRID)
-        ax.set_axisbelow(True)
+        light_grid(ax)
         taxis.decorate(ax, label=(i == len(axs) - 1))
     if title:
         fig.suptitle(title)
@@ -200,8 +199,7 @@ def abstraction_outcomes(passes: pd.DataFrame, *, axes: Sequence[Axes] | None = 
         ax.yaxis.set_major_locator(MaxNLocator(integer=True))
         lo, hi = ax.get_ylim()
         ax.set_ylim(0, max(hi * 1.1, 1.0))  # headroom above the tallest stack
-        ax.grid(True, axis="y", **_GRID)
-        ax.set_axisbelow(True)
+        light_grid(ax, "y")
         ax.set_xlim(-0.6, len(p) - 0.4)
     axs[-1].set_xticks(xi[::step], labels[::step], rotation=30 if len(p) > 6 else 0,
                        ha="right" if len(p) > 6 else "center")
@@ -335,8 +333,7 @@ def pareto(results: pd.DataFrame, x: str = "believed", y: str = "recall", *, min
                    c=colors[i % 6], edgecolors="black", linewidths=0.8, zorder=6, label=str(name))
     ax.set_xlabel(_metric_label(x) + (" — lower is better" if minimize_x else " — higher is better"))
     ax.set_ylabel(_metric_label(y) + (" — higher is better" if maximize_y else " — lower is better"))
-    ax.grid(True, **_GRID)
-    ax.set_axisbelow(True)
+    light_grid(ax)
     legend_outside(ax)
     ax.set_title(title if title is not None else f"Trade-off: {y} vs {x}")
     return fig
@@ -409,15 +406,13 @@ def reliability(bins: pd.DataFrame, *, ax: Axes | None = None, by: str | None = 
     top.set_xlim(-0.02, 1.02)  # room for the markers of bins at 0 and 1
     top.set_ylim(-0.02, 1.02)
     top.set_ylabel("observed frequency true & relevant (0–1)")
-    top.grid(True, **_GRID)
-    top.set_axisbelow(True)
+    light_grid(top)
     legend_outside(top, title=by if by else None)
     top.set_title(title if title is not None else "Calibration of effective confidence")
     bottom.set_xlabel("predicted: mean effective confidence in bin (0–1)")
     bottom.set_ylabel("count per bin (n)")
     if n[ok].max() / max(n[ok].min(), 1.0) > 100:
         bottom.set_yscale("log")
-    bottom.grid(True, axis="y", **_GRID)
-    bottom.set_axisbelow(True)
+    light_grid(bottom, "y")
     top.tick_params(labelbottom=False)
     return fig

@@ -13,11 +13,10 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from factmem.plots.common import KINDS, PlotFigure, kind_color, require
+from factmem.plots.common import GRID_STYLE, KINDS, PlotFigure, kind_color, require
 
 __all__ = ["silent_fit", "survival_fit", "top_predicates"]
 
-_GRID = {"color": "#e6e6e6", "lw": 0.8}
 _MODEL = {"color": "#000000", "lw": 1.6}
 
 
@@ -81,7 +80,7 @@ def survival_fit(survival: pd.DataFrame, estimates: pd.DataFrame, *, predicates:
         ax.set_title(f"{name} ({scope})", fontsize="medium")
         ax.set_xlabel("days since the value became true")
         ax.set_ylabel("still unchanged (survival)")
-        ax.grid(True, **_GRID)
+        ax.grid(True, **GRID_STYLE)
         ax.legend(fontsize="x-small", frameon=False, loc="lower left")
     fig.suptitle("Lifetimes: Kaplan–Meier (left-truncated at the log's start) vs the fitted exponential")
     return fig
@@ -126,7 +125,7 @@ def silent_fit(curves: pd.DataFrame, estimates: pd.DataFrame, *, scope: str = "k
         ax.set_title(f"{name} ({scope})", fontsize="medium")
         ax.set_xlabel("days held and silent (no re-mention)")
         ax.set_ylabel("P(true and relevant)")
-        ax.grid(True, **_GRID)
+        ax.grid(True, **GRID_STYLE)
         ax.legend(fontsize="x-small", frameon=False, loc="lower left")
     fig.suptitle("P(true | silent d days): empirical vs fitted (bars: 95% intervals at the reported days)")
     return fig

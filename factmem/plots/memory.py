@@ -29,6 +29,7 @@ from factmem.plots.common import (
     kind_handles,
     kind_order,
     legend_outside,
+    light_grid,
     new_axes,
     numbers,
     require,
@@ -507,8 +508,7 @@ def lineage(history: pd.DataFrame, *, ax: Axes | None = None, end: Any = None, t
     pad = max((hi - lo) * 0.02, 0.05)
     ax.set_xlim(lo - pad, hi + pad)
     taxis.decorate(ax)
-    ax.grid(True, axis="x", color="#e6e6e6", lw=0.8)
-    ax.set_axisbelow(True)
+    light_grid(ax, "x")
     present = [s for s in ("active", "superseded", "archived") if s in set(status)]
     hs: list[Artist] = [Patch(facecolor=STATUS_COLORS[s], hatch=STATUS_HATCH[s], edgecolor="#555555") for s in present]
     ls = list(present)

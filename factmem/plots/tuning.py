@@ -16,7 +16,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from factmem.errors import InputError
-from factmem.plots.common import PlotFigure, legend_outside, new_axes, require
+from factmem.plots.common import PlotFigure, legend_outside, light_grid, new_axes, require
 
 __all__ = ["budget_curves", "slices"]
 
@@ -47,8 +47,7 @@ def budget_curves(curves: pd.DataFrame, *, budgets: Sequence[int] = (), ax: Axes
     ax.set_xlabel("context budget k (facts per person in the prompt)")
     ax.set_ylabel(ylabel)
     ax.set_xlim(left=0)
-    ax.grid(True, color="#e6e6e6", lw=0.8)
-    ax.set_axisbelow(True)
+    light_grid(ax)
     ax.set_title(title or "What each budget buys", loc="left", fontsize="medium")
     legend_outside(ax)
     return fig

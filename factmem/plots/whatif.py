@@ -14,7 +14,7 @@ import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from factmem.plots.common import TimeAxis, legend_outside, new_axes, new_panels, numbers, require, seconds
+from factmem.plots.common import TimeAxis, legend_outside, light_grid, new_axes, new_panels, numbers, require, seconds
 
 __all__ = ["SIDE_STYLE", "believed_over_time", "subject_changes"]
 
@@ -48,8 +48,7 @@ def believed_over_time(table: pd.DataFrame, *, ax: Axes | None = None, held: boo
     axis.decorate(ax)
     ax.set_ylabel("facts")
     ax.set_ylim(bottom=0)
-    ax.grid(True, color="#e6e6e6", lw=0.8)
-    ax.set_axisbelow(True)
+    light_grid(ax)
     ax.set_title(title or "Believed-set size over time", loc="left", fontsize="medium")
     legend_outside(ax)
     return fig
@@ -77,7 +76,6 @@ def subject_changes(subjects: pd.DataFrame, *, axes: Sequence[Axes] | None = Non
         ax.axvline(0.0, color="#444444", lw=1.0, ls="--")
         ax.set_xlabel(label)
         ax.set_ylabel("people")
-        ax.grid(True, axis="y", color="#e6e6e6", lw=0.8)
-        ax.set_axisbelow(True)
+        light_grid(ax, "y")
     top.set_title(f"Per-person change ({len(believed)} people)", loc="left", fontsize="medium")
     return fig
