@@ -72,6 +72,7 @@ from tqdm.auto import tqdm
 
 from factmem.abstraction.oracle import PROMPT_VERSION, cluster_payload
 from factmem.core.codes import LINK_SCOPES, LinkScope
+from factmem.core.text import is_unicode
 from factmem.core.timeutil import resolve_at
 from factmem.errors import InputError, ProviderError, ResponseRejected
 from factmem.store.factstore import Evidence, FactStore
@@ -243,7 +244,7 @@ class AbstractResult:
 
 def _printable(text: str) -> str:
     """An answer as it can be stored and printed (lone surrogates escaped)."""
-    return text if _is_text(text) else text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text if is_unicode(text) else text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def build_messages(subject: str, facts: pd.DataFrame | Sequence[dict], max_facts: int,
@@ -267,15 +268,6 @@ def _check_scope(link_scope: Any) -> LinkScope:
 def _preview(text: str) -> str:
     flat = " ".join(text.split())
     return flat if len(flat) <= _PREVIEW else flat[:_PREVIEW] + "…"
-
-
-def _is_text(value: str) -> bool:
-    """Valid Unicode: JSON's \\ud800 escapes decode to lone surrogates, which no UTF-8 store can hold."""
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def parse_response(text: str, max_facts: int, subject: str | None = None,
@@ -330,7 +322,7 @@ def parse_response(text: str, max_facts: int, subject: str | None = None,
         if note is not None and not isinstance(note, str):
             raise ResponseRejected(f"item {i}: 'note' must be a string, got {note!r}")
         for key, value in zip((*_ITEM_KEYS, "note"), (*values, note)):
-            if value is not None and not _is_text(value):
+            if value is not None and not is_unicode(value):
                 raise ResponseRejected(f"item {i}: {key!r} is not valid Unicode text (a lone surrogate): {value!r}")
         note = (note.strip() or None) if note is not None else None
         if subject is not None:

@@ -21,6 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from factmem.core.codes import KIND_CODES, KINDS, MAX_TIME, MIN_TIME
+from factmem.core.text import is_unicode
 from factmem.core.timeutil import check_times
 from factmem.errors import InputError
 
@@ -245,7 +246,7 @@ def _series_to_strings(s: pd.Series, name: str, where: _Locator, *, allow_other:
                 return pa.array(s.to_numpy(), type=pa.string(), from_pandas=True)
             except UnicodeEncodeError:
                 values = s.to_numpy()
-                row = next(i for i, v in enumerate(values) if isinstance(v, str) and not _encodable(v))  # error path
+                row = next(i for i, v in enumerate(values) if isinstance(v, str) and not is_unicode(v))  # error path
                 raise InputError(f"{where(row)}: field {name!r} is not valid Unicode text (a lone surrogate): "
                                  f"{values[row]!r}") from None
         if not allow_other:
@@ -259,21 +260,13 @@ def _series_to_strings(s: pd.Series, name: str, where: _Locator, *, allow_other:
         try:
             return pa.array(texts, type=pa.string())
         except UnicodeEncodeError:
-            row = next(i for i, v in enumerate(texts) if isinstance(v, str) and not _encodable(v))  # error path
+            row = next(i for i, v in enumerate(texts) if isinstance(v, str) and not is_unicode(v))  # error path
             raise InputError(f"{where(row)}: field {name!r} is not valid Unicode text (a lone surrogate): "
                              f"{texts[row]!r}") from None
     if not allow_other or not pd.api.types.is_integer_dtype(s.dtype):
         raise InputError(f"{where.origin}: column {name!r} must hold strings, got dtype {s.dtype}")
     # ids given as integers are fine: store their text
     return pc.cast(pa.array(s, from_pandas=True), pa.string())
-
-
-def _encodable(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def _series_ts(s: pd.Series, where: _Locator) -> pa.Array:

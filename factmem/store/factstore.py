@@ -28,6 +28,7 @@ from factmem import __version__
 from factmem.core.codes import KIND_CODES, KINDS
 from factmem.core.decay import age_days, effective_confidence, reinforce
 from factmem.core.params import MemoryParams
+from factmem.core.text import is_unicode
 from factmem.core.timeutil import resolve_at
 from factmem.errors import InputError, ParamsError, SchemaVersionError, StoreError, StoreLockedError
 from factmem.store.examined import ExaminedRecords, migrate_examined
@@ -246,7 +247,7 @@ class FactStore(BatchWrites, Reads, ExaminedRecords):
             ("subject", subject), ("predicate", predicate), ("object", object), ("note", note),
             ("session_id", ev.session_id), ("message_id", ev.message_id))
         for field_name, text in texts:
-            if isinstance(text, str) and not _is_unicode(text):
+            if isinstance(text, str) and not is_unicode(text):
                 raise InputError(f"{field_name} is not valid Unicode text (a lone surrogate): {text!r}")
         p = self._params
         with self._transaction():
@@ -380,14 +381,6 @@ class FactStore(BatchWrites, Reads, ExaminedRecords):
             return 0
         with self._transaction():
             return self._prune(at)
-
-
-def _is_unicode(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def _check_file(path: Path, read_only: bool) -> None:
