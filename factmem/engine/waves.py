@@ -164,8 +164,8 @@ def first_archive_time(c, rate, last, threshold, grid: np.ndarray, upto, *, know
         return out
     c, rate, last, threshold, lo, hi = c[ii], rate[ii], last[ii], threshold[ii], lo[ii], hi[ii]
 
-    def below(i):  # the very expression consolidate evaluates
-        return _eff(c, rate, grid[np.minimum(i, grid.size - 1)], last) < threshold
+    def below(i, rows=slice(None)):  # the very expression consolidate evaluates (on some rows)
+        return _eff(c[rows], rate[rows], grid[np.minimum(i, grid.size - 1)], last[rows]) < threshold[rows]
 
     # decay is monotone: archived at all iff below at the last chance
     ok = np.ones(c.shape, bool) if known_archived else below(hi - 1)
@@ -177,14 +177,13 @@ def first_archive_time(c, rate, last, threshold, grid: np.ndarray, upto, *, know
     done = ok & below(g) & ((g == lo) | ~below(g - 1))
     todo = np.flatnonzero(ok & ~done)
     if todo.size:  # rounding put the guess off (a few in a million): binary search (vectorized) on those
-        tc, trate, tlast, tthr = c[todo], rate[todo], last[todo], threshold[todo]
         lo_, hi_ = lo[todo], hi[todo] - 1
         while True:
             step = lo_ < hi_
             if not step.any():
                 break
             mid = (lo_ + hi_) // 2
-            b = _eff(tc, trate, grid[np.minimum(mid, grid.size - 1)], tlast) < tthr
+            b = below(mid, todo)
             hi_ = np.where(step & b, mid, hi_)
             lo_ = np.where(step & ~b, mid + 1, lo_)
         g[todo] = lo_
