@@ -50,7 +50,7 @@ from factmem.core.codes import KINDS, OPEN, SECONDS_PER_DAY, EndReason
 from factmem.core.timeutil import grid_index
 from factmem.errors import InputError
 
-__all__ = ["EPS", "AGE_EDGES_DAYS", "BELIEF_COLUMNS", "CALIBRATION_METRICS", "order_by_packed", "packed_order", "settle_ties", "true_intervals", "weighted_auc",
+__all__ = ["EPS", "AGE_EDGES_DAYS", "BELIEF_COLUMNS", "CALIBRATION_METRICS", "packed_order", "settle_ties", "true_intervals", "weighted_auc",
            "Evaluation", "Evaluator"]
 
 EPS = 1e-4
@@ -69,16 +69,11 @@ def _diff_count(n: int, lo: np.ndarray, hi: np.ndarray, weights=None) -> np.ndar
     return np.cumsum(d[:-1], dtype=np.float64)
 
 
-def order_by_packed(packed: np.ndarray, tiebreak) -> np.ndarray:
-    """A stable argsort of int64 keys whose rows with equal keys are ordered by ``tiebreak(rows)``
-    (keys as for :func:`numpy.lexsort`, given the rows' indices) — the same order as a lexsort on
-    (tie keys, then the packed key) but sorting only the tied rows by the extra keys."""
-    return settle_ties(*packed_order(packed), tiebreak)
-
-
 def packed_order(packed: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The first step of :func:`order_by_packed`: (the stable argsort, the positions in it of rows whose
-    key is shared, and a run number for each of those positions) — what does not depend on the tie keys."""
+    """A stable argsort of int64 keys, before its ties are ordered: (the argsort, the positions in it of
+    rows whose key is shared, and a run number for each of those positions) — what does not depend on
+    the tie keys. :func:`settle_ties` then orders each run; together they give the order of a lexsort
+    on (tie keys, then the packed key), sorting only the tied rows by the extra keys."""
     order = np.argsort(packed, kind="stable")
     ps = packed[order]
     dup = np.flatnonzero(ps[1:] == ps[:-1])
@@ -89,8 +84,8 @@ def packed_order(packed: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray
 
 
 def settle_ties(order: np.ndarray, pos: np.ndarray, group: np.ndarray, tiebreak) -> np.ndarray:
-    """The second step of :func:`order_by_packed`: ``order`` with each run of equal keys ordered by
-    ``tiebreak`` (a new array; ``order`` is not changed)."""
+    """``order`` (from :func:`packed_order`) with each run of equal keys ordered by ``tiebreak(rows)``
+    (keys as for :func:`numpy.lexsort`, given the rows' indices); a new array, ``order`` is unchanged."""
     if not pos.size:
         return order
     out = order.copy()
