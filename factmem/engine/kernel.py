@@ -36,7 +36,7 @@ from factmem.core.decay import age_days, effective_confidence, reinforce
 from factmem.core.params import MemoryParams
 from factmem.errors import InputError
 
-__all__ = ["NO_REF", "NO_OBJ", "KeyState", "BatchOutcome", "provisional_ref", "replay_fast", "replay_general",
+__all__ = ["NO_REF", "NO_OBJ", "KeyState", "BatchOutcome", "FACT_FIELDS", "provisional_ref", "replay_fast", "replay_general",
     "assign_ids", "resolve"]
 
 NO_REF = np.iinfo(np.int64).min  # "no fact" in reference arrays
@@ -74,7 +74,7 @@ class BatchOutcome:
     """What a batch did, in references (existing ids >= 0, new facts ``-1 - gpos``).
 
     Per event (aligned with the input arrays): ``ref``, ``inserted``, ``confidence`` (after the event).
-    Per touched fact (``facts``): ref, final confidence, count, last_reinforced, decay_rate, status,
+    Per touched fact (``facts``, columns :data:`FACT_FIELDS` as arrays): ref, final confidence, count, last_reinforced, decay_rate, status,
     status_changed_at (NO_TIME = none: a time before 1970 is negative and valid), supersedes (NO_REF = none), reinforced (bool: confidence changed),
     first event index (for new facts, the inserting event).
     """
@@ -82,7 +82,7 @@ class BatchOutcome:
     ref: np.ndarray
     inserted: np.ndarray
     confidence: np.ndarray
-    facts: pd.DataFrame
+    facts: dict[str, np.ndarray]
 
 
 def provisional_ref(gpos: np.ndarray) -> np.ndarray:
@@ -126,7 +126,7 @@ def replay_fast(
     rates = _new_rates(kind, new_rate, params)
     gain, cap = params.reinforce_gain, params.confidence_cap
     if n == 0:
-        return BatchOutcome(np.empty(0, np.int64), np.empty(0, bool), np.empty(0), _facts_frame({}))
+        return BatchOutcome(np.empty(0, np.int64), np.empty(0, bool), np.empty(0), _facts_columns({}))
 
     first = np.ones(n, bool)
     first[1:] = key[1:] != key[:-1]
@@ -218,15 +218,18 @@ def replay_fast(
             "first_event": np.full(dk.size, -1, np.int64),
         }
         facts = {k: np.concatenate([facts[k], gone[k]]) for k in facts}
-    return BatchOutcome(ref=run_ref[run_id], inserted=inserted, confidence=conf, facts=_facts_frame(facts))
+    return BatchOutcome(ref=run_ref[run_id], inserted=inserted, confidence=conf, facts=_facts_columns(facts))
 
 
-def _facts_frame(cols: dict) -> pd.DataFrame:
-    names = ["ref", "confidence", "count", "last_reinforced", "decay_rate", "status",
-             "status_changed_at", "supersedes", "reinforced", "first_event"]
+#: the columns of :attr:`BatchOutcome.facts`
+FACT_FIELDS = ("ref", "confidence", "count", "last_reinforced", "decay_rate", "status",
+               "status_changed_at", "supersedes", "reinforced", "first_event")
+
+
+def _facts_columns(cols: dict) -> dict[str, np.ndarray]:
     if not cols:
-        return pd.DataFrame({k: np.empty(0, np.float64 if k in ("confidence", "decay_rate") else np.int64) for k in names})
-    return pd.DataFrame({k: cols[k] for k in names})
+        return {k: np.empty(0, np.float64 if k in ("confidence", "decay_rate") else np.int64) for k in FACT_FIELDS}
+    return {k: np.asarray(cols[k]) for k in FACT_FIELDS}
 
 
 def replay_general(
@@ -327,9 +330,7 @@ def replay_general(
             ev_conf[e] = c0
     touched = st["reinforced"].to_numpy() | (st["status"].to_numpy() != Status.ACTIVE)
     out = st[touched]
-    facts = _facts_frame({k: out[k].to_numpy() for k in
-                          ["ref", "confidence", "count", "last_reinforced", "decay_rate", "status",
-                           "status_changed_at", "supersedes", "reinforced", "first_event"]})
+    facts = _facts_columns({k: out[k].to_numpy() for k in FACT_FIELDS})
     return BatchOutcome(ref=ev_ref, inserted=ev_ins, confidence=ev_conf, facts=facts)
 
 

@@ -202,7 +202,7 @@ class BatchWrites(StoreBase):
         parts = []
         for idx, out in outcomes:
             ev_ref[idx], ev_ins[idx], ev_conf[idx] = out.ref, out.inserted, out.confidence
-            f = {c: out.facts[c].to_numpy() for c in out.facts.columns}
+            f = dict(out.facts)
             f["row"] = np.where(f["ref"] < 0, order[idx[np.maximum(f["first_event"], 0)]], -1)
             parts.append(f)
         facts = {c: np.concatenate([f[c] for f in parts]) for c in parts[0]}
