@@ -208,6 +208,7 @@ class ContextEvaluator:
         pred_codes, self._predicates = pd.factorize(prepared.triples.get_level_values(1))
         self._triple_pred = pred_codes.astype(np.int64)
         self._n_known = len(trip_codes)
+        self._shared: _SharedRows | None = None
 
         # -- evaluation points: (session, subject) at the session's first message -----------------
         # sessions as ranks in the lexicographic order of their ids: the (session, subject) pairs of
@@ -576,7 +577,7 @@ class ContextEvaluator:
         """What :meth:`score` computes from the rows' triple and start alone, for the arrays given (kept
         while the same arrays come again: belief arrays are not modified once made)."""
         tri_in, st_in = beliefs["triple"], beliefs["start"]
-        hit = getattr(self, "_shared", None)
+        hit = self._shared
         if hit is not None and hit.triple_in is tri_in and hit.start_in is st_in:
             return hit
         triple, start = b["triple"].astype(np.int64), b["start"].astype(np.int64)

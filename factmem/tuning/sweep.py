@@ -353,8 +353,10 @@ def sweep(log: Any, space: Mapping[str, Any] | Sequence[MemoryParams], *, base: 
 
 def calibration_columns(table: pd.DataFrame) -> list[str]:
     """The sweep-table columns holding calibration metrics (``<part>.log_loss``, ``….log_loss.<kind>`` …)."""
-    return [c for c in table.columns if "." in c and not c.split(".", 1)[1].count("@")
-            and (c.split(".", 1)[1] in CALIBRATION_METRICS + ("samples",) or c.split(".", 1)[1].startswith("log_loss."))]
+    def is_calibration(metric: str) -> bool:  # what follows "<part>."; context metrics carry "@k"
+        return "@" not in metric and (metric in CALIBRATION_METRICS + ("samples",) or metric.startswith("log_loss."))
+
+    return [c for c in table.columns if is_calibration(str(c).partition(".")[2])]
 
 
 def fill_calibration(res: SweepResult, rows: Sequence[int], log: Any) -> SweepResult:
