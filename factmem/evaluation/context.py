@@ -62,6 +62,7 @@ import pandas as pd
 from factmem.core.codes import OPEN, SECONDS_PER_DAY, EndReason
 from factmem.core.params import MemoryParams
 from factmem.errors import InputError
+from factmem.evaluation.arrays import blocks, cover_count, group_min, lexicographic_rank, member
 from factmem.evaluation.metrics import packed_order, settle_ties, true_intervals
 from factmem.evaluation.topk import top_k_masks
 
@@ -204,7 +205,7 @@ class ContextEvaluator:
         subj_names = prepared.triples.get_level_values(0)
         self.subjects, subj_of_triple = np.unique(np.asarray(subj_names, dtype=object), return_inverse=True)
         self._triple_subject = subj_of_triple.astype(np.int64)
-        self._po_rank = _lexicographic_rank(prepared.triples.get_level_values(1), prepared.triples.get_level_values(2))
+        self._po_rank = lexicographic_rank(prepared.triples.get_level_values(1), prepared.triples.get_level_values(2))
         pred_codes, self._predicates = pd.factorize(prepared.triples.get_level_values(1))
         self._triple_pred = pred_codes.astype(np.int64)
         self._n_known = len(trip_codes)
@@ -348,7 +349,7 @@ class ContextEvaluator:
         lo = np.searchsorted(self._pt_key, subj[ok] * self._span + (np.clip(nfrom[ok], self._tmin, None) - self._tmin), "left")
         hi = np.searchsorted(self._pt_key, subj[ok] * self._span + (np.clip(tend[ok], self._tmin, self._tmin + self._span - 1) - self._tmin), "left")
         hi = np.minimum(hi, np.searchsorted(self._pt_key, (subj[ok] + 1) * self._span, "left"))
-        self._pt_needed = _cover_count(self._n_points, lo, hi)
+        self._pt_needed = cover_count(self._n_points, lo, hi)
 
     def _prepare_sessions(self) -> None:
         P = self.prepared
@@ -421,7 +422,7 @@ class ContextEvaluator:
 
         def first_seen() -> np.ndarray:  # of each selected state's fact; needed only to break ties
             if not fact_first_seen:
-                fact_first_seen.append(_group_min(fact, start)[sel])
+                fact_first_seen.append(group_min(fact, start)[sel])
             return fact_first_seen[0]
 
         n_v, n_b = len(self._v_index), len(self.budgets)
@@ -437,7 +438,7 @@ class ContextEvaluator:
         N = self._pt_needed[self._v_index]
 
         states = self._state_flags(tr, lo, cnt, params)
-        for a, z in _blocks(self._triple_subject[tr], cnt, _BLOCK_PAIRS):  # a loop over blocks of subjects
+        for a, z in blocks(self._triple_subject[tr], cnt, _BLOCK_PAIRS):  # a loop over blocks of subjects
             bcnt = cnt[a:z]
             p0 = int(lo[a:z].min())
             p1 = int((lo[a:z] + bcnt).max())
@@ -561,12 +562,12 @@ class ContextEvaluator:
             return needed, charged, stale, true_now
         assert pe is not None  # next-session flags depend on the point, not only on its time
         n_tr = max(self._n_known, 1)
-        needed = _member(self._sess_triple_key, pe * n_tr + tr) & (tr < self._n_known)
+        needed = member(self._sess_triple_key, pe * n_tr + tr) & (tr < self._n_known)
         multi = np.isin(np.asarray(self._predicates, dtype=object),
                         list(params.multi_valued_predicates)) if len(self._predicates) else np.zeros(0, bool)
         pred = self._triple_pred[tr]
         n_pred = max(len(self._predicates), 1)
-        other = _member(self._sess_pred_key, pe * n_pred + pred) & ~needed
+        other = member(self._sess_pred_key, pe * n_pred + pred) & ~needed
         stale = other & ~multi[pred] if len(multi) else other
         return needed, stale, stale, needed
 
@@ -609,7 +610,7 @@ class ContextEvaluator:
                                   np.asarray([o for _, _, o in names], object)])
         sub = np.concatenate([self._triple_subject[: self._n_known], np.where(subj >= 0, subj, 0)])
         self._triple_subject = sub.astype(np.int64)
-        self._po_rank = _lexicographic_rank(all_pred, all_obj)
+        self._po_rank = lexicographic_rank(all_pred, all_obj)
         pred_codes = pd.Index(self._predicates).get_indexer(pd.Index(all_pred[self._n_known:], dtype=object))
         self._triple_pred = np.concatenate([self._triple_pred[: self._n_known],
                                             np.where(pred_codes >= 0, pred_codes, 0)]).astype(np.int64)
@@ -648,18 +649,6 @@ def _canonical_order(subject: np.ndarray, local: np.ndarray, start: np.ndarray
     return packed_order(rank)
 
 
-def _blocks(subject: np.ndarray, cnt: np.ndarray, size: int) -> list[tuple[int, int]]:
-    """Cut rows grouped by ``subject`` into ranges of whole subjects holding about ``size`` pairs."""
-    n = len(subject)
-    if not n:
-        return []
-    starts = np.flatnonzero(np.r_[True, subject[1:] != subject[:-1]])  # each subject's first row
-    before = (np.cumsum(cnt) - cnt)[starts]  # pairs before it
-    block = before // size
-    cuts = starts[np.r_[True, block[1:] != block[:-1]]]
-    bounds = np.r_[cuts, n]
-    return [(int(x), int(y)) for x, y in zip(bounds[:-1], bounds[1:])]
-
 
 def _session_ranks(sessions) -> tuple[np.ndarray, np.ndarray]:
     """Per mention, the rank of its session id in lexicographic order; and the ids in that order."""
@@ -671,35 +660,3 @@ def _session_ranks(sessions) -> tuple[np.ndarray, np.ndarray]:
     rank = np.empty(len(order), np.int64)
     rank[order] = np.arange(len(order))
     return rank[codes], names[order]
-
-
-def _lexicographic_rank(predicates, objects) -> np.ndarray:
-    """Rank of each (predicate, object) pair in lexicographic order (equal pairs share a rank)."""
-    frame = pd.DataFrame({"p": np.asarray(predicates, dtype=object), "o": np.asarray(objects, dtype=object)})
-    order = np.lexsort((frame["o"].to_numpy(str), frame["p"].to_numpy(str)))
-    rank = np.empty(len(frame), np.int64)
-    rank[order] = np.arange(len(frame))
-    return rank
-
-
-def _group_min(group: np.ndarray, value: np.ndarray) -> np.ndarray:
-    """For each row, the minimum of ``value`` over the rows of its ``group``."""
-    codes, uniq = pd.factorize(group)
-    out = np.full(len(uniq), np.iinfo(np.int64).max, np.int64)
-    np.minimum.at(out, codes, value)
-    return out[codes]
-
-
-def _cover_count(n: int, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-    ok = hi > lo
-    d = np.zeros(n + 1)
-    np.add.at(d, lo[ok], 1.0)
-    np.add.at(d, hi[ok], -1.0)
-    return np.cumsum(d[:-1])
-
-
-def _member(sorted_keys: np.ndarray, query: np.ndarray) -> np.ndarray:
-    if not len(sorted_keys):
-        return np.zeros(len(query), bool)
-    pos = np.minimum(np.searchsorted(sorted_keys, query), len(sorted_keys) - 1)
-    return sorted_keys[pos] == query

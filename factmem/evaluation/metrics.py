@@ -49,6 +49,7 @@ import pandas as pd
 from factmem.core.codes import KINDS, OPEN, SECONDS_PER_DAY, EndReason
 from factmem.core.timeutil import grid_index
 from factmem.errors import InputError
+from factmem.evaluation.arrays import cover_count
 
 __all__ = ["EPS", "AGE_EDGES_DAYS", "BELIEF_COLUMNS", "CALIBRATION_METRICS", "packed_order", "settle_ties", "true_intervals", "weighted_auc",
            "Evaluation", "Evaluator"]
@@ -60,13 +61,6 @@ BELIEF_COLUMNS = ("triple", "kind", "start", "end", "reason", "confidence", "rat
 #: the summary entries of the calibration metrics (``score_parts(..., calibration=False)`` skips them)
 CALIBRATION_METRICS = ("log_loss", "brier", "auc", "rmse_bins", "held_log_loss")
 
-
-def _diff_count(n: int, lo: np.ndarray, hi: np.ndarray, weights=None) -> np.ndarray:
-    """How many [lo, hi) index ranges cover each of 0..n-1 (empty ranges count nothing)."""
-    ok = hi > lo
-    w = None if weights is None else weights[ok]
-    d = np.bincount(lo[ok], weights=w, minlength=n + 1)[: n + 1] - np.bincount(hi[ok], weights=w, minlength=n + 1)[: n + 1]
-    return np.cumsum(d[:-1], dtype=np.float64)
 
 
 def packed_order(packed: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -215,7 +209,7 @@ class Evaluator:
         fm_row = self._next_mention(self.t_triple, self.t_from - 1)
         fm_row = np.where(fm_row < self.t_end, fm_row, OPEN)
         self.t_needed_k0 = np.where(fm_row == OPEN, n, np.searchsorted(self.cp, np.where(fm_row == OPEN, 0, fm_row + 1), "left"))
-        self.needed = _diff_count(n, self.t_needed_k0, self.t_k1)
+        self.needed = cover_count(n, self.t_needed_k0, self.t_k1)
 
         # earliest end of a (non-empty) true-and-relevant interval, per triple, for "stale": a
         # misstatement was never true, so believing it is wrong but not stale
@@ -234,14 +228,14 @@ class Evaluator:
         self._mt_k0 = np.maximum(self.t_k0, np.where(fm_tr == OPEN, n, mk0[self.t_triple]))
         # per checkpoint (all, then by kind): triples mentioned so far, and those of them true then;
         # they do not depend on the memory's parameters, so they are counted once here
-        self._mentioned = _diff_count(n, mk0, np.full(n_tr, n)) if n_tr else np.zeros(n)
-        self._mentioned_true = _diff_count(n, self._mt_k0, self.t_k1)
+        self._mentioned = cover_count(n, mk0, np.full(n_tr, n)) if n_tr else np.zeros(n)
+        self._mentioned_true = cover_count(n, self._mt_k0, self.t_k1)
         self._mentioned_by_kind, self._mentioned_true_by_kind = [], []
         for k in range(len(KINDS)):
             trip_k = self.kind_of_triple == k
             tk = self.t_kind == k
-            self._mentioned_by_kind.append(_diff_count(n, mk0[trip_k], np.full(int(trip_k.sum()), n)))
-            self._mentioned_true_by_kind.append(_diff_count(n, self._mt_k0[tk], self.t_k1[tk]))
+            self._mentioned_by_kind.append(cover_count(n, mk0[trip_k], np.full(int(trip_k.sum()), n)))
+            self._mentioned_true_by_kind.append(cover_count(n, self._mt_k0[tk], self.t_k1[tk]))
 
     def __getstate__(self) -> dict:
         return {**self.__dict__, "_shared": None}  # a cache of one run's rows: not worth shipping
@@ -299,12 +293,12 @@ class Evaluator:
         k1 = np.where(end == OPEN, n, grid_index(cp, np.where(end == OPEN, 0, vis_end), "left"))
         kb = self._believed_until(conf, rate, start, k0, k1, retrieval_threshold)
 
-        believed = _diff_count(n, k0, kb)
+        believed = cover_count(n, k0, kb)
         # pairs (state, truth row) of the same triple: pb, pt
         lo, hi = np.maximum(k0[pb], self.t_k0[pt]), np.minimum(kb[pb], self.t_k1[pt])
-        true_believed = _diff_count(n, lo, hi)
-        hit_needed = _diff_count(n, np.maximum(k0[pb], self.t_needed_k0[pt]), hi)
-        stale = _diff_count(n, np.maximum(k0, me), kb) - _diff_count(n, np.maximum(lo, me[pb]), hi)
+        true_believed = cover_count(n, lo, hi)
+        hit_needed = cover_count(n, np.maximum(k0[pb], self.t_needed_k0[pt]), hi)
+        stale = cover_count(n, np.maximum(k0, me), kb) - cover_count(n, np.maximum(lo, me[pb]), hi)
         lost_all = self._lost(triple, kind, start, end, reason)
         lost_at = lost_all["archived_at"].to_numpy(np.int64)
         with np.errstate(invalid="ignore", divide="ignore"):

@@ -1,0 +1,64 @@
+"""Whole-column helpers the scorers share: ranges covering indices, membership in sorted keys,
+per-group minima, lexicographic ranks, and cutting grouped rows into blocks.
+
+>>> cover_count(4, np.array([0, 1]), np.array([2, 4])).tolist()
+[1.0, 2.0, 1.0, 1.0]
+>>> member(np.array([2, 5, 9]), np.array([5, 6])).tolist()
+[True, False]
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+__all__ = ["cover_count", "member", "group_min", "lexicographic_rank", "blocks"]
+
+
+def cover_count(n: int, lo: np.ndarray, hi: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
+    """How many [lo, hi) index ranges cover each of 0..n-1 (empty ranges count nothing; with
+    ``weights``, their sum); float64."""
+    ok = hi > lo
+    w = None if weights is None else weights[ok]
+    d = np.bincount(lo[ok], weights=w, minlength=n + 1)[: n + 1] - np.bincount(hi[ok], weights=w, minlength=n + 1)[: n + 1]
+    return np.cumsum(d[:-1], dtype=np.float64)
+
+
+def member(sorted_keys: np.ndarray, query: np.ndarray) -> np.ndarray:
+    """Whether each ``query`` value is in ``sorted_keys`` (ascending)."""
+    if not len(sorted_keys):
+        return np.zeros(len(query), bool)
+    pos = np.minimum(np.searchsorted(sorted_keys, query), len(sorted_keys) - 1)
+    return sorted_keys[pos] == query
+
+
+def group_min(group: np.ndarray, value: np.ndarray) -> np.ndarray:
+    """For each row, the minimum of ``value`` (int64) over the rows of its ``group``."""
+    codes, uniq = pd.factorize(group)
+    out = np.full(len(uniq), np.iinfo(np.int64).max, np.int64)
+    np.minimum.at(out, codes, value)
+    return out[codes]
+
+
+def lexicographic_rank(predicates: Any, objects: Any) -> np.ndarray:
+    """Rank of each (predicate, object) pair in lexicographic order (equal pairs share a rank)."""
+    frame = pd.DataFrame({"p": np.asarray(predicates, dtype=object), "o": np.asarray(objects, dtype=object)})
+    order = np.lexsort((frame["o"].to_numpy(str), frame["p"].to_numpy(str)))
+    rank = np.empty(len(frame), np.int64)
+    rank[order] = np.arange(len(frame))
+    return rank
+
+
+def blocks(group: np.ndarray, cnt: np.ndarray, size: int) -> list[tuple[int, int]]:
+    """Cut rows ordered by ``group`` into ranges of whole groups holding about ``size`` of ``cnt``."""
+    n = len(group)
+    if not n:
+        return []
+    starts = np.flatnonzero(np.r_[True, group[1:] != group[:-1]])  # each group's first row
+    before = (np.cumsum(cnt) - cnt)[starts]  # counted before it
+    block = before // size
+    cuts = starts[np.r_[True, block[1:] != block[:-1]]]
+    bounds = np.r_[cuts, n]
+    return [(int(x), int(y)) for x, y in zip(bounds[:-1], bounds[1:])]
