@@ -10,9 +10,11 @@ values that change, all kinds; ``benchmarks/streams.py``) with a consolidation a
     the port runs once, ~20 s);
 (2) incremental: ``ingest`` one day then ``consolidate`` at midnight, day after day, file and in-memory
     store (a file store commits, and syncs its log, twice a day: the port never syncs), vs the port;
-(3) ``remember()`` on a file store of about 1M facts: median and 95th percentile per call (a third each
-    reinforcing, superseding, inserting), and the DuckDB statements a call is made of, timed alone on
-    the same store (where the time goes);
+(3) ``remember()`` on a file store of about 1M facts: median, 95th and 99th percentile per call (a third
+    each reinforcing, superseding, inserting), written behind (the default: journaled, flushed set-based)
+    and row by row (``write_behind=False``) on copies of the same store, with the first call (which
+    builds the in-process state) and the closing flush reported, and the cost per call with both
+    included; then the DuckDB statements a row-by-row call is made of, timed alone (where its time goes);
 (4) ``facts(at, status="active")`` over 10M facts vs the bare SQL on the same file (median of 3);
 (5) peak RSS of one ``ingest`` of 10M events from Parquet (a child process, ``ru_maxrss``).
 
@@ -28,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -116,18 +119,9 @@ def bench_log(n_events: int, n_days: int, tmp: str) -> dict:
     return out
 
 
-def bench_remember_latency(n_facts: int, calls: int, tmp: str) -> dict:
-    """(3): remember() on a file store of about n_facts facts, and the statements it is made of."""
-    print(f"\n(3) remember() on a file store of about {n_facts:,} facts, {calls} calls on random keys")
-    path = os.path.join(tmp, "remember.duckdb")
-    info = bench_remember.bulk(path, n_facts, 0)
-    n_keys, _, changed, _, _ = bench_remember.workload(n_facts, 0)
-    rng = np.random.default_rng(2)
-    store = FactStore(path)
-    at = bench_remember.START + 400 * DAY
-    t = time.perf_counter()
-    store.remember("warm", "up", "x", at=at)
-    first = time.perf_counter() - t
+def _remember_calls(store, n_keys: int, changed, calls: int, at: int, seed: int = 2) -> dict:
+    """Time ``calls`` remember() calls on random keys (a third each reinforcing, superseding, inserting)."""
+    rng = np.random.default_rng(seed)
     per_kind: dict[str, list[float]] = {"reinforce": [], "supersede": [], "insert": []}
     keys = rng.integers(0, n_keys, size=calls)
     for i in range(calls):
@@ -141,12 +135,50 @@ def bench_remember_latency(n_facts: int, calls: int, tmp: str) -> dict:
         store.remember(subject, predicate, obj, kind="explicit", at=at + i)
         per_kind[what].append(time.perf_counter() - t)
     every = np.concatenate([np.array(v) for v in per_kind.values()]) * 1000
-    out = {"facts": info["facts"], "median_ms": float(np.median(every)), "p95_ms": float(np.percentile(every, 95)),
-           "first_ms": first * 1000}
-    print(f"  store: {info['facts']:,} facts; first call after reopening (builds the key map) {first * 1000:.0f} ms")
-    print(f"  remember(): median {out['median_ms']:.2f} ms, p95 {out['p95_ms']:.2f} ms   (" + ", ".join(
-        f"{k} {np.median(v) * 1000:.2f}" for k, v in per_kind.items()) + " ms median)")
-    # where the time goes: the statements of a call, each timed alone on this store (medians of 200)
+    return {"median_ms": float(np.median(every)), "p95_ms": float(np.percentile(every, 95)),
+            "p99_ms": float(np.percentile(every, 99)), "max_ms": float(every.max()), "total_ms": float(every.sum()),
+            "by_kind": {k: float(np.median(v) * 1000) for k, v in per_kind.items()}}
+
+
+def bench_remember_latency(n_facts: int, calls: int, tmp: str) -> dict:
+    """(3): remember() on a file store of about n_facts facts — written behind (the default) and row
+    by row — and the statements a row-by-row call is made of."""
+    from factmem.store.writebehind import FLUSH_AT
+
+    print(f"\n(3) remember() on a file store of about {n_facts:,} facts, {calls} calls on random keys")
+    path = os.path.join(tmp, "remember.duckdb")
+    info = bench_remember.bulk(path, n_facts, 0)
+    n_keys, _, changed, _, _ = bench_remember.workload(n_facts, 0)
+    at = bench_remember.START + 400 * DAY
+    out: dict = {"facts": info["facts"]}
+    print(f"  store: {info['facts']:,} facts")
+    for label, behind in (("row by row (write_behind=False)", False), ("written behind (the default)", True)):
+        copy = os.path.join(tmp, f"remember-{behind}.duckdb")
+        shutil.copyfile(path, copy)
+        store = FactStore(copy, write_behind=behind)
+        t = time.perf_counter()
+        store.remember("warm", "up", "x", at=at)
+        first = (time.perf_counter() - t) * 1000
+        got = _remember_calls(store, n_keys, changed, calls, at + 1)
+        t = time.perf_counter()
+        store.close()  # writes what is still held behind (a read would too)
+        closing = (time.perf_counter() - t) * 1000
+        got.update(first_ms=first, close_ms=closing, per_call_ms=(got["total_ms"] + closing) / calls)
+        out["behind" if behind else "row_by_row"] = got
+        print(f"  {label}:")
+        print(f"    first call after opening {first:.0f} ms ("
+              + ("builds the in-process state of the active facts" if behind else "builds the key map") + ")")
+        print(f"    remember(): median {got['median_ms']:.2f} ms, p95 {got['p95_ms']:.2f}, p99 {got['p99_ms']:.2f}, "
+              f"max {got['max_ms']:.1f} ms   (" + ", ".join(f"{k} {v:.2f}" for k, v in got["by_kind"].items())
+              + " ms median)")
+        print(f"    close() {closing:.0f} ms; per call, everything included (calls + close): {got['per_call_ms']:.2f} ms")
+    behind_out, rows_out = out["behind"], out["row_by_row"]
+    out["median_ms"], out["p95_ms"] = behind_out["median_ms"], behind_out["p95_ms"]
+    print(f"  written behind vs row by row: median {rows_out['median_ms'] / behind_out['median_ms']:.1f}x, "
+          f"everything included {rows_out['per_call_ms'] / behind_out['per_call_ms']:.1f}x "
+          f"(a flush every {FLUSH_AT} calls, before any read, and at close)")
+    # where a row-by-row call's time goes: its statements, each timed alone on this store (medians of 200)
+    store = FactStore(path)
     con = store.db
     cols = "id, object, confidence, last_reinforced, decay_rate, status, subject, predicate"
     fid = int(info["facts"]) // 2
@@ -178,10 +210,11 @@ def bench_remember_latency(n_facts: int, calls: int, tmp: str) -> dict:
             [10**15 + j]))),
     }
     out["statements_ms"] = parts
+    print("  a row-by-row call's statements, each timed alone:")
     for label, ms in parts.items():
         print(f"    {label:40s} {ms:6.2f} ms")
-    print("  a reinforcing call = lookup + UPDATE + evidence INSERT + COMMIT; an insert = lookup + two INSERTs + "
-          "COMMIT; a supersession one statement more")
+    print("  (a reinforcing call = lookup + UPDATE + evidence INSERT + COMMIT; an insert = lookup + two INSERTs + "
+          "COMMIT; a supersession one statement more)")
     store.close()
     return out
 
@@ -263,7 +296,7 @@ def main() -> None:
         if args.only in (None, "log"):
             results["log"] = bench_log(50_000 if q else 1_000_000, 365, tmp)
         if args.only in (None, "remember"):
-            results["remember"] = bench_remember_latency(100_000 if q else 1_000_000, 300 if q else 3000, tmp)
+            results["remember"] = bench_remember_latency(100_000 if q else 1_000_000, 300 if q else 9000, tmp)
         if args.only in (None, "facts"):
             results["facts"] = bench_facts(500_000 if q else 10_000_000, tmp)
         if args.only in (None, "rss"):

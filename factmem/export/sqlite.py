@@ -85,6 +85,7 @@ from factmem.export.sqlite_format import (
 from factmem.store.examined import EXAMINED_TABLE
 from factmem.store.factstore import FactStore
 from factmem.store.locking import exclusive
+from factmem.store.writebehind import discard_journal
 
 __all__ = ["ExportResult", "ImportResult", "export_db", "import_db", "compare_memories"]
 
@@ -374,6 +375,7 @@ def import_db(sqlite_path: str | os.PathLike, out_duckdb: str | os.PathLike, *,
 
     with exclusive(out):  # never replace a store another process (or this one) has open
         path = atomic_write(out, write)
+        discard_journal(path)  # calls a crashed store left for the file just replaced
     return ImportResult(path, facts.num_rows, links.num_rows, evidence.num_rows, n_state, params_from, filled,
                         time.perf_counter() - t0, 0 if examined is None else examined.num_rows)
 

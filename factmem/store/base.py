@@ -5,7 +5,8 @@ counters, the lock, and the transaction every write runs in.
 calls run one at a time (a write never interleaves with another write or a read), and
 ``with store.transaction():`` keeps the lock — other threads wait — until the transaction ends.
 The connection itself (``store.db``, ``store.con``) is not guarded: used directly, it is the
-caller's business. For parallel work, open one store per thread on different files, or read-only
+caller's business (each access first writes the ``remember`` calls still held behind, and makes the
+next call rebuild its in-process state: see :mod:`factmem.store.writebehind`). For parallel work, open one store per thread on different files, or read-only
 stores in other processes.
 
 :class:`~factmem.store.factstore.FactStore` is assembled from parts that each keep to one concern —
@@ -30,6 +31,7 @@ from factmem.store.keyindex import KeyIndex
 
 if TYPE_CHECKING:
     from factmem.store.factstore import ConsolidateResult
+    from factmem.store.writebehind import ActiveState
 
 __all__ = ["StoreBase"]
 
@@ -39,7 +41,8 @@ class StoreBase:
 
     path: Path | None
     read_only: bool
-    con: duckdb.DuckDBPyConnection | None
+    _con: duckdb.DuckDBPyConnection | None
+    _active: ActiveState | None
     _params: MemoryParams
     _next_fact_id: int
     _next_evidence_id: int
@@ -50,19 +53,38 @@ class StoreBase:
 
     @property
     def db(self) -> duckdb.DuckDBPyConnection:
-        """The open connection (a closed store raises :class:`StoreError`)."""
-        if self.con is None:
+        """The open connection, for the caller's own SQL (a closed store raises :class:`StoreError`).
+        Every ``remember`` call made so far is in the tables; what the caller writes through it is
+        seen by the next call."""
+        con = self._db
+        self._active = None  # the caller may write: remember() rebuilds its state from the table
+        return con
+
+    @property
+    def con(self) -> duckdb.DuckDBPyConnection | None:
+        """The open connection (None once closed), as :attr:`db`."""
+        return None if self._con is None else self.db
+
+    @property
+    def _db(self) -> duckdb.DuckDBPyConnection:
+        """The connection for the store's own statements: the calls written behind are flushed first."""
+        if self._con is None:
             raise StoreError("the store is closed")
-        return self.con
+        if self._active is not None and self._active.evidence:
+            self._flush()
+        return self._con
+
+    def _flush(self) -> None:
+        raise NotImplementedError  # defined by FactStore (write-behind); declared here for the parts
 
     def _read(self, sql: str, params: Any = None) -> pd.DataFrame:
         with self._lock:
-            return self.db.execute(sql, params or []).df()
+            return self._db.execute(sql, params or []).df()
 
     def _scalar(self, sql: str, params: Any = None) -> Any:
         """The single value a one-row, one-column query returns."""
         with self._lock:
-            row = self.db.execute(sql, params or []).fetchone()
+            row = self._db.execute(sql, params or []).fetchone()
         assert row is not None, sql  # aggregate queries always return a row
         return row[0]
 
@@ -72,7 +94,7 @@ class StoreBase:
         self._has_links = bool(self._scalar("SELECT count(*) FROM memory_fact_links"))
 
     def _writable(self) -> None:
-        if self.con is None:
+        if self._con is None:
             raise StoreError("the store is closed")
         if self.read_only:
             raise StoreError(f"{self.path} is open read-only")
@@ -92,7 +114,7 @@ class StoreBase:
                 return
             sub = "SELECT unnest(?::BIGINT[])"
             args = [list(map(int, child_ids))]
-        self.db.execute(
+        self._db.execute(
             "UPDATE memory_facts SET stale = true WHERE status = 'active' AND kind = 'derived' AND id IN "
             f"(SELECT parent_id FROM memory_fact_links WHERE child_id IN ({sub}))", args)
 
@@ -112,7 +134,8 @@ class _Transaction:
         try:
             # Re-entrant: an outer transaction (e.g. one abstraction cluster) contains inner writes.
             if self.store._tx_depth == 0:
-                self.store.db.begin()
+                self.store._db.begin()  # (flushes the calls written behind first)
+                self.store._active = None  # this write changes what remember()'s state would say
             self.store._tx_depth += 1
         except BaseException:
             self.store._lock.release()
@@ -125,7 +148,7 @@ class _Transaction:
             store._tx_depth -= 1
             if store._tx_depth > 0:
                 return False
-            con = store.db
+            con = store._db
             if exc_type is None:
                 try:
                     con.commit()

@@ -82,7 +82,7 @@ class ExaminedRecords(StoreBase):
             raise InputError(f"pass_id must be a string or None, got {pass_id!r}")
         ids = sorted({int(i) for i in member_ids})
         with self._transaction():
-            self.db.execute(f"INSERT INTO {EXAMINED_TABLE} VALUES (?, ?, ?, ?, ?)",
+            self._db.execute(f"INSERT INTO {EXAMINED_TABLE} VALUES (?, ?, ?, ?, ?)",
                             [subject, ids, resolve_at(at), pass_id, outcome])
 
     def record_empty_answer(self, subject: str, member_ids: Iterable[int], at: Any = None,

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import threading
+import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,7 +27,6 @@ import pyarrow as pa
 
 from factmem import __version__
 from factmem.core.codes import KIND_CODES, KINDS
-from factmem.core.decay import age_days, effective_confidence, reinforce
 from factmem.core.params import MemoryParams
 from factmem.core.text import is_unicode
 from factmem.core.timeutil import resolve_at
@@ -36,6 +36,16 @@ from factmem.store.keyindex import KeyIndex
 from factmem.store.locking import Claim, claim, other_process_message
 from factmem.store.reads import Fact, Reads  # noqa: F401 - part of the API
 from factmem.store.schema import DDL, SCHEMA_VERSION, effective_sql
+from factmem.store.writebehind import (
+    FLUSH_AT,
+    MAX_TOUCHED,
+    ActiveState,
+    Journal,
+    JournalEntry,
+    flush_pending,
+    remember_outcome,
+    settled,
+)
 from factmem.store.writes import BatchWrites, IngestResult, ReplayResult  # noqa: F401 - part of the API
 
 __all__ = ["Evidence", "ConsolidateResult", "FactStore", "DUCKDB_CONFIG", "FILE_WRITE_CONFIG"]
@@ -73,7 +83,9 @@ class FactStore(BatchWrites, Reads, ExaminedRecords):
     """A fact memory in DuckDB: in memory (``FactStore()``) or in a file that persists and reopens.
 
     ``params`` default to those saved in the file (or the seed's for a new store); passing params
-    to an existing file replaces the saved ones.
+    to an existing file replaces the saved ones. ``write_behind=False`` writes every ``remember``
+    call row by row instead of journaling it and writing it set-based with the calls around it
+    (see :meth:`remember`).
 
     One process may hold a file open for writing once (whatever the name: hard links and symlinks
     are recognised); another process gets :class:`~factmem.errors.StoreLockedError` — DuckDB lets
@@ -83,26 +95,30 @@ class FactStore(BatchWrites, Reads, ExaminedRecords):
     """
 
     def __init__(self, path: str | os.PathLike | None = None, params: MemoryParams | None = None, *,
-                 read_only: bool = False):
+                 read_only: bool = False, write_behind: bool = True):
         self.path = None if path is None or str(path) == ":memory:" else Path(path)
         self.read_only = read_only
+        self.write_behind = bool(write_behind)
         self._claim: Claim | None = None
         self._tx_depth = 0
         self._lock = threading.RLock()
         self._keys = KeyIndex()
-        self.con = None
+        self._active = None
+        self._journal = Journal(self.path) if self.path is not None and not read_only else None
+        self._journal_seq = 0
+        self._con = None
         if self.path is not None:
             _check_file(self.path, read_only)
             self._claim = claim(self.path, "read" if read_only else "write")
         try:
-            self.con = self._connect()
+            self._con = self._connect()
             if self._claim is not None:
                 self._claim.bind()  # the file exists now: register its identity too
             self._init_schema(params)
         except BaseException:
-            if self.con is not None:
-                self.con.close()
-                self.con = None
+            if self._con is not None:
+                self._con.close()
+                self._con = None
             self._release()
             raise
 
@@ -127,10 +143,10 @@ class FactStore(BatchWrites, Reads, ExaminedRecords):
     def _init_schema(self, params: MemoryParams | None) -> None:
         tables: set[str] = set()
         if self.path is not None:
-            tables = {r[0] for r in self.db.execute(
+            tables = {r[0] for r in self._db.execute(
                 "SELECT table_name FROM information_schema.tables WHERE table_schema = 'main'").fetchall()}
         if "factmem_meta" in tables:
-            meta = dict(self.db.execute("SELECT key, value FROM factmem_meta").fetchall())
+            meta = dict(self._db.execute("SELECT key, value FROM factmem_meta").fetchall())
             raw_version = meta.get("schema_version", "0")
             try:
                 version = int(raw_version)
@@ -148,17 +164,20 @@ class FactStore(BatchWrites, Reads, ExaminedRecords):
                 if self.read_only:
                     self._use_legacy_examined(tables)
                 else:
-                    self.db.begin()
-                    migrate_examined(self.db, tables)
-                    self.db.commit()
+                    self._db.begin()
+                    migrate_examined(self._db, tables)
+                    self._db.commit()
             try:
                 saved = MemoryParams.from_json(meta["params"]) if "params" in meta else MemoryParams()
             except ParamsError as exc:
                 raise StoreError(f"{self.path}: the parameters saved in factmem_meta are invalid: {exc}") from None
+            self._refresh_counters()
+            self._params = saved  # the journal's calls were decided under the saved parameters
+            self._journal_seq = int(meta.get("journal_applied", "0"))
+            self._apply_journal(meta.get("store_id"))
             self._params = params if params is not None else saved
             if params is not None and params != saved and not self.read_only:
                 self._set_meta("params", params.to_json(indent=None))
-            self._refresh_counters()
         elif tables & {"memory_facts", "memory_evidence", "memory_fact_links"}:
             raise StoreError(f"{self.path}: has memory tables but no factmem metadata; "
                              "use `factmem import-db` to read a production memory")
@@ -166,16 +185,16 @@ class FactStore(BatchWrites, Reads, ExaminedRecords):
             if self.read_only:
                 raise StoreError(f"{self.path}: not a factmem store (empty database)")
             self._params = params if params is not None else MemoryParams()
-            self.db.begin()
-            self.db.execute(DDL)
-            self.db.execute("INSERT INTO factmem_meta VALUES (?, ?), (?, ?), (?, ?)", [
+            self._db.begin()
+            self._db.execute(DDL)
+            self._db.execute("INSERT INTO factmem_meta VALUES (?, ?), (?, ?), (?, ?)", [
                 "schema_version", str(SCHEMA_VERSION), "factmem_version", __version__,
                 "params", self._params.to_json(indent=None)])
-            self.db.commit()
+            self._db.commit()
             self._next_fact_id, self._next_evidence_id, self._has_links = 1, 1, False
 
     def _set_meta(self, key: str, value: str) -> None:
-        self.db.execute("INSERT OR REPLACE INTO factmem_meta VALUES (?, ?)", [key, value])
+        self._db.execute("INSERT OR REPLACE INTO factmem_meta VALUES (?, ?)", [key, value])
 
     @property
     def params(self) -> MemoryParams:
@@ -196,10 +215,18 @@ class FactStore(BatchWrites, Reads, ExaminedRecords):
         if lock is None:  # __init__ failed before the lock existed
             return
         with lock:
-            con = getattr(self, "con", None)
+            con = getattr(self, "_con", None)
             if con is not None:
-                con.close()
-                self.con = None
+                flushed = False
+                try:
+                    self._flush()
+                    flushed = True
+                finally:
+                    con.close()
+                    self._con = None
+                    self._active = None
+                    if self._journal is not None:  # on a failed flush the journal keeps the calls for reopening
+                        self._journal.close(remove=flushed)
             self._release()
 
     def _release(self) -> None:
@@ -228,10 +255,13 @@ class FactStore(BatchWrites, Reads, ExaminedRecords):
 
     def remember(self, subject: str, predicate: str, object: str, kind: str = "explicit", at: Any = None,
                  evidence: Evidence | None = None, note: str | None = None) -> int:
-        """Remember one fact, row by row, as the seed does; returns the fact's id.
+        """Remember one fact, as the seed does; returns the fact's id.
 
         Identical active fact → reinforce it; else (unless ``predicate`` is multi-valued) the latest
         active fact with the same subject and predicate is superseded; then a new fact is inserted.
+        Durable when it returns; written behind (:mod:`factmem.store.writebehind`) unless the store
+        was opened with ``write_behind=False``, the call is inside ``transaction()``, or the store
+        has abstraction links — then written row by row. Both give the same rows.
         """
         self._writable()
         for name, value in (("subject", subject), ("predicate", predicate), ("object", object)):
@@ -249,51 +279,139 @@ class FactStore(BatchWrites, Reads, ExaminedRecords):
         for field_name, text in texts:
             if isinstance(text, str) and not is_unicode(text):
                 raise InputError(f"{field_name} is not valid Unicode text (a lone surrogate): {text!r}")
-        p = self._params
-        with self._transaction():
-            # every active fact of (subject, predicate): the identical one and the conflicting one
-            # are both picked from these, latest by (last_reinforced, id)
-            rows = self._active_of(subject, predicate)
-            same = max((r for r in rows if r[1] == object), key=lambda r: (r[3], r[0]), default=None)
-            if same is not None:
-                fid, _, conf, last, rate = same
-                base = conf if p.reinforce_base == "stored" else effective_confidence(conf, rate, age_days(at, last))
-                new_conf = float(reinforce(base, p.reinforce_gain, p.confidence_cap))
-                self.db.execute(
-                    "UPDATE memory_facts SET confidence = ?, reinforcement_count = reinforcement_count + 1, "
-                    "last_reinforced = ? WHERE id = ?", [new_conf, at, fid])
-                action = "reinforce"
-            else:
-                conflict = None
-                if predicate not in p.multi_valued_predicates:
-                    hit = max((r for r in rows if r[1] != object), key=lambda r: (r[3], r[0]), default=None)
-                    conflict = hit[0] if hit else None
-                fid = self._next_fact_id
-                new_conf = p.initial_confidence[kind]
-                self.db.execute(
-                    "INSERT INTO memory_facts VALUES (?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?, 'active', ?, NULL, NULL, false)",
-                    [fid, subject, predicate, object, note, kind, new_conf, at, at, p.decay_rate_for(kind, predicate), conflict])
-                self._next_fact_id += 1
-                self._keys.added(subject, predicate, fid)
-                if conflict is not None:
-                    self.db.execute(
-                        "UPDATE memory_facts SET status = 'superseded', status_changed_at = ?, "
-                        "status_reason = 'contradiction' WHERE id = ?", [at, conflict])
-                    self._keys.removed(conflict)
-                    self._mark_stale_parents_of([conflict])
-                action = "insert"
-            self.db.execute(
-                "INSERT INTO memory_evidence VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                [self._next_evidence_id, fid, ev.session_id, ev.message_id, at, action, new_conf, ev.source])
-            self._next_evidence_id += 1
+        with self._lock:
+            if self.write_behind and self._tx_depth == 0 and not self._has_links and self._con is not None:
+                return self._remember_behind(subject, predicate, object, kind, at, ev, note)
+            with self._transaction():
+                # every active fact of (subject, predicate): the identical one and the conflicting one
+                # are both picked from these (one rule for both paths: remember_outcome)
+                out = remember_outcome(self._active_of(subject, predicate), object, predicate, kind, at, self._params)
+                if out.action == "reinforce":
+                    fid = out.fact_id
+                    self._db.execute(
+                        "UPDATE memory_facts SET confidence = ?, reinforcement_count = reinforcement_count + 1, "
+                        "last_reinforced = ? WHERE id = ?", [out.confidence, at, fid])
+                else:
+                    fid = self._next_fact_id
+                    self._db.execute(
+                        "INSERT INTO memory_facts VALUES (?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?, 'active', ?, NULL, NULL, false)",
+                        [fid, subject, predicate, object, note, kind, out.confidence, at, at,
+                         self._params.decay_rate_for(kind, predicate), out.superseded])
+                    self._next_fact_id += 1
+                    self._keys.added(subject, predicate, fid)
+                    if out.superseded is not None:
+                        self._db.execute(
+                            "UPDATE memory_facts SET status = 'superseded', status_changed_at = ?, "
+                            "status_reason = 'contradiction' WHERE id = ?", [at, out.superseded])
+                        self._keys.removed(out.superseded)
+                        self._mark_stale_parents_of([out.superseded])
+                self._db.execute(
+                    "INSERT INTO memory_evidence VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    [self._next_evidence_id, fid, ev.session_id, ev.message_id, at, out.action, out.confidence,
+                     ev.source])
+                self._next_evidence_id += 1
+            return int(fid)  # type: ignore[arg-type]
+
+    # -- write-behind (factmem.store.writebehind) ---------------------------------------------------
+
+    def _remember_behind(self, subject: str, predicate: str, object: str, kind: str, at: int, ev: Evidence,
+                         note: str | None, replaying: int | None = None) -> int:
+        """One call decided in process, journaled (a file store), and held for the next flush."""
+        state = self._active
+        if state is None:
+            state = self._active = ActiveState.build(self._db)
+        if self._journal is not None and not self._journal.is_open and replaying is None:
+            self._open_journal()
+        out = remember_outcome(state.active_of(subject, predicate), object, predicate, kind, at, self._params)
+        fid = out.fact_id if out.fact_id is not None else self._next_fact_id
+        if replaying is not None:
+            state.last_seq = replaying
+        elif self._journal is not None:
+            seq = self._journal_seq + 1
+            self._journal.append(JournalEntry(seq, subject, predicate, object, kind, at, ev.session_id, ev.message_id,
+                                              ev.source, note, fid))
+            self._journal_seq = state.last_seq = seq
+        state.apply(out, fid, self._next_evidence_id, subject, predicate, object, kind, at, note,
+                    self._params.decay_rate_for(kind, predicate), ev.session_id, ev.message_id, ev.source)
+        if out.action == "insert":
+            self._next_fact_id += 1
+            self._keys.added(subject, predicate, fid)
+            if out.superseded is not None:
+                self._keys.removed(out.superseded)
+        self._next_evidence_id += 1
+        if len(state.evidence) >= FLUSH_AT:
+            self._flush()
         return int(fid)
+
+    def _flush(self) -> None:
+        """Write the calls held behind, in one transaction; then empty the journal."""
+        with self._lock:
+            state = self._active
+            con = self._con
+            if state is None or not state.evidence or con is None:
+                return
+            journaled = self._journal is not None and state.last_seq > 0
+            con.begin()
+            try:
+                flush_pending(con, state, state.last_seq if journaled else None)
+                con.commit()
+            except BaseException:
+                try:
+                    con.rollback()
+                except duckdb.Error:
+                    pass  # DuckDB already rolled it back
+                raise
+            settled(state)
+            if journaled and self._journal is not None:
+                self._journal.emptied()
+            if len(state.touched) > MAX_TOUCHED:
+                self._active = None  # rebuilt from the table at the next call: a smaller state
+
+    def _open_journal(self) -> None:
+        assert self._journal is not None
+        store_id = self._scalar("SELECT max(value) FROM factmem_meta WHERE key = 'store_id'")
+        if store_id is None:
+            store_id = uuid.uuid4().hex
+            self._set_meta("store_id", store_id)
+        self._journal.open(store_id)
+
+    def _apply_journal(self, store_id: str | None) -> None:
+        """At opening: make the calls of a journal left by a store that was not closed (see
+        :mod:`factmem.store.writebehind`) — or, read-only, refuse a store that has some."""
+        journal = Journal(self.path) if self.path is not None else None
+        if journal is None or not journal.path.exists():
+            return
+        header, entries = journal.read()
+        todo = [e for e in entries if e.seq > self._journal_seq]
+        if not todo:
+            if not self.read_only:
+                journal.close(remove=True)
+            return
+        if header.get("store_id") != store_id:
+            raise StoreError(f"{journal.path}: a journal of another store (store_id {header.get('store_id')!r}, "
+                             f"this store's is {store_id!r}); move it away to open {self.path}")
+        if self.read_only:
+            raise StoreError(f"{self.path}: {len(todo)} remember() calls are in {journal.path.name} and not yet in "
+                             "the file (the store was not closed); open it once for writing to apply them")
+        if todo[0].seq != self._journal_seq + 1 or any(b.seq != a.seq + 1 for a, b in zip(todo, todo[1:])):
+            raise StoreError(f"{journal.path}: entries {todo[0].seq}..{todo[-1].seq} do not follow the last one the "
+                             f"store holds ({self._journal_seq}): the journal is damaged")
+        for e in todo:
+            fid = self._remember_behind(e.subject, e.predicate, e.object, e.kind, e.at,
+                                        Evidence(e.session_id, e.message_id, e.source), e.note, replaying=e.seq)
+            if fid != e.fact_id:
+                raise StoreError(f"{journal.path}: entry {e.seq} made fact {fid} where the call returned {e.fact_id}: "
+                                 "the journal does not continue this file")
+        self._journal_seq = todo[-1].seq
+        self._flush()
+        journal.close(remove=True)
 
     def _active_of(self, subject: str, predicate: str) -> list[tuple]:
         """(id, object, confidence, last_reinforced, decay_rate) of the active facts of (subject,
         predicate): the rows the key map names (:mod:`factmem.store.keyindex`), verified here."""
-        candidates = self._keys.candidates(self.db, self._next_fact_id, subject, predicate)
+        candidates = self._keys.candidates(self._db, self._next_fact_id, subject, predicate)
         if candidates is None:  # a key with a very long history: scan
-            return self.db.execute(
+            return self._db.execute(
                 "SELECT id, object, confidence, last_reinforced, decay_rate FROM memory_facts "
                 "WHERE status = 'active' AND subject = ? AND predicate = ?", [subject, predicate]).fetchall()
         if not candidates:
@@ -304,7 +422,7 @@ class FactStore(BatchWrites, Reads, ExaminedRecords):
             sql = " UNION ALL ".join([f"{cols} WHERE id = ?"] * len(candidates))
         else:
             sql = f"{cols} WHERE id IN ({', '.join('?' * len(candidates))})"
-        found = self.db.execute(sql, candidates).fetchall()  # plain columns, compared here
+        found = self._db.execute(sql, candidates).fetchall()  # plain columns, compared here
         self._keys.settle([r[0] for r in found if r[5] != "active"])
         return [r[:5] for r in found if r[5] == "active" and r[6] == subject and r[7] == predicate]
 
@@ -321,12 +439,12 @@ class FactStore(BatchWrites, Reads, ExaminedRecords):
         with self._transaction():
             pruned = 0
             if not self._has_links:  # the count is all we need: RETURNING costs DuckDB twice the update
-                archived = int(self.db.execute(archive + f"WHERE {due}", args).fetchall()[0][0])
+                archived = int(self._db.execute(archive + f"WHERE {due}", args).fetchall()[0][0])
             else:  # their derived parents become stale: find them first, then archive exactly those
-                ids = self.db.execute(f"SELECT id FROM memory_facts WHERE {due}", args).fetchnumpy()["id"]
+                ids = self._db.execute(f"SELECT id FROM memory_facts WHERE {due}", args).fetchnumpy()["id"]
                 archived = len(ids)
                 if archived:
-                    self.db.execute(archive + "WHERE id = ANY($ids)", {"at": at, "ids": [int(i) for i in ids]})
+                    self._db.execute(archive + "WHERE id = ANY($ids)", {"at": at, "ids": [int(i) for i in ids]})
                     self._mark_stale_parents_of(list(ids))
                 if prune:
                     pruned = self._prune(at)
@@ -340,7 +458,7 @@ class FactStore(BatchWrites, Reads, ExaminedRecords):
         at = resolve_at(at)
         kids = pa.table({"child_id": pa.array(sorted({int(c) for c in child_ids}), pa.int64())})  # noqa: F841 (SQL)
         with self._transaction():
-            n = self.db.execute(
+            n = self._db.execute(
                 "INSERT OR IGNORE INTO memory_fact_links SELECT $p, child_id, $at FROM kids RETURNING child_id",
                 {"p": int(parent_id), "at": at}).fetchall()
             self._has_links = self._has_links or bool(n)
@@ -350,7 +468,7 @@ class FactStore(BatchWrites, Reads, ExaminedRecords):
         """Set or clear the ``stale`` flag of derived facts (the abstraction pass clears it on re-examination)."""
         self._writable()
         with self._transaction():
-            self.db.execute("UPDATE memory_facts SET stale = $v WHERE id IN (SELECT unnest($ids::BIGINT[]))",
+            self._db.execute("UPDATE memory_facts SET stale = $v WHERE id IN (SELECT unnest($ids::BIGINT[]))",
                              {"v": bool(stale), "ids": [int(i) for i in fact_ids]})
 
     def transaction(self):
@@ -365,7 +483,7 @@ class FactStore(BatchWrites, Reads, ExaminedRecords):
         return self._transaction()
 
     def _prune(self, at: int) -> int:
-        return int(self.db.execute(
+        return int(self._db.execute(
             "UPDATE memory_facts SET status = 'archived', status_changed_at = $at, "
             "status_reason = 'pruned' WHERE status = 'active' AND id IN ("
             "  SELECT l.child_id FROM memory_fact_links l JOIN memory_facts d ON d.id = l.parent_id"

@@ -181,12 +181,12 @@ class Reads(StoreBase):
                 f"more than max_rows={limit:,}; use step >= {fitting} s, fewer facts or a shorter span "
                 "(or raise max_rows)")
         with self._lock:
-            facts = self.db.execute(
+            facts = self._db.execute(
                 "SELECT id, kind, subject, predicate, object, decay_rate, status, status_changed_at FROM memory_facts "
                 "WHERE id IN (SELECT unnest($ids::BIGINT[])) ORDER BY id", {"ids": ids}).df()
             # one observation per (fact, time): the confidence of the last evidence row (NULL-free, as
             # arg_max skips NULLs) — production evidence may lack confidences
-            ev = self.db.execute(
+            ev = self._db.execute(
                 "SELECT fact_id, observed_at AS t, arg_max(confidence, id) AS confidence FROM memory_evidence "
                 "WHERE fact_id IN (SELECT unnest($ids::BIGINT[])) AND observed_at <= $end "
                 "GROUP BY fact_id, observed_at ORDER BY fact_id, t", {"ids": ids, "end": end}).df()

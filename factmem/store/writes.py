@@ -131,7 +131,7 @@ class BatchWrites(StoreBase):
             "subject": s_dict.take(pa.array(pair // n_p)),
             "predicate": p_dict.take(pa.array(pair % n_p)),
         })
-        ex = self.db.sql(
+        ex = self._db.sql(
             "SELECT q.sp, f.id, f.object, f.confidence, f.reinforcement_count, f.last_reinforced, f.decay_rate "
             "FROM memory_facts f JOIN _fm_pairs q ON f.subject = q.subject AND f.predicate = q.predicate "
             "WHERE f.status = 'active'").to_arrow_table()
@@ -252,7 +252,7 @@ class BatchWrites(StoreBase):
                 "status_changed_at": pa.array(changed, mask=changed == NO_TIME),
                 "status_reason": _labels(codes - 1, _REASON_LABELS, null=codes == Status.ACTIVE),
             })
-            self.db.execute(
+            self._db.execute(
                 "INSERT INTO memory_facts SELECT id, subject, predicate, object, note, kind, confidence, "
                 "reinforcement_count, first_seen, last_reinforced, decay_rate, status, supersedes_id, "
                 "status_changed_at, status_reason, false FROM new_tbl")
@@ -271,7 +271,7 @@ class BatchWrites(StoreBase):
                     "reinforcement_count": pa.array(old["count"][again]),
                     "last_reinforced": pa.array(old["last_reinforced"][again]),
                 })
-                self.db.execute(
+                self._db.execute(
                     "UPDATE memory_facts SET confidence = u.confidence, reinforcement_count = u.reinforcement_count, "
                     "last_reinforced = u.last_reinforced FROM upd u WHERE memory_facts.id = u.id")
             left = codes != Status.ACTIVE
@@ -283,7 +283,7 @@ class BatchWrites(StoreBase):
                     "status_changed_at": pa.array(changed, mask=changed == NO_TIME),
                     "status_reason": _labels(codes[left] - 1, _REASON_LABELS),
                 })
-                self.db.execute(
+                self._db.execute(
                     "UPDATE memory_facts SET status = u.status, "
                     "status_changed_at = coalesce(u.status_changed_at, memory_facts.status_changed_at), "
                     "status_reason = u.status_reason FROM gone u WHERE memory_facts.id = u.id")
@@ -307,7 +307,7 @@ class BatchWrites(StoreBase):
             "confidence": pa.array(ev_conf[by_g]),
             "source": _labels(np.zeros(len(by_g), np.int8), _SOURCE_LABELS),
         })
-        self.db.execute(
+        self._db.execute(
             "INSERT INTO memory_evidence SELECT id, fact_id, session_id, message_id, observed_at, action, confidence, "
             "source FROM ev_tbl")
         self._next_fact_id += len(ids)
@@ -407,7 +407,7 @@ class BatchWrites(StoreBase):
         ir = res.init_reason[0]
         gone_k = np.flatnonzero(init.has & ((ir == EndReason.SUPERSEDED) | (ir == EndReason.ARCHIVED)))
         # active facts no event touches: archived by a consolidation or left alone
-        others = self.db.execute(
+        others = self._db.execute(
             "SELECT id, confidence, reinforcement_count, last_reinforced, decay_rate FROM memory_facts "
             "WHERE status = 'active'").fetchnumpy()
         keep = ~np.isin(others["id"], P.ex_id)

@@ -1,0 +1,264 @@
+"""remember() written behind (factmem.store.writebehind): the same bytes as the row-by-row path, under
+any interleaving of reads, writes and reopenings; durable at return (a process killed without
+closing loses no call); and the journal's failure modes named."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from factmem.core.params import MemoryParams
+from factmem.errors import StoreError
+from factmem.store.factstore import Evidence, FactStore
+from factmem.testing.compare import FACT_COLUMNS
+
+ROOT = Path(__file__).resolve().parents[1]
+FACT_COLS = list(FACT_COLUMNS)
+DAY = 86_400
+
+# A call: (subject, predicate, object, kind, day offset in seconds); small vocabularies so that keys
+# repeat, objects change and multi-valued predicates hold several facts
+calls = st.lists(st.tuples(st.sampled_from(["ada", "bo"]), st.sampled_from(["likes", "lives_in", "uses"]),
+                           st.sampled_from(["x", "y", "z"]), st.sampled_from(["explicit", "episodic", "user_preference"]),
+                           st.integers(0, 3 * DAY)), min_size=1, max_size=40)
+# what happens between calls: nothing, a read, a consolidation, a reopening (file stores)
+steps = st.lists(st.sampled_from(["call"] * 6 + ["read", "consolidate", "reopen", "ingest"]), min_size=1, max_size=60)
+
+
+def table(s: FactStore) -> tuple[pd.DataFrame, pd.DataFrame]:
+    return s.facts(at=0)[FACT_COLS], s.evidence()
+
+
+def run(path, params, script, items, behind: bool) -> tuple[pd.DataFrame, pd.DataFrame]:
+    s = FactStore(path, params=params, write_behind=behind)
+    t0 = 1_700_000_000
+    i = 0
+    for step in script:
+        if step == "call":
+            subj, pred, obj, kind, dt = items[i % len(items)]
+            s.remember(subj, pred, obj, kind, at=t0 + i * 3600 + dt, evidence=Evidence(f"s{i % 2}", f"m{i}"),
+                       note=None if i % 3 else f"n{i}")
+            i += 1
+        elif step == "read":
+            assert len(s.facts(at=t0)) == len(s)
+        elif step == "consolidate":
+            s.consolidate(at=t0 + i * 3600)
+        elif step == "ingest":
+            subj, pred, obj, kind, dt = items[(i + 1) % len(items)]
+            s.ingest(pd.DataFrame({"ts": [t0 + i * 3600 + dt], "subject": [subj], "predicate": [pred],
+                                   "object": [obj + "2"], "kind": [kind]}))
+            i += 1
+        elif step == "reopen" and path is not None:
+            s.close()
+            s = FactStore(path, write_behind=behind)
+    out = table(s)
+    s.close()
+    return out
+
+
+@settings(max_examples=60)
+@given(items=calls, script=steps, multi=st.booleans(), effective=st.booleans())
+def test_written_behind_equals_row_by_row(tmp_path_factory, items, script, multi, effective):
+    params = MemoryParams(multi_valued_predicates={"uses"} if multi else set(),
+                          reinforce_base="effective" if effective else "stored",
+                          decay_rate={"episodic": 2.0})  # episodic facts archive within hours
+    d = tmp_path_factory.mktemp("wb")
+    behind = run(d / "behind.duckdb", params, script, items, True)
+    rows = run(d / "rows.duckdb", params, script, items, False)
+    pd.testing.assert_frame_equal(behind[0], rows[0], check_exact=True)
+    pd.testing.assert_frame_equal(behind[1], rows[1], check_exact=True)
+    assert not list(d.glob("*.journal")), "a closed store leaves no journal"
+
+
+@settings(max_examples=25)
+@given(items=calls, flush_at=st.integers(1, 5))
+def test_periodic_flushes_change_nothing(monkeypatch_module, items, flush_at):
+    """Flushing every few calls (the store flushes every FLUSH_AT) gives the same store as one flush."""
+    monkeypatch_module.setattr("factmem.store.factstore.FLUSH_AT", flush_at)
+    small = run(None, None, ["call"] * len(items), items, True)
+    monkeypatch_module.setattr("factmem.store.factstore.FLUSH_AT", 10**9)
+    big = run(None, None, ["call"] * len(items), items, True)
+    pd.testing.assert_frame_equal(small[0], big[0], check_exact=True)
+    pd.testing.assert_frame_equal(small[1], big[1], check_exact=True)
+
+
+@pytest.fixture(scope="module")
+def monkeypatch_module():
+    mp = pytest.MonkeyPatch()
+    yield mp
+    mp.undo()
+
+
+def calls_script(path: Path, n: int, then: str) -> str:
+    """A child process: n calls on a file store, then `then` (Python), then killed without closing."""
+    return textwrap.dedent(f"""
+        import os, sys
+        sys.path.insert(0, {str(ROOT)!r})
+        from factmem.store.factstore import FactStore, Evidence
+        s = FactStore({str(path)!r})
+        for i in range({n}):
+            s.remember("u%d" % (i % 7), "p%d" % (i % 3), "v%d" % (i % 5), "explicit", at=1_700_000_000 + i * 60,
+                       evidence=Evidence("s", "m%d" % i))
+        {then}
+        os._exit(0)  # no close(), no flush at exit: as if killed
+    """)
+
+
+def reference(n: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+    s = FactStore(write_behind=False)
+    for i in range(n):
+        s.remember(f"u{i % 7}", f"p{i % 3}", f"v{i % 5}", "explicit", at=1_700_000_000 + i * 60,
+                   evidence=Evidence("s", f"m{i}"))
+    out = table(s)
+    s.close()
+    return out
+
+
+def child(code: str) -> None:
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
+
+
+def assert_like_reference(path: Path, n: int) -> None:
+    with FactStore(path) as s:
+        got = table(s)
+    want = reference(n)
+    pd.testing.assert_frame_equal(got[0], want[0], check_exact=True)
+    pd.testing.assert_frame_equal(got[1], want[1], check_exact=True)
+    assert not Path(str(path) + ".journal").exists()
+
+
+def test_a_killed_process_loses_no_call(tmp_path):
+    path = tmp_path / "m.duckdb"
+    child(calls_script(path, 60, "pass"))
+    journal = Path(str(path) + ".journal")
+    assert journal.exists() and len(journal.read_text().splitlines()) == 61  # header + 60 calls
+    assert_like_reference(path, 60)
+
+
+def test_killed_after_a_flush_and_more_calls(tmp_path):
+    """Calls flushed by a read, then more calls, then killed: the reopened store has them all, once."""
+    path = tmp_path / "m.duckdb"
+    child(calls_script(path, 50, textwrap.dedent("""
+        s.facts()
+        for i in range(50, 80):
+            s.remember("u%d" % (i % 7), "p%d" % (i % 3), "v%d" % (i % 5), "explicit", at=1_700_000_000 + i * 60,
+                       evidence=Evidence("s", "m%d" % i))
+        """).replace("\n", "\n        ")))
+    assert_like_reference(path, 80)
+
+
+def test_killed_between_the_flush_commit_and_the_journal_truncation(tmp_path):
+    """The rows are committed with the last journal number; the journal still lists the calls: the
+    reopened store skips them by number instead of making them twice."""
+    path = tmp_path / "m.duckdb"
+    child(calls_script(path, 40, "s._journal.emptied = lambda: None; s.facts()"))
+    journal = Path(str(path) + ".journal")
+    assert len(journal.read_text().splitlines()) == 41
+    assert_like_reference(path, 40)
+
+
+def test_a_line_cut_short_by_a_crash_is_a_call_that_never_returned(tmp_path):
+    path = tmp_path / "m.duckdb"
+    child(calls_script(path, 30, "pass"))
+    journal = Path(str(path) + ".journal")
+    with open(journal, "ab") as f:
+        f.write(b'[31, "u3", "p1", "v')  # the 31st call, killed mid-write
+    assert_like_reference(path, 30)
+
+
+def test_a_damaged_journal_is_named_and_the_store_is_left_alone(tmp_path):
+    path = tmp_path / "m.duckdb"
+    child(calls_script(path, 10, "pass"))
+    journal = Path(str(path) + ".journal")
+    lines = journal.read_text().splitlines()
+    lines[4] = "not json"
+    journal.write_text("\n".join(lines) + "\n")
+    with pytest.raises(StoreError, match=r"m\.duckdb\.journal, line 5: not a journal entry"):
+        FactStore(path)
+    assert journal.exists()  # nothing applied, nothing removed
+
+
+def test_a_journal_left_by_another_store_is_refused(tmp_path):
+    a, b = tmp_path / "a.duckdb", tmp_path / "b.duckdb"
+    child(calls_script(a, 5, "pass"))
+    FactStore(b).close()
+    os.replace(str(a) + ".journal", str(b) + ".journal")
+    with pytest.raises(StoreError, match="a journal of another store"):
+        FactStore(b)
+
+
+def test_read_only_opening_refuses_a_store_with_calls_in_its_journal(tmp_path):
+    path = tmp_path / "m.duckdb"
+    child(calls_script(path, 5, "pass"))
+    with pytest.raises(StoreError, match="5 remember.. calls are in m.duckdb.journal"):
+        FactStore(path, read_only=True)
+    assert_like_reference(path, 5)  # opened for writing once: applied
+    with FactStore(path, read_only=True) as s:
+        assert len(s) > 0
+
+
+def test_every_call_is_in_the_journal_before_it_returns(tmp_path):
+    path = tmp_path / "m.duckdb"
+    s = FactStore(path)
+    fid = s.remember("ada", "likes", "tea", at=0, evidence=Evidence("s1", "m1"), note="n")
+    entries = [json.loads(line) for line in Path(str(path) + ".journal").read_text().splitlines()]
+    assert entries[0]["factmem_journal"] == 1 and entries[0]["store_id"]
+    assert entries[1] == [1, "ada", "likes", "tea", "explicit", 0, "s1", "m1", "observation", "n", fid]
+    assert len(s) == 1  # a read flushes: the journal is emptied to its header
+    assert len(Path(str(path) + ".journal").read_text().splitlines()) == 1
+    s.close()
+
+
+def test_a_failed_flush_loses_nothing(store_factory, monkeypatch):
+    s = store_factory()
+    s.remember("ada", "likes", "tea", at=0)
+    s.remember("ada", "likes", "tea", at=DAY)
+
+    def broken(*args, **kwargs):
+        raise OSError("disk full")
+
+    monkeypatch.setattr("factmem.store.factstore.flush_pending", broken)
+    with pytest.raises(OSError, match="disk full"):
+        s.facts()
+    monkeypatch.undo()
+    facts = s.facts(at=0)
+    assert facts["reinforcement_count"].tolist() == [1] and len(s.evidence()) == 2
+
+
+def test_a_write_through_the_connection_is_seen_by_the_next_call(store_factory):
+    """store.con / store.db may be written by the caller: the next call rebuilds its state."""
+    s = store_factory()
+    a = s.remember("ada", "likes", "tea", at=0)
+    s.con.execute("UPDATE memory_facts SET status = 'archived' WHERE id = ?", [a])
+    b = s.remember("ada", "likes", "tea", at=DAY)  # not a reinforcement of the archived fact
+    assert b != a and s.get(b).reinforcement_count == 0
+
+
+def test_calls_in_an_explicit_transaction_roll_back_together(store_factory):
+    s = store_factory()
+    s.remember("ada", "likes", "tea", at=0)  # written behind; flushed when the transaction starts
+    with pytest.raises(RuntimeError):
+        with s.transaction():
+            s.remember("ada", "likes", "coffee", at=DAY)
+            raise RuntimeError("abort")
+    assert s.facts(at=0)["object"].tolist() == ["tea"]
+    assert s.remember("ada", "likes", "coffee", at=DAY) == 2  # the rolled-back id is given again
+
+
+def test_the_row_by_row_path_serves_stores_with_links(store_factory):
+    """With abstraction links a supersession marks derived parents stale in call order: no write-behind."""
+    s = store_factory()
+    kids = [s.remember("ada", f"p{i}", "x", at=0) for i in range(3)]
+    parent = s.remember("ada", "is", "busy", kind="derived", at=0)
+    s.link(parent, kids, at=0)
+    s.remember("ada", "p0", "y", at=DAY)  # supersedes a child: its parent is stale at once
+    assert s._active is None and bool(s.get(parent).stale)
