@@ -1,4 +1,9 @@
-"""remember() latency on a large file store, and the bulk writes it must not slow down (issue 11).
+"""remember() latency on a large file store, row by row, and the bulk writes it must not slow down (issue 11).
+
+This times the row-by-row path (``write_behind=False``: a store inside ``transaction()`` or with
+abstraction links writes that way), whose first statement is the lookup compared here. The default
+path, written behind (:mod:`factmem.store.writebehind`), is timed against it by
+``bench_store.py`` (3).
 
 A file store is filled with about ``--facts`` facts (default 1,000,000) by one ``ingest`` (one fact
 per (subject, predicate) key, a fifth of the keys then changing value) and one ``replay`` with daily
@@ -135,7 +140,8 @@ def main() -> None:
         path = os.path.join(tmp, "bench.duckdb")
         info = bulk(path, args.facts, args.seed)
         size_mb = os.path.getsize(path) / 2**20
-        store = FactStore(path)  # reopened (with its saved params): the key map is built at the first remember()
+        # reopened (with its saved params), row by row: the key map is built at the first remember()
+        store = FactStore(path, write_behind=False)
         at = START + 400 * DAY
         t0 = time.perf_counter()
         store.remember("warm", "up", "x", at=at)

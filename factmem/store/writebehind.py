@@ -19,11 +19,11 @@ its journal when it is next opened, through the same rule, from the state the la
 * every access to the connection — the store's own reads and writes, ``store.db``, ``store.con`` —
   flushes first, and so do ``close()`` and the start of every write transaction;
 * the in-process state (:class:`ActiveState`: every active fact's key, object, confidence, last
-  reinforcement and decay rate, plus the facts the calls since touched) is built from the table at
+  reinforcement and decay rate, ~230 bytes each, plus the facts the calls since touched) is built from the table at
   the first call and dropped by every other write (``ingest``, ``replay``, ``consolidate``, an
   abstraction pass, an explicit ``transaction()``) and by any use of ``store.db`` / ``store.con``
   (the caller may write through them); the next call rebuilds it (one scan of the active facts:
-  ~0.4 s at a million). A flush keeps it: it writes what the state already holds.
+  ~0.6 s at a million). A flush keeps it: it writes what the state already holds.
 
 **Where it does not apply** (the call is written row by row, as before): inside an explicit
 ``store.transaction()`` (the caller asked for its calls to commit or roll back together); in a store
