@@ -262,3 +262,27 @@ def test_the_row_by_row_path_serves_stores_with_links(store_factory):
     s.link(parent, kids, at=0)
     s.remember("ada", "p0", "y", at=DAY)  # supersedes a child: its parent is stale at once
     assert s._active is None and bool(s.get(parent).stale)
+
+
+def test_a_write_through_query_is_seen_by_the_next_call(store_factory):
+    s = store_factory()
+    a = s.remember("ada", "likes", "tea", at=0)
+    s.query("SELECT count(*) FROM memory_facts")
+    assert s._active is not None  # a read keeps the state
+    s.query("UPDATE memory_facts SET status = 'archived' WHERE id = $id", {"id": a})
+    b = s.remember("ada", "likes", "tea", at=DAY)
+    assert b != a and s.get(b).reinforcement_count == 0
+
+
+def test_a_store_never_closed_is_flushed_at_interpreter_exit(tmp_path):
+    """A program that forgets close() still leaves complete tables for other tools to read."""
+    path = tmp_path / "m.duckdb"
+    code = calls_script(path, 12, "pass").replace("os._exit(0)  # no close(), no flush at exit: as if killed",
+                                                  "sys.exit(0)  # a normal exit, store never closed")
+    child(code)
+    assert not Path(str(path) + ".journal").exists()
+    import duckdb
+    con = duckdb.connect(str(path), read_only=True)  # DuckDB alone, no journal applied
+    assert con.execute("SELECT count(*) FROM memory_evidence").fetchone()[0] == 12
+    con.close()
+    assert_like_reference(path, 12)

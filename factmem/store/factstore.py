@@ -14,9 +14,11 @@ True
 
 from __future__ import annotations
 
+import atexit
 import os
 import threading
 import uuid
+import weakref
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -322,6 +324,7 @@ class FactStore(BatchWrites, Reads, ExaminedRecords):
             state = self._active = ActiveState.build(self._db)
         if self._journal is not None and not self._journal.is_open and replaying is None:
             self._open_journal()
+            _UNCLOSED.add(self)  # flushed at interpreter exit if never closed (the journal has it anyway)
         out = remember_outcome(state.active_of(subject, predicate), object, predicate, kind, at, self._params)
         fid = out.fact_id if out.fact_id is not None else self._next_fact_id
         if replaying is not None:
@@ -499,6 +502,20 @@ class FactStore(BatchWrites, Reads, ExaminedRecords):
             return 0
         with self._transaction():
             return self._prune(at)
+
+
+#: file stores holding calls written behind: flushed at a normal interpreter exit, so that a store the
+#: program never closed leaves its tables complete for other tools (the journal covers a crash)
+_UNCLOSED: weakref.WeakSet[FactStore] = weakref.WeakSet()
+
+
+@atexit.register
+def _flush_unclosed() -> None:
+    for store in list(_UNCLOSED):
+        try:
+            store.close()
+        except Exception:  # pragma: no cover - best effort at exit; reopening applies the journal
+            pass
 
 
 def _check_file(path: Path, read_only: bool) -> None:

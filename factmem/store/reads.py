@@ -10,6 +10,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+import duckdb
 import numpy as np
 import pandas as pd
 
@@ -245,8 +246,17 @@ class Reads(StoreBase):
             FROM memory_facts GROUP BY kind, status ORDER BY kind, status""", {"at": at})
 
     def query(self, sql: str, params: Any = None) -> pd.DataFrame:
-        """Run a read query against the store's tables; for exploration in notebooks."""
-        return self._read(sql, params)
+        """Run a read query against the store's tables; for exploration in notebooks. (A statement
+        that is not a SELECT still runs; the next ``remember`` then rebuilds its in-process state.)"""
+        with self._lock:
+            out = self._read(sql, params)
+            try:
+                kinds = {s.type for s in self._db.extract_statements(sql)}
+            except duckdb.Error:
+                kinds = set()
+            if kinds - {duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN}:
+                self._active = None
+            return out
 
     def __len__(self) -> int:
         return int(self._scalar("SELECT count(*) FROM memory_facts"))

@@ -17,7 +17,9 @@ its journal when it is next opened, through the same rule, from the state the la
 **Consistency.** Whatever reads or writes the database sees every call made before it:
 
 * every access to the connection — the store's own reads and writes, ``store.db``, ``store.con`` —
-  flushes first, and so do ``close()`` and the start of every write transaction;
+  flushes first, and so do ``close()`` and the start of every write transaction; a file store the
+  program never closed is closed (flushed) at a normal interpreter exit, so that other tools reading
+  the DuckDB file find every call in its tables;
 * the in-process state (:class:`ActiveState`: every active fact's key, object, confidence, last
   reinforcement and decay rate, ~230 bytes each, plus the facts the calls since touched) is built from the table at
   the first call and dropped by every other write (``ingest``, ``replay``, ``consolidate``, an
