@@ -52,10 +52,13 @@ def run(path, params, script, items, behind: bool) -> tuple[pd.DataFrame, pd.Dat
             assert len(s.facts(at=t0)) == len(s)
         elif step == "consolidate":
             s.consolidate(at=t0 + i * 3600)
-        elif step == "ingest":
-            subj, pred, obj, kind, dt = items[(i + 1) % len(items)]
-            s.ingest(pd.DataFrame({"ts": [t0 + i * 3600 + dt], "subject": [subj], "predicate": [pred],
-                                   "object": [obj + "2"], "kind": [kind]}))
+        elif step == "ingest":  # a few events at once: new keys, repeats and changes of the calls' keys
+            chosen = [items[(i + j) % len(items)] for j in range(1, 5)]
+            s.ingest(pd.DataFrame({
+                "ts": [t0 + i * 3600 + dt for (_, _, _, _, dt) in chosen],
+                "subject": [subj for (subj, *_) in chosen], "predicate": [pred for (_, pred, *_) in chosen],
+                "object": [obj + ("" if j % 2 else "2") for j, (_, _, obj, _, _) in enumerate(chosen)],
+                "kind": [kind for (_, _, _, kind, _) in chosen], "session_id": "b", "message_id": f"b{i}"}))
             i += 1
         elif step == "reopen" and path is not None:
             s.close()
@@ -82,11 +85,15 @@ def test_written_behind_equals_row_by_row(tmp_path_factory, items, script, multi
 @settings(max_examples=25)
 @given(items=calls, flush_at=st.integers(1, 5))
 def test_periodic_flushes_change_nothing(monkeypatch_module, items, flush_at):
-    """Flushing every few calls (the store flushes every FLUSH_AT) gives the same store as one flush."""
-    monkeypatch_module.setattr("factmem.store.factstore.FLUSH_AT", flush_at)
-    small = run(None, None, ["call"] * len(items), items, True)
-    monkeypatch_module.setattr("factmem.store.factstore.FLUSH_AT", 10**9)
-    big = run(None, None, ["call"] * len(items), items, True)
+    """Flushing every few calls (the store flushes every FLUSH_CALLS), and merging the appended rows
+    of the in-process state at every flush, give the same store as one flush at the end."""
+    script = ["call", "call", "ingest", "consolidate"] * len(items)
+    monkeypatch_module.setattr("factmem.store.factstore.FLUSH_CALLS", flush_at)
+    monkeypatch_module.setattr("factmem.store.writebehind.ActiveState.MERGE_AT", flush_at - 1)
+    small = run(None, None, script, items, True)
+    monkeypatch_module.setattr("factmem.store.factstore.FLUSH_CALLS", 10**9)
+    monkeypatch_module.setattr("factmem.store.writebehind.ActiveState.MERGE_AT", 65_536)
+    big = run(None, None, script, items, True)
     pd.testing.assert_frame_equal(small[0], big[0], check_exact=True)
     pd.testing.assert_frame_equal(small[1], big[1], check_exact=True)
 
@@ -199,7 +206,7 @@ def test_a_journal_left_by_another_store_is_refused(tmp_path):
 def test_read_only_opening_refuses_a_store_with_calls_in_its_journal(tmp_path):
     path = tmp_path / "m.duckdb"
     child(calls_script(path, 5, "pass"))
-    with pytest.raises(StoreError, match="5 remember.. calls are in m.duckdb.journal"):
+    with pytest.raises(StoreError, match="5 calls are in m.duckdb.journal"):
         FactStore(path, read_only=True)
     assert_like_reference(path, 5)  # opened for writing once: applied
     with FactStore(path, read_only=True) as s:
@@ -211,8 +218,8 @@ def test_every_call_is_in_the_journal_before_it_returns(tmp_path):
     s = FactStore(path)
     fid = s.remember("ada", "likes", "tea", at=0, evidence=Evidence("s1", "m1"), note="n")
     entries = [json.loads(line) for line in Path(str(path) + ".journal").read_text().splitlines()]
-    assert entries[0]["factmem_journal"] == 1 and entries[0]["store_id"]
-    assert entries[1] == [1, "ada", "likes", "tea", "explicit", 0, "s1", "m1", "observation", "n", fid]
+    assert entries[0]["factmem_journal"] == 2 and entries[0]["store_id"]
+    assert entries[1] == [1, "remember", 1, "ada", "likes", "tea", "explicit", 0, "s1", "m1", "observation", "n", fid]
     assert len(s) == 1  # a read flushes: the journal is emptied to its header
     assert len(Path(str(path) + ".journal").read_text().splitlines()) == 1
     s.close()
@@ -226,7 +233,7 @@ def test_a_failed_flush_loses_nothing(store_factory, monkeypatch):
     def broken(*args, **kwargs):
         raise OSError("disk full")
 
-    monkeypatch.setattr("factmem.store.factstore.flush_pending", broken)
+    monkeypatch.setattr("factmem.store.writebehind.ActiveState.flush", broken)
     with pytest.raises(OSError, match="disk full"):
         s.facts()
     monkeypatch.undo()
@@ -286,3 +293,41 @@ def test_a_store_never_closed_is_flushed_at_interpreter_exit(tmp_path):
     assert con.execute("SELECT count(*) FROM memory_evidence").fetchone()[0] == 12
     con.close()
     assert_like_reference(path, 12)
+
+
+def mixed_calls(s: FactStore, days: int) -> None:
+    """A few days of an agent's memory: a batch a day, remembered facts between, a consolidation a night."""
+    t0 = 1_700_000_000
+    for d in range(days):
+        s.ingest(pd.DataFrame({"ts": [t0 + d * DAY + 60 * j for j in range(6)],
+                               "subject": [f"u{(d + j) % 4}" for j in range(6)],
+                               "predicate": [f"p{j % 3}" for j in range(6)],
+                               "object": [f"v{(d * j) % 3}" for j in range(6)],
+                               "kind": ["episodic" if j % 4 == 0 else "explicit" for j in range(6)],
+                               "session_id": f"d{d}", "message_id": [f"d{d}m{j}" for j in range(6)]}))
+        s.remember(f"u{d % 4}", "p1", f"r{d % 2}", "user_preference", at=t0 + d * DAY + 7200,
+                   evidence=Evidence(f"d{d}", "r"))
+        s.consolidate(at=t0 + (d + 1) * DAY)
+
+
+def test_a_killed_process_loses_no_batch_or_consolidation(tmp_path):
+    path = tmp_path / "m.duckdb"
+    code = textwrap.dedent(f"""
+        import os, sys
+        sys.path.insert(0, {str(ROOT)!r})
+        from tests.test_writebehind import mixed_calls
+        from factmem.core.params import MemoryParams
+        from factmem.store.factstore import FactStore
+        s = FactStore({str(path)!r}, params=MemoryParams(decay_rate={{"episodic": 3.0}}))
+        mixed_calls(s, 9)
+        os._exit(0)
+    """)
+    child(code)
+    assert Path(str(path) + ".journal").stat().st_size > 0
+    want = FactStore(params=MemoryParams(decay_rate={"episodic": 3.0}), write_behind=False)
+    mixed_calls(want, 9)
+    assert (want.facts(at=0)["status"] == "archived").any(), "the scenario archives facts"
+    with FactStore(path) as got:
+        for a, b in zip(table(got), table(want)):
+            pd.testing.assert_frame_equal(a, b, check_exact=True)
+    assert not Path(str(path) + ".journal").exists()

@@ -70,12 +70,22 @@ class StoreBase:
         """The connection for the store's own statements: the calls written behind are flushed first."""
         if self._con is None:
             raise StoreError("the store is closed")
-        if self._active is not None and self._active.evidence:
+        if self._active is not None and self._active.calls:
             self._flush()
         return self._con
 
+    # write-behind (factmem.store.writebehind): defined by FactStore, declared here for the parts
     def _flush(self) -> None:
-        raise NotImplementedError  # defined by FactStore (write-behind); declared here for the parts
+        raise NotImplementedError
+
+    def _behind_state(self) -> ActiveState | None:
+        raise NotImplementedError
+
+    def _journaled(self, op: str, args: tuple, batch: Any = None) -> None:
+        raise NotImplementedError
+
+    def _called(self, state: ActiveState) -> None:
+        raise NotImplementedError
 
     def _read(self, sql: str, params: Any = None) -> pd.DataFrame:
         with self._lock:

@@ -25,29 +25,22 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import duckdb
+import numpy as np
 import pyarrow as pa
 
 from factmem import __version__
-from factmem.core.codes import KIND_CODES, KINDS
+from factmem.core.codes import KIND_CODES, KINDS, NO_TIME, Status
 from factmem.core.params import MemoryParams
 from factmem.core.text import is_unicode
 from factmem.core.timeutil import resolve_at
 from factmem.errors import InputError, ParamsError, SchemaVersionError, StoreError, StoreLockedError
+from factmem.store.batch import load_batch
 from factmem.store.examined import ExaminedRecords, migrate_examined
 from factmem.store.keyindex import KeyIndex
 from factmem.store.locking import Claim, claim, other_process_message
 from factmem.store.reads import Fact, Reads  # noqa: F401 - part of the API
 from factmem.store.schema import DDL, SCHEMA_VERSION, effective_sql
-from factmem.store.writebehind import (
-    FLUSH_AT,
-    MAX_TOUCHED,
-    ActiveState,
-    Journal,
-    JournalEntry,
-    flush_pending,
-    remember_outcome,
-    settled,
-)
+from factmem.store.writebehind import FLUSH_CALLS, FLUSH_ROWS, ActiveState, Journal, remember_outcome
 from factmem.store.writes import BatchWrites, IngestResult, ReplayResult  # noqa: F401 - part of the API
 
 __all__ = ["Evidence", "ConsolidateResult", "FactStore", "DUCKDB_CONFIG", "FILE_WRITE_CONFIG"]
@@ -108,6 +101,8 @@ class FactStore(BatchWrites, Reads, ExaminedRecords):
         self._active = None
         self._journal = Journal(self.path) if self.path is not None and not read_only else None
         self._journal_seq = 0
+        self._replaying: int | None = None  # the journal entry being re-applied at opening
+        self._sparse_ids = False
         self._con = None
         if self.path is not None:
             _check_file(self.path, read_only)
@@ -282,8 +277,9 @@ class FactStore(BatchWrites, Reads, ExaminedRecords):
             if isinstance(text, str) and not is_unicode(text):
                 raise InputError(f"{field_name} is not valid Unicode text (a lone surrogate): {text!r}")
         with self._lock:
-            if self.write_behind and self._tx_depth == 0 and not self._has_links and self._con is not None:
-                return self._remember_behind(subject, predicate, object, kind, at, ev, note)
+            state = self._behind_state()
+            if state is not None:
+                return self._remember_behind(state, subject, predicate, object, kind, at, ev, note)
             with self._transaction():
                 # every active fact of (subject, predicate): the identical one and the conflicting one
                 # are both picked from these (one rule for both paths: remember_outcome)
@@ -316,47 +312,95 @@ class FactStore(BatchWrites, Reads, ExaminedRecords):
 
     # -- write-behind (factmem.store.writebehind) ---------------------------------------------------
 
-    def _remember_behind(self, subject: str, predicate: str, object: str, kind: str, at: int, ev: Evidence,
-                         note: str | None, replaying: int | None = None) -> int:
-        """One call decided in process, journaled (a file store), and held for the next flush."""
+    def _behind_state(self) -> ActiveState | None:
+        """The in-process state when this call may be written behind (built if need be), else None."""
+        if not self.write_behind or self._tx_depth or self._has_links or self._con is None or self.read_only:
+            return None
+        if self._active is None:
+            if self._sparse_ids:
+                return None
+            self._active = ActiveState.build(self._db, self._next_fact_id)
+            if self._active is None:
+                self._sparse_ids = True  # row by row until reopened
+                return None
+        return self._active
+
+    def _journaled(self, op: str, args: tuple, batch: pa.Table | None = None) -> None:
+        """Make one call durable before it changes anything (a file store), or note the journal
+        number of the call being re-applied at opening."""
         state = self._active
-        if state is None:
-            state = self._active = ActiveState.build(self._db)
-        if self._journal is not None and not self._journal.is_open and replaying is None:
+        assert state is not None
+        if self._replaying is not None:
+            state.last_seq = self._replaying
+            return
+        if self._journal is None:
+            return
+        if not self._journal.is_open:
             self._open_journal()
             _UNCLOSED.add(self)  # flushed at interpreter exit if never closed (the journal has it anyway)
+        seq = self._journal_seq + 1
+        self._journal.append(seq, op, self._next_fact_id, args, batch)
+        self._journal_seq = state.last_seq = seq
+
+    def _called(self, state: ActiveState) -> None:
+        """One more call held behind: flush when enough are."""
+        state.calls += 1
+        if state.calls >= FLUSH_CALLS or state.pending_rows() >= FLUSH_ROWS:
+            self._flush()
+
+    def _remember_behind(self, state: ActiveState, subject: str, predicate: str, object: str, kind: str, at: int,
+                         ev: Evidence, note: str | None) -> int:
+        """One call decided in process, journaled (a file store), and held for the next flush."""
         out = remember_outcome(state.active_of(subject, predicate), object, predicate, kind, at, self._params)
         fid = out.fact_id if out.fact_id is not None else self._next_fact_id
-        if replaying is not None:
-            state.last_seq = replaying
-        elif self._journal is not None:
-            seq = self._journal_seq + 1
-            self._journal.append(JournalEntry(seq, subject, predicate, object, kind, at, ev.session_id, ev.message_id,
-                                              ev.source, note, fid))
-            self._journal_seq = state.last_seq = seq
-        state.apply(out, fid, self._next_evidence_id, subject, predicate, object, kind, at, note,
-                    self._params.decay_rate_for(kind, predicate), ev.session_id, ev.message_id, ev.source)
-        if out.action == "insert":
+        changed_id = fid if out.action == "reinforce" else out.superseded  # the existing fact it changes
+        target = state.rows_of([changed_id]) if changed_id is not None else np.empty(0, np.int64)
+        self._journaled("remember", (subject, predicate, object, kind, at, ev.session_id, ev.message_id, ev.source,
+                                     note, fid))  # durable before anything changes
+        if out.action == "reinforce":
+            state.update(target, confidence=out.confidence, count=state.col["count"][target] + 1, last=at)
+        else:
+            if out.superseded is not None:
+                state.update(target, status=Status.SUPERSEDED, changed_at=at)
+                self._keys.removed(out.superseded)
+            state.append({
+                "id": np.array([fid]), "key": np.array([subject + "\0" + predicate], "O"),
+                "object": np.array([object], "O"), "confidence": np.array([out.confidence]),
+                "count": np.zeros(1, np.int64), "last": np.array([at]),
+                "rate": np.array([self._params.decay_rate_for(kind, predicate)], np.float64),
+                "status": np.zeros(1, np.int8), "changed_at": np.array([NO_TIME]),
+                "subject": np.array([subject], "O"), "predicate": np.array([predicate], "O"),
+                "note": np.array([note], "O"), "kind": np.array([KIND_CODES[kind]], np.int8),
+                "first_seen": np.array([at]),
+                "supersedes": np.array([NO_TIME if out.superseded is None else out.superseded]),
+            })
             self._next_fact_id += 1
             self._keys.added(subject, predicate, fid)
-            if out.superseded is not None:
-                self._keys.removed(out.superseded)
+        state.evidence_rows.append((self._next_evidence_id, fid, ev.session_id, ev.message_id, at, out.action,
+                                    out.confidence, ev.source))
         self._next_evidence_id += 1
-        if len(state.evidence) >= FLUSH_AT:
-            self._flush()
+        self._called(state)
         return int(fid)
+
+    def _consolidate_behind(self, state: ActiveState, at: int, prune: bool) -> ConsolidateResult:
+        rows = state.due(at, self._params.archive_threshold)
+        if len(rows):  # (nothing archived: nothing to write, nothing to journal)
+            self._journaled("consolidate", (at, bool(prune), len(rows)))
+            state.update(rows, status=Status.ARCHIVED, changed_at=at)
+            self._called(state)
+        return ConsolidateResult(len(rows), 0)  # no links: nothing to prune
 
     def _flush(self) -> None:
         """Write the calls held behind, in one transaction; then empty the journal."""
         with self._lock:
             state = self._active
             con = self._con
-            if state is None or not state.evidence or con is None:
+            if state is None or not state.calls or con is None:
                 return
             journaled = self._journal is not None and state.last_seq > 0
             con.begin()
             try:
-                flush_pending(con, state, state.last_seq if journaled else None)
+                state.flush(con, state.last_seq if journaled else None)
                 con.commit()
             except BaseException:
                 try:
@@ -364,11 +408,9 @@ class FactStore(BatchWrites, Reads, ExaminedRecords):
                 except duckdb.Error:
                     pass  # DuckDB already rolled it back
                 raise
-            settled(state)
+            state.settled()
             if journaled and self._journal is not None:
                 self._journal.emptied()
-            if len(state.touched) > MAX_TOUCHED:
-                self._active = None  # rebuilt from the table at the next call: a smaller state
 
     def _open_journal(self) -> None:
         assert self._journal is not None
@@ -394,19 +436,40 @@ class FactStore(BatchWrites, Reads, ExaminedRecords):
             raise StoreError(f"{journal.path}: a journal of another store (store_id {header.get('store_id')!r}, "
                              f"this store's is {store_id!r}); move it away to open {self.path}")
         if self.read_only:
-            raise StoreError(f"{self.path}: {len(todo)} remember() calls are in {journal.path.name} and not yet in "
-                             "the file (the store was not closed); open it once for writing to apply them")
+            raise StoreError(f"{self.path}: {len(todo)} calls are in {journal.path.name} and not yet in the file "
+                             "(the store was not closed); open it once for writing to apply them")
         if todo[0].seq != self._journal_seq + 1 or any(b.seq != a.seq + 1 for a, b in zip(todo, todo[1:])):
             raise StoreError(f"{journal.path}: entries {todo[0].seq}..{todo[-1].seq} do not follow the last one the "
                              f"store holds ({self._journal_seq}): the journal is damaged")
-        for e in todo:
-            fid = self._remember_behind(e.subject, e.predicate, e.object, e.kind, e.at,
-                                        Evidence(e.session_id, e.message_id, e.source), e.note, replaying=e.seq)
-            if fid != e.fact_id:
-                raise StoreError(f"{journal.path}: entry {e.seq} made fact {fid} where the call returned {e.fact_id}: "
-                                 "the journal does not continue this file")
-        self._journal_seq = todo[-1].seq
-        self._flush()
+        behind, self.write_behind = self.write_behind, True
+        try:
+            for e in todo:
+                state = self._behind_state()
+                if state is None or e.next_fact_id != self._next_fact_id:
+                    raise StoreError(f"{journal.path}: entry {e.seq} began at fact id {e.next_fact_id}, the store is at "
+                                     f"{self._next_fact_id}: the journal does not continue this file")
+                self._replaying = e.seq
+                if e.op == "remember":
+                    subject, predicate, object, kind, at, session, message, source, note, fid = e.args
+                    got = self._remember_behind(state, subject, predicate, object, kind, at,
+                                                Evidence(session, message, source), note)
+                    ok = got == fid
+                elif e.op == "consolidate":
+                    at, prune, archived = e.args
+                    ok = self._consolidate_behind(state, at, prune).archived == archived
+                else:
+                    assert e.batch is not None
+                    self._ingest_behind(state, load_batch(e.batch))
+                    ok = True
+                if not ok:
+                    raise StoreError(f"{journal.path}: entry {e.seq} ({e.op}) gave another result than the call "
+                                     "returned: the journal does not continue this file")
+            self._replaying = None
+            self._journal_seq = todo[-1].seq
+            self._flush()
+        finally:
+            self._replaying = None
+            self.write_behind = behind
         journal.close(remove=True)
 
     def _active_of(self, subject: str, predicate: str) -> list[tuple]:
@@ -439,6 +502,10 @@ class FactStore(BatchWrites, Reads, ExaminedRecords):
         args = {"at": at, "thr": p.archive_threshold}
         due = f"status = 'active' AND {effective_sql('$at')} < $thr"
         archive = "UPDATE memory_facts SET status = 'archived', status_changed_at = $at, status_reason = 'decay' "
+        with self._lock:
+            state = self._behind_state()
+            if state is not None:
+                return self._consolidate_behind(state, at, prune)
         with self._transaction():
             pruned = 0
             if not self._has_links:  # the count is all we need: RETURNING costs DuckDB twice the update

@@ -8,7 +8,7 @@ transactions.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -20,6 +20,13 @@ from factmem.core.timeutil import check_times, to_seconds
 from factmem.engine import kernel as K
 from factmem.store.base import StoreBase
 from factmem.store.batch import Batch, load_batch
+
+if TYPE_CHECKING:
+    from factmem.store.writebehind import ActiveState
+
+#: a batch larger than this is written set-based at once, not behind (its own statements amortize
+#: DuckDB's fixed costs; held behind, millions of rows would sit in memory as Python strings)
+BEHIND_MAX_EVENTS = 65_536
 
 __all__ = ["IngestResult", "ReplayResult", "BatchWrites"]
 
@@ -78,11 +85,22 @@ class BatchWrites(StoreBase):
         """
         self._writable()
         batch = events if isinstance(events, Batch) else load_batch(events)
+        with self._lock:
+            state = self._behind_state() if len(batch) <= BEHIND_MAX_EVENTS else None
+            if state is not None:  # written behind (factmem.store.writebehind)
+                return self._ingest_behind(state, batch)
         with self._transaction():
             return self._ingest(batch)
 
-    def _prepare(self, batch: Batch) -> _Prepared:
-        """Encode a batch (keys, objects, global order) and fetch the active facts of its keys."""
+    def _ingest_behind(self, state: ActiveState, batch: Batch) -> IngestResult:
+        result = self._ingest(batch, state)
+        if result.events:
+            self._called(state)
+        return result
+
+    def _prepare(self, batch: Batch, state: ActiveState | None = None) -> _Prepared:
+        """Encode a batch (keys, objects, global order) and fetch the active facts of its keys (from
+        the table, or from the write-behind ``state``)."""
         n = len(batch)
         p = self._params
         ts = batch.column("ts").to_numpy()
@@ -131,10 +149,20 @@ class BatchWrites(StoreBase):
             "subject": s_dict.take(pa.array(pair // n_p)),
             "predicate": p_dict.take(pa.array(pair % n_p)),
         })
-        ex = self._db.sql(
-            "SELECT q.sp, f.id, f.object, f.confidence, f.reinforcement_count, f.last_reinforced, f.decay_rate "
-            "FROM memory_facts f JOIN _fm_pairs q ON f.subject = q.subject AND f.predicate = q.predicate "
-            "WHERE f.status = 'active'").to_arrow_table()
+        if state is None:
+            ex = self._db.sql(
+                "SELECT q.sp, f.id, f.object, f.confidence, f.reinforcement_count, f.last_reinforced, f.decay_rate "
+                "FROM memory_facts f JOIN _fm_pairs q ON f.subject = q.subject AND f.predicate = q.predicate "
+                "WHERE f.status = 'active'").to_arrow_table()
+        else:
+            keys = pc.binary_join_element_wise(_fm_pairs.column("subject"), _fm_pairs.column("predicate"), "\0")
+            sp_of, rows = state.lookup(keys.to_numpy(zero_copy_only=False))
+            c = state.col
+            ex = pa.table({"sp": pa.array(sp_of), "id": pa.array(c["id"][rows]),
+                           "object": pa.array(c["object"][rows], pa.string()),
+                           "confidence": pa.array(c["confidence"][rows]),
+                           "reinforcement_count": pa.array(c["count"][rows]),
+                           "last_reinforced": pa.array(c["last"][rows]), "decay_rate": pa.array(c["rate"][rows])})
         ex_sp = ex.column("sp").to_numpy()
         ex_obj = np.asarray(pc.index_in(ex.column("object"), value_set=o_dict).fill_null(-1), dtype=np.int64)
         ex_multi = p_multi[pair[ex_sp] % n_p] if len(ex_sp) else np.zeros(0, bool)
@@ -159,12 +187,12 @@ class BatchWrites(StoreBase):
             ex_rate=ex.column("decay_rate").to_numpy()[keep],
         )
 
-    def _ingest(self, batch: Batch) -> IngestResult:
+    def _ingest(self, batch: Batch, behind: ActiveState | None = None) -> IngestResult:
         n = len(batch)
         if n == 0:
             return IngestResult(0, 0, 0, 0, np.empty(0, np.int64))
         p = self._params
-        P = self._prepare(batch)
+        P = self._prepare(batch, behind)
         n_keys, order = P.n_keys, P.order
         sk, sg, so, sts, skind = P.key, P.gpos, P.obj, P.ts, P.kind
         ex_key, ex_obj, ex_id, ex_conf, ex_cnt, ex_last, ex_rate = (
@@ -206,16 +234,18 @@ class BatchWrites(StoreBase):
             f["row"] = np.where(f["ref"] < 0, order[idx[np.maximum(f["first_event"], 0)]], -1)
             parts.append(f)
         facts = {c: np.concatenate([f[c] for f in parts]) for c in parts[0]}
-        ev_id = self._write_batch(batch, order, ev_ref, ev_ins, ev_conf, sg, facts)
+        ev_id = self._write_batch(batch, order, ev_ref, ev_ins, ev_conf, sg, facts, behind)
 
         fact_ids = np.empty(n, np.int64)
         fact_ids[order] = ev_id
         superseded = int((facts["status"] == Status.SUPERSEDED).sum())
         return IngestResult(n, int(ev_ins.sum()), int(n - ev_ins.sum()), superseded, fact_ids)
 
-    def _write_batch(self, batch: Batch, order, ev_ref, ev_ins, ev_conf, sg, facts: dict[str, np.ndarray]) -> np.ndarray:
+    def _write_batch(self, batch: Batch, order, ev_ref, ev_ins, ev_conf, sg, facts: dict[str, np.ndarray],
+                     state: ActiveState | None = None) -> np.ndarray:
         """Number the new facts, insert them, update touched ones, append evidence — inside the
-        caller's transaction — and advance the id counters. Returns each event's fact id.
+        caller's transaction, or (``state``) journaled and held behind — and advance the id counters.
+        Returns each event's fact id.
 
         Status and action strings are spelled by SQL from integer codes: building millions of
         Python strings would cost more than the inserts themselves."""
@@ -226,6 +256,7 @@ class BatchWrites(StoreBase):
         t = batch.table
         is_new = facts["ref"] < 0
         new_ids = facts["id"][is_new]
+        new_tbl = upd = gone = None
         if len(new_ids):
             by_id = np.argsort(new_ids, kind="stable")
             new = {c: facts[c][is_new][by_id] for c in
@@ -235,7 +266,7 @@ class BatchWrites(StoreBase):
             changed = new["status_changed_at"]
             sup = new["supersedes_id"]
             codes = new["status"].astype(np.int8)
-            new_tbl = pa.table({  # noqa: F841 - read by DuckDB (replacement scan)
+            new_tbl = pa.table({
                 "id": pa.array(new["id"]),
                 "subject": t.column("subject").take(rows),
                 "predicate": t.column("predicate").take(rows),
@@ -252,42 +283,30 @@ class BatchWrites(StoreBase):
                 "status_changed_at": pa.array(changed, mask=changed == NO_TIME),
                 "status_reason": _labels(codes - 1, _REASON_LABELS, null=codes == Status.ACTIVE),
             })
-            self._db.execute(
-                "INSERT INTO memory_facts SELECT id, subject, predicate, object, note, kind, confidence, "
-                "reinforcement_count, first_seen, last_reinforced, decay_rate, status, supersedes_id, "
-                "status_changed_at, status_reason, false FROM new_tbl")
         was = ~is_new
         old = {c: v[was] for c, v in facts.items()}
+        old_id = old["id"]
+        codes = old["status"]
+        again = old["reinforced"].astype(bool)
+        left = codes != Status.ACTIVE
         if was.any():
             # two narrow updates instead of one over six columns: most touched facts were only
             # reinforced, a few changed status (DuckDB's cost grows with the columns updated)
-            old_id = old["id"]
-            codes = old["status"]
-            again = old["reinforced"].astype(bool)
             if again.any():
-                upd = pa.table({  # noqa: F841 - read by DuckDB (replacement scan)
+                upd = pa.table({
                     "id": pa.array(old_id[again]),
                     "confidence": pa.array(old["confidence"][again]),
                     "reinforcement_count": pa.array(old["count"][again]),
                     "last_reinforced": pa.array(old["last_reinforced"][again]),
                 })
-                self._db.execute(
-                    "UPDATE memory_facts SET confidence = u.confidence, reinforcement_count = u.reinforcement_count, "
-                    "last_reinforced = u.last_reinforced FROM upd u WHERE memory_facts.id = u.id")
-            left = codes != Status.ACTIVE
             if left.any():
                 changed = old["status_changed_at"][left]
-                gone = pa.table({  # noqa: F841 - read by DuckDB (replacement scan)
+                gone = pa.table({
                     "id": pa.array(old_id[left]),
                     "status": _labels(codes[left], _STATUS_LABELS),
                     "status_changed_at": pa.array(changed, mask=changed == NO_TIME),
                     "status_reason": _labels(codes[left] - 1, _REASON_LABELS),
                 })
-                self._db.execute(
-                    "UPDATE memory_facts SET status = u.status, "
-                    "status_changed_at = coalesce(u.status_changed_at, memory_facts.status_changed_at), "
-                    "status_reason = u.status_reason FROM gone u WHERE memory_facts.id = u.id")
-                self._mark_stale_parents_of(old_id[left])
         # evidence: one row per event, numbered in global order (sg is a permutation: invert it)
         by_g = np.empty(len(sg), np.int64)
         by_g[sg] = np.arange(len(sg))
@@ -297,7 +316,7 @@ class BatchWrites(StoreBase):
         else:
             ev_rows = pa.array(in_rows)
             sess, msg, obs = (t.column(c).take(ev_rows) for c in ("session_id", "message_id", "ts"))
-        ev_tbl = pa.table({  # noqa: F841 - read by DuckDB (replacement scan)
+        ev_tbl = pa.table({
             "id": pa.array(self._next_evidence_id + sg[by_g]),
             "fact_id": pa.array(ev_id[by_g]),
             "session_id": sess,
@@ -307,12 +326,61 @@ class BatchWrites(StoreBase):
             "confidence": pa.array(ev_conf[by_g]),
             "source": _labels(np.zeros(len(by_g), np.int8), _SOURCE_LABELS),
         })
-        self._db.execute(
-            "INSERT INTO memory_evidence SELECT id, fact_id, session_id, message_id, observed_at, action, confidence, "
-            "source FROM ev_tbl")
+        if state is None:
+            self._write_tables(new_tbl, upd, gone, ev_tbl)
+            if gone is not None:
+                self._mark_stale_parents_of(old_id[left])
+        else:
+            # everything that can fail comes before the journal: then the changes, numpy assignments
+            rows_again = state.rows_of(old_id[again]) if upd is not None else None
+            rows_left = state.rows_of(old_id[left]) if gone is not None else None
+            self._journaled("ingest", (), batch=t)  # durable before anything changes
+            if new_tbl is not None:
+                keys = pc.binary_join_element_wise(new_tbl.column("subject"), new_tbl.column("predicate"), "\0")
+                strings = {c: new_tbl.column(c).to_numpy(zero_copy_only=False) for c in ("subject", "predicate",
+                                                                                       "object", "note")}
+                state.append({
+                    "id": new["id"], "key": keys.to_numpy(zero_copy_only=False), "object": strings["object"],
+                    "confidence": new["confidence"], "count": new["count"], "last": new["last_reinforced"],
+                    "rate": new["decay_rate"], "status": new["status"].astype(np.int8),
+                    "changed_at": new["status_changed_at"], "subject": strings["subject"],
+                    "predicate": strings["predicate"], "note": strings["note"],
+                    "kind": batch.kind_codes()[new["row"]].astype(np.int8),
+                    "first_seen": t.column("ts").take(pa.array(new["row"])).to_numpy(), "supersedes": new["supersedes_id"],
+                })
+            if rows_again is not None:
+                state.update(rows_again, confidence=old["confidence"][again],
+                             count=old["count"][again], last=old["last_reinforced"][again])
+            if rows_left is not None:
+                changed = old["status_changed_at"][left]
+                state.update(rows_left, status=codes[left].astype(np.int8),
+                             changed_at=np.where(changed == NO_TIME, state.col["changed_at"][rows_left], changed))
+            state.evidence.append(ev_tbl)
         self._next_fact_id += len(ids)
         self._next_evidence_id += len(ev_id)
         return ev_id
+
+    def _write_tables(self, new_tbl: pa.Table | None, upd: pa.Table | None, gone: pa.Table | None,
+                      ev_tbl: pa.Table) -> None:
+        """The set-based statements of :meth:`_write_batch` (the tables are read by DuckDB's
+        replacement scans, by their names here)."""
+        if new_tbl is not None:
+            self._db.execute(
+                "INSERT INTO memory_facts SELECT id, subject, predicate, object, note, kind, confidence, "
+                "reinforcement_count, first_seen, last_reinforced, decay_rate, status, supersedes_id, "
+                "status_changed_at, status_reason, false FROM new_tbl")
+        if upd is not None:
+            self._db.execute(
+                "UPDATE memory_facts SET confidence = u.confidence, reinforcement_count = u.reinforcement_count, "
+                "last_reinforced = u.last_reinforced FROM upd u WHERE memory_facts.id = u.id")
+        if gone is not None:
+            self._db.execute(
+                "UPDATE memory_facts SET status = u.status, "
+                "status_changed_at = coalesce(u.status_changed_at, memory_facts.status_changed_at), "
+                "status_reason = u.status_reason FROM gone u WHERE memory_facts.id = u.id")
+        self._db.execute(
+            "INSERT INTO memory_evidence SELECT id, fact_id, session_id, message_id, observed_at, action, confidence, "
+            "source FROM ev_tbl")
 
     def replay(self, events: Any, consolidate_at: Any, prune: bool = True) -> ReplayResult:
         """Ingest a log with consolidations at the given times, set-based across the whole span.
