@@ -150,7 +150,7 @@ def _remember_calls(store, n_keys: int, changed, calls: int, at: int, seed: int 
 def bench_remember_latency(n_facts: int, calls: int, tmp: str) -> dict:
     """(3): remember() on a file store of about n_facts facts — written behind (the default) and row
     by row — and the statements a row-by-row call is made of."""
-    from factmem.store.writebehind import FLUSH_AT
+    from factmem.store.writebehind import FLUSH_CALLS
 
     print(f"\n(3) remember() on a file store of about {n_facts:,} facts, {calls} calls on random keys")
     path = os.path.join(tmp, "remember.duckdb")
@@ -183,7 +183,7 @@ def bench_remember_latency(n_facts: int, calls: int, tmp: str) -> dict:
     out["median_ms"], out["p95_ms"] = behind_out["median_ms"], behind_out["p95_ms"]
     print(f"  written behind vs row by row: median {rows_out['median_ms'] / behind_out['median_ms']:.1f}x, "
           f"everything included {rows_out['per_call_ms'] / behind_out['per_call_ms']:.1f}x "
-          f"(a flush every {FLUSH_AT} calls, before any read, and at close)")
+          f"(a flush every {FLUSH_CALLS} calls, before any read, and at close)")
     # where a row-by-row call's time goes: its statements, each timed alone on this store (medians of 200)
     store = FactStore(path)
     con = store.db

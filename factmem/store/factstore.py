@@ -351,7 +351,8 @@ class FactStore(BatchWrites, Reads, ExaminedRecords):
     def _remember_behind(self, state: ActiveState, subject: str, predicate: str, object: str, kind: str, at: int,
                          ev: Evidence, note: str | None) -> int:
         """One call decided in process, journaled (a file store), and held for the next flush."""
-        out = remember_outcome(state.active_of(subject, predicate), object, predicate, kind, at, self._params)
+        key_hash, rows = state.active_of(subject, predicate)
+        out = remember_outcome(rows, object, predicate, kind, at, self._params)
         fid = out.fact_id if out.fact_id is not None else self._next_fact_id
         changed_id = fid if out.action == "reinforce" else out.superseded  # the existing fact it changes
         target = state.rows_of([changed_id]) if changed_id is not None else np.empty(0, np.int64)
@@ -363,17 +364,11 @@ class FactStore(BatchWrites, Reads, ExaminedRecords):
             if out.superseded is not None:
                 state.update(target, status=Status.SUPERSEDED, changed_at=at)
                 self._keys.removed(out.superseded)
-            state.append({
-                "id": np.array([fid]), "key": np.array([subject + "\0" + predicate], "O"),
-                "object": np.array([object], "O"), "confidence": np.array([out.confidence]),
-                "count": np.zeros(1, np.int64), "last": np.array([at]),
-                "rate": np.array([self._params.decay_rate_for(kind, predicate)], np.float64),
-                "status": np.zeros(1, np.int8), "changed_at": np.array([NO_TIME]),
-                "subject": np.array([subject], "O"), "predicate": np.array([predicate], "O"),
-                "note": np.array([note], "O"), "kind": np.array([KIND_CODES[kind]], np.int8),
-                "first_seen": np.array([at]),
-                "supersedes": np.array([NO_TIME if out.superseded is None else out.superseded]),
-            })
+            state.append_one(
+                key_hash, id=fid, key=subject + "\0" + predicate, object=object, confidence=out.confidence, count=0,
+                last=at, rate=self._params.decay_rate_for(kind, predicate), status=Status.ACTIVE, changed_at=NO_TIME,
+                subject=subject, predicate=predicate, note=note, kind=KIND_CODES[kind], first_seen=at,
+                supersedes=NO_TIME if out.superseded is None else out.superseded)
             self._next_fact_id += 1
             self._keys.added(subject, predicate, fid)
         state.evidence_rows.append((self._next_evidence_id, fid, ev.session_id, ev.message_id, at, out.action,
