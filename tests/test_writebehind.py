@@ -331,3 +331,41 @@ def test_a_killed_process_loses_no_batch_or_consolidation(tmp_path):
         for a, b in zip(table(got), table(want)):
             pd.testing.assert_frame_equal(a, b, check_exact=True)
     assert not Path(str(path) + ".journal").exists()
+
+
+def test_a_batch_cut_short_in_the_journal_is_a_call_that_never_returned(tmp_path):
+    """Killed while its batch was being written: the batch's entry is dropped, the calls before it kept."""
+    path = tmp_path / "m.duckdb"
+    code = textwrap.dedent(f"""
+        import os, sys
+        sys.path.insert(0, {str(ROOT)!r})
+        from tests.test_writebehind import mixed_calls
+        from factmem.store.factstore import FactStore
+        s = FactStore({str(path)!r})
+        mixed_calls(s, 3)
+        os._exit(0)
+    """)
+    child(code)
+    journal = Path(str(path) + ".journal")
+    raw = journal.read_bytes()
+    cut = raw.rfind(b'"ingest"')  # the last batch's entry: keep its header line and half its Arrow bytes
+    start = raw.rfind(b"\n", 0, cut) + 1
+    end_of_head = raw.index(b"\n", cut) + 1
+    size = json.loads(raw[start:end_of_head])[3]
+    journal.write_bytes(raw[:end_of_head + size // 2])
+    want = FactStore(write_behind=False)
+    mixed_calls(want, 2)  # days 0 and 1 whole; day 2's batch cut short, so day 2 never happened
+    with FactStore(path) as got:
+        for a, b in zip(table(got), table(want)):
+            pd.testing.assert_frame_equal(a, b, check_exact=True)
+
+
+def test_big_batches_are_written_at_once_and_drop_the_state(store_factory, monkeypatch):
+    monkeypatch.setattr("factmem.store.writes.BEHIND_MAX_EVENTS", 3)
+    s = store_factory()
+    s.remember("ada", "likes", "tea", at=0)
+    assert s._active is not None and s._active.calls == 1
+    s.ingest(pd.DataFrame({"ts": [1, 2, 3, 4], "subject": "ada", "predicate": ["likes", "likes", "uses", "is"],
+                           "object": ["tea", "tea", "vim", "here"], "kind": "explicit"}))
+    assert s._active is None  # written in a transaction (after a flush): the state is rebuilt when next needed
+    assert s.facts(at=0)["reinforcement_count"].tolist() == [2, 0, 0]
