@@ -88,11 +88,11 @@ def test_periodic_flushes_change_nothing(monkeypatch_module, items, flush_at):
     """Flushing every few calls (the store flushes every FLUSH_CALLS), and merging the appended rows
     of the in-process state at every flush, give the same store as one flush at the end."""
     script = ["call", "call", "ingest", "consolidate"] * len(items)
-    monkeypatch_module.setattr("factmem.store.factstore.FLUSH_CALLS", flush_at)
-    monkeypatch_module.setattr("factmem.store.writebehind.ActiveState.MERGE_AT", flush_at - 1)
+    monkeypatch_module.setattr("factmem.store.writebehind.FLUSH_CALLS", flush_at)
+    monkeypatch_module.setattr("factmem.store.active.ActiveState.MERGE_AT", flush_at - 1)
     small = run(None, None, script, items, True)
-    monkeypatch_module.setattr("factmem.store.factstore.FLUSH_CALLS", 10**9)
-    monkeypatch_module.setattr("factmem.store.writebehind.ActiveState.MERGE_AT", 65_536)
+    monkeypatch_module.setattr("factmem.store.writebehind.FLUSH_CALLS", 10**9)
+    monkeypatch_module.setattr("factmem.store.active.ActiveState.MERGE_AT", 65_536)
     big = run(None, None, script, items, True)
     pd.testing.assert_frame_equal(small[0], big[0], check_exact=True)
     pd.testing.assert_frame_equal(small[1], big[1], check_exact=True)
@@ -233,7 +233,7 @@ def test_a_failed_flush_loses_nothing(store_factory, monkeypatch):
     def broken(*args, **kwargs):
         raise OSError("disk full")
 
-    monkeypatch.setattr("factmem.store.writebehind.ActiveState.flush", broken)
+    monkeypatch.setattr("factmem.store.active.ActiveState.flush", broken)
     with pytest.raises(OSError, match="disk full"):
         s.facts()
     monkeypatch.undo()

@@ -84,8 +84,8 @@ from factmem.export.sqlite_format import (
 )
 from factmem.store.examined import EXAMINED_TABLE
 from factmem.store.factstore import FactStore
+from factmem.store.journal import discard_journal
 from factmem.store.locking import exclusive
-from factmem.store.writebehind import discard_journal
 
 __all__ = ["ExportResult", "ImportResult", "export_db", "import_db", "compare_memories"]
 

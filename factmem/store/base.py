@@ -10,17 +10,20 @@ next call rebuild its in-process state: see :mod:`factmem.store.writebehind`). F
 stores in other processes.
 
 :class:`~factmem.store.factstore.FactStore` is assembled from parts that each keep to one concern —
-:class:`~factmem.store.writes.BatchWrites` (set-based ``ingest`` and ``replay``) and
+:class:`~factmem.store.writes.BatchWrites` (set-based ``ingest`` and ``replay``),
+:class:`~factmem.store.writebehind.WriteBehind` (calls held behind: state, journal, flush) and
 :class:`~factmem.store.reads.Reads` (queries) — and every part derives from :class:`StoreBase`, so
-what each uses is declared here, visible to readers and to type checkers.
+what each uses is declared here, visible to readers and to type checkers. ``Evidence`` and
+``ConsolidateResult``, which several parts build, live here too.
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 import duckdb
 import pandas as pd
@@ -30,10 +33,24 @@ from factmem.errors import StoreError
 from factmem.store.keyindex import KeyIndex
 
 if TYPE_CHECKING:
-    from factmem.store.factstore import ConsolidateResult
-    from factmem.store.writebehind import ActiveState
+    from factmem.store.active import ActiveState
+    from factmem.store.journal import Journal
 
-__all__ = ["StoreBase"]
+__all__ = ["StoreBase", "Evidence", "ConsolidateResult"]
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """Where a fact was observed: the session and message it came from."""
+
+    session_id: str | None = None
+    message_id: str | None = None
+    source: str = "observation"
+
+
+class ConsolidateResult(NamedTuple):
+    archived: int
+    pruned: int
 
 
 class StoreBase:
@@ -42,7 +59,13 @@ class StoreBase:
     path: Path | None
     read_only: bool
     _con: duckdb.DuckDBPyConnection | None
+    # write-behind (factmem.store.writebehind)
+    write_behind: bool
     _active: ActiveState | None
+    _journal: Journal | None
+    _journal_seq: int
+    _replaying: int | None  # the journal entry being re-applied at opening
+    _sparse_ids: bool
     _params: MemoryParams
     _next_fact_id: int
     _next_evidence_id: int
@@ -87,6 +110,9 @@ class StoreBase:
     def _called(self, state: ActiveState) -> None:
         raise NotImplementedError
 
+    def _ingest_behind(self, state: ActiveState, batch: Any) -> Any:
+        raise NotImplementedError  # defined by BatchWrites
+
     def _read(self, sql: str, params: Any = None) -> pd.DataFrame:
         with self._lock:
             return self._db.execute(sql, params or []).df()
@@ -97,6 +123,9 @@ class StoreBase:
             row = self._db.execute(sql, params or []).fetchone()
         assert row is not None, sql  # aggregate queries always return a row
         return row[0]
+
+    def _set_meta(self, key: str, value: str) -> None:
+        self._db.execute("INSERT OR REPLACE INTO factmem_meta VALUES (?, ?)", [key, value])
 
     def _refresh_counters(self) -> None:
         self._next_fact_id = int(self._scalar("SELECT coalesce(max(id), 0) + 1 FROM memory_facts"))
@@ -129,6 +158,9 @@ class StoreBase:
             f"(SELECT parent_id FROM memory_fact_links WHERE child_id IN ({sub}))", args)
 
     def consolidate(self, at: Any = None, prune: bool = True) -> ConsolidateResult:
+        raise NotImplementedError  # defined by FactStore; declared here for the parts that call it
+
+    def close(self) -> None:
         raise NotImplementedError  # defined by FactStore; declared here for the parts that call it
 
 

@@ -14,33 +14,29 @@ True
 
 from __future__ import annotations
 
-import atexit
 import os
 import threading
-import uuid
-import weakref
 from collections.abc import Iterable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 import duckdb
-import numpy as np
 import pyarrow as pa
 
 from factmem import __version__
-from factmem.core.codes import KIND_CODES, KINDS, NO_TIME, Status
+from factmem.core.codes import KIND_CODES, KINDS
 from factmem.core.params import MemoryParams
 from factmem.core.text import is_unicode
 from factmem.core.timeutil import resolve_at
 from factmem.errors import InputError, ParamsError, SchemaVersionError, StoreError, StoreLockedError
-from factmem.store.batch import load_batch
+from factmem.store.base import ConsolidateResult, Evidence
 from factmem.store.examined import ExaminedRecords, migrate_examined
+from factmem.store.journal import Journal
 from factmem.store.keyindex import KeyIndex
 from factmem.store.locking import Claim, claim, other_process_message
 from factmem.store.reads import Fact, Reads  # noqa: F401 - part of the API
 from factmem.store.schema import DDL, SCHEMA_VERSION, effective_sql
-from factmem.store.writebehind import FLUSH_CALLS, FLUSH_ROWS, ActiveState, Journal, remember_outcome
+from factmem.store.writebehind import WriteBehind, remember_outcome
 from factmem.store.writes import BatchWrites, IngestResult, ReplayResult  # noqa: F401 - part of the API
 
 __all__ = ["Evidence", "ConsolidateResult", "FactStore", "DUCKDB_CONFIG", "FILE_WRITE_CONFIG"]
@@ -60,21 +56,7 @@ _SQLITE_MAGIC = b"SQLite format 3\x00"
 _DUCKDB_MAGIC = b"DUCK"  # at offset 8 of every DuckDB database file
 
 
-@dataclass(frozen=True)
-class Evidence:
-    """Where a fact was observed: the session and message it came from."""
-
-    session_id: str | None = None
-    message_id: str | None = None
-    source: str = "observation"
-
-
-class ConsolidateResult(NamedTuple):
-    archived: int
-    pruned: int
-
-
-class FactStore(BatchWrites, Reads, ExaminedRecords):
+class FactStore(BatchWrites, WriteBehind, Reads, ExaminedRecords):
     """A fact memory in DuckDB: in memory (``FactStore()``) or in a file that persists and reopens.
 
     ``params`` default to those saved in the file (or the seed's for a new store); passing params
@@ -101,7 +83,7 @@ class FactStore(BatchWrites, Reads, ExaminedRecords):
         self._active = None
         self._journal = Journal(self.path) if self.path is not None and not read_only else None
         self._journal_seq = 0
-        self._replaying: int | None = None  # the journal entry being re-applied at opening
+        self._replaying = None
         self._sparse_ids = False
         self._con = None
         if self.path is not None:
@@ -189,9 +171,6 @@ class FactStore(BatchWrites, Reads, ExaminedRecords):
                 "params", self._params.to_json(indent=None)])
             self._db.commit()
             self._next_fact_id, self._next_evidence_id, self._has_links = 1, 1, False
-
-    def _set_meta(self, key: str, value: str) -> None:
-        self._db.execute("INSERT OR REPLACE INTO factmem_meta VALUES (?, ?)", [key, value])
 
     @property
     def params(self) -> MemoryParams:
@@ -310,163 +289,6 @@ class FactStore(BatchWrites, Reads, ExaminedRecords):
                 self._next_evidence_id += 1
             return int(fid)  # type: ignore[arg-type]
 
-    # -- write-behind (factmem.store.writebehind) ---------------------------------------------------
-
-    def _behind_state(self) -> ActiveState | None:
-        """The in-process state when this call may be written behind (built if need be), else None."""
-        if not self.write_behind or self._tx_depth or self._has_links or self._con is None or self.read_only:
-            return None
-        if self._active is None:
-            if self._sparse_ids:
-                return None
-            self._active = ActiveState.build(self._db, self._next_fact_id)
-            if self._active is None:
-                self._sparse_ids = True  # row by row until reopened
-                return None
-        return self._active
-
-    def _journaled(self, op: str, args: tuple, batch: pa.Table | None = None) -> None:
-        """Make one call durable before it changes anything (a file store), or note the journal
-        number of the call being re-applied at opening."""
-        state = self._active
-        assert state is not None
-        if self._replaying is not None:
-            state.last_seq = self._replaying
-            return
-        if self._journal is None:
-            return
-        if not self._journal.is_open:
-            self._open_journal()
-            _UNCLOSED.add(self)  # flushed at interpreter exit if never closed (the journal has it anyway)
-        seq = self._journal_seq + 1
-        self._journal.append(seq, op, self._next_fact_id, args, batch)
-        self._journal_seq = state.last_seq = seq
-
-    def _called(self, state: ActiveState) -> None:
-        """One more call held behind: flush when enough are."""
-        state.calls += 1
-        if state.calls >= FLUSH_CALLS or state.pending_rows() >= FLUSH_ROWS:
-            self._flush()
-
-    def _remember_behind(self, state: ActiveState, subject: str, predicate: str, object: str, kind: str, at: int,
-                         ev: Evidence, note: str | None) -> int:
-        """One call decided in process, journaled (a file store), and held for the next flush."""
-        key_hash, rows = state.active_of(subject, predicate)
-        out = remember_outcome(rows, object, predicate, kind, at, self._params)
-        fid = out.fact_id if out.fact_id is not None else self._next_fact_id
-        changed_id = fid if out.action == "reinforce" else out.superseded  # the existing fact it changes
-        target = state.rows_of([changed_id]) if changed_id is not None else np.empty(0, np.int64)
-        self._journaled("remember", (subject, predicate, object, kind, at, ev.session_id, ev.message_id, ev.source,
-                                     note, fid))  # durable before anything changes
-        if out.action == "reinforce":
-            state.update(target, confidence=out.confidence, count=state.col["count"][target] + 1, last=at)
-        else:
-            if out.superseded is not None:
-                state.update(target, status=Status.SUPERSEDED, changed_at=at)
-                self._keys.removed(out.superseded)
-            state.append_one(
-                key_hash, id=fid, key=subject + "\0" + predicate, object=object, confidence=out.confidence, count=0,
-                last=at, rate=self._params.decay_rate_for(kind, predicate), status=Status.ACTIVE, changed_at=NO_TIME,
-                subject=subject, predicate=predicate, note=note, kind=KIND_CODES[kind], first_seen=at,
-                supersedes=NO_TIME if out.superseded is None else out.superseded)
-            self._next_fact_id += 1
-            self._keys.added(subject, predicate, fid)
-        state.evidence_rows.append((self._next_evidence_id, fid, ev.session_id, ev.message_id, at, out.action,
-                                    out.confidence, ev.source))
-        self._next_evidence_id += 1
-        self._called(state)
-        return int(fid)
-
-    def _consolidate_behind(self, state: ActiveState, at: int, prune: bool) -> ConsolidateResult:
-        rows = state.due(at, self._params.archive_threshold)
-        if len(rows):  # (nothing archived: nothing to write, nothing to journal)
-            self._journaled("consolidate", (at, bool(prune), len(rows)))
-            state.update(rows, status=Status.ARCHIVED, changed_at=at)
-            self._called(state)
-        return ConsolidateResult(len(rows), 0)  # no links: nothing to prune
-
-    def _flush(self) -> None:
-        """Write the calls held behind, in one transaction; then empty the journal."""
-        with self._lock:
-            state = self._active
-            con = self._con
-            if state is None or not state.calls or con is None:
-                return
-            journaled = self._journal is not None and state.last_seq > 0
-            con.begin()
-            try:
-                state.flush(con, state.last_seq if journaled else None)
-                con.commit()
-            except BaseException:
-                try:
-                    con.rollback()
-                except duckdb.Error:
-                    pass  # DuckDB already rolled it back
-                raise
-            state.settled()
-            if journaled and self._journal is not None:
-                self._journal.emptied()
-
-    def _open_journal(self) -> None:
-        assert self._journal is not None
-        store_id = self._scalar("SELECT max(value) FROM factmem_meta WHERE key = 'store_id'")
-        if store_id is None:
-            store_id = uuid.uuid4().hex
-            self._set_meta("store_id", store_id)
-        self._journal.open(store_id)
-
-    def _apply_journal(self, store_id: str | None) -> None:
-        """At opening: make the calls of a journal left by a store that was not closed (see
-        :mod:`factmem.store.writebehind`) — or, read-only, refuse a store that has some."""
-        journal = Journal(self.path) if self.path is not None else None
-        if journal is None or not journal.path.exists():
-            return
-        header, entries = journal.read()
-        todo = [e for e in entries if e.seq > self._journal_seq]
-        if not todo:
-            if not self.read_only:
-                journal.close(remove=True)
-            return
-        if header.get("store_id") != store_id:
-            raise StoreError(f"{journal.path}: a journal of another store (store_id {header.get('store_id')!r}, "
-                             f"this store's is {store_id!r}); move it away to open {self.path}")
-        if self.read_only:
-            raise StoreError(f"{self.path}: {len(todo)} calls are in {journal.path.name} and not yet in the file "
-                             "(the store was not closed); open it once for writing to apply them")
-        if todo[0].seq != self._journal_seq + 1 or any(b.seq != a.seq + 1 for a, b in zip(todo, todo[1:])):
-            raise StoreError(f"{journal.path}: entries {todo[0].seq}..{todo[-1].seq} do not follow the last one the "
-                             f"store holds ({self._journal_seq}): the journal is damaged")
-        behind, self.write_behind = self.write_behind, True
-        try:
-            for e in todo:
-                state = self._behind_state()
-                if state is None or e.next_fact_id != self._next_fact_id:
-                    raise StoreError(f"{journal.path}: entry {e.seq} began at fact id {e.next_fact_id}, the store is at "
-                                     f"{self._next_fact_id}: the journal does not continue this file")
-                self._replaying = e.seq
-                if e.op == "remember":
-                    subject, predicate, object, kind, at, session, message, source, note, fid = e.args
-                    got = self._remember_behind(state, subject, predicate, object, kind, at,
-                                                Evidence(session, message, source), note)
-                    ok = got == fid
-                elif e.op == "consolidate":
-                    at, prune, archived = e.args
-                    ok = self._consolidate_behind(state, at, prune).archived == archived
-                else:
-                    assert e.batch is not None
-                    self._ingest_behind(state, load_batch(e.batch))
-                    ok = True
-                if not ok:
-                    raise StoreError(f"{journal.path}: entry {e.seq} ({e.op}) gave another result than the call "
-                                     "returned: the journal does not continue this file")
-            self._replaying = None
-            self._journal_seq = todo[-1].seq
-            self._flush()
-        finally:
-            self._replaying = None
-            self.write_behind = behind
-        journal.close(remove=True)
-
     def _active_of(self, subject: str, predicate: str) -> list[tuple]:
         """(id, object, confidence, last_reinforced, decay_rate) of the active facts of (subject,
         predicate): the rows the key map names (:mod:`factmem.store.keyindex`), verified here."""
@@ -564,20 +386,6 @@ class FactStore(BatchWrites, Reads, ExaminedRecords):
             return 0
         with self._transaction():
             return self._prune(at)
-
-
-#: file stores holding calls written behind: flushed at a normal interpreter exit, so that a store the
-#: program never closed leaves its tables complete for other tools (the journal covers a crash)
-_UNCLOSED: weakref.WeakSet[FactStore] = weakref.WeakSet()
-
-
-@atexit.register
-def _flush_unclosed() -> None:
-    for store in list(_UNCLOSED):
-        try:
-            store.close()
-        except Exception:  # pragma: no cover - best effort at exit; reopening applies the journal
-            pass
 
 
 def _check_file(path: Path, read_only: bool) -> None:

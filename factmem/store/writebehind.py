@@ -52,52 +52,31 @@ of it survives a crash).
 
 from __future__ import annotations
 
-import json
-import os
+import atexit
+import uuid
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
 
 import duckdb
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 
-from factmem.core.codes import KINDS, NO_TIME, Status
+from factmem.core.codes import KIND_CODES, NO_TIME, Status
 from factmem.core.decay import age_days, effective_confidence, reinforce
 from factmem.core.params import MemoryParams
 from factmem.errors import StoreError
+from factmem.store.active import ActiveState
+from factmem.store.base import ConsolidateResult, Evidence, StoreBase
+from factmem.store.batch import load_batch
+from factmem.store.journal import Journal
 
-__all__ = ["remember_outcome", "Outcome", "ActiveState", "Journal", "JournalEntry", "key_hashes",
-           "discard_journal", "FLUSH_CALLS", "FLUSH_ROWS", "JOURNAL_SUFFIX"]
+__all__ = ["remember_outcome", "Outcome", "WriteBehind", "FLUSH_CALLS", "FLUSH_ROWS"]
 
 #: flush once this many calls are pending (bounds the work a reopening may redo) ...
 FLUSH_CALLS = 4096
 #: ... or this many evidence rows (bounds the memory pending writes hold and the journal's size)
 FLUSH_ROWS = 262_144
-#: the journal's file name is the store's with this appended
-JOURNAL_SUFFIX = ".journal"
-_JOURNAL_FORMAT = 2
-_KEY_SQL = "subject || chr(0) || predicate"
-_REASONS = (None, "contradiction", "decay")  # by status code (Status.ACTIVE / SUPERSEDED / ARCHIVED)
-_STATUS_WORDS = tuple(Status(i).label for i in range(3))
-
-
-def _expand(sorted_values: np.ndarray, wanted: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Every (i, j) with ``sorted_values[j] == wanted[i]``, grouped by i: searchsorted ranges, expanded."""
-    lo = np.searchsorted(sorted_values, wanted, "left")
-    counts = np.searchsorted(sorted_values, wanted, "right") - lo
-    total = int(counts.sum())
-    which = np.repeat(np.arange(len(wanted)), counts)
-    start = np.repeat(lo - (np.cumsum(counts) - counts), counts)
-    return which, start + np.arange(total)
-
-
-def key_hashes(keys: np.ndarray) -> np.ndarray:
-    """int64 hashes of ``subject + "\\0" + predicate`` strings (pandas' SipHash, fixed key: the
-    same in every process), vectorized."""
-    return pd.util.hash_array(np.asarray(keys, dtype=object), categorize=False).view(np.int64)
 
 
 @dataclass(frozen=True)
@@ -130,485 +109,174 @@ def remember_outcome(rows: Sequence[tuple], object: str, predicate: str, kind: s
     return Outcome("insert", None, float(params.initial_confidence[kind]), conflict)
 
 
-# numpy columns of the state: name -> dtype (object: Python strings or None)
-_COLUMNS: dict[str, Any] = {
-    "id": np.int64, "hash": np.int64, "key": object, "object": object, "confidence": np.float64,
-    "count": np.int64, "last": np.int64, "rate": np.float64, "status": np.int8, "changed_at": np.int64,
-    "in_table": bool, "dirty": bool,
-    # needed only to insert a fact a call created (None / 0 for the rows read from the table)
-    "subject": object, "predicate": object, "note": object, "kind": np.int8, "first_seen": np.int64,
-    "supersedes": np.int64,
-}
-_NONE = NO_TIME  # a NULL changed_at / supersedes_id (the engine's NO_TIME and NO_REF alike)
-_EVIDENCE_SCHEMA = pa.schema([("id", pa.int64()), ("fact_id", pa.int64()), ("session_id", pa.string()),
-                              ("message_id", pa.string()), ("observed_at", pa.int64()), ("action", pa.string()),
-                              ("confidence", pa.float64()), ("source", pa.string())])
+class WriteBehind(StoreBase):
+    """The write-behind paths of a FactStore (mixed into it): the state, the journal, the flush."""
 
-
-class ActiveState:
-    """The store's active facts in numpy columns, plus every fact the calls since touched or created
-    (see the module docstring). Rows ``[0, n_sorted)`` are sorted by key hash; rows appended since
-    stay where they are, found through a small sorted index of (hash, row) kept beside them
-    (``[n_sorted, n_indexed)``: merged into at every batch), and the last few (``[n_indexed, n)``:
-    single calls since the last batch) by comparing their hashes directly. A flush that has let
-    ``MERGE_AT`` rows pile up sorts everything again."""
-
-    #: merge the appended rows into the sorted ones beyond this many
-    MERGE_AT = 65_536
-
-    def __init__(self, columns: dict[str, np.ndarray], n: int, next_fact_id: int):
-        self.col = columns
-        self.n = n
-        self.n_sorted = self.n_indexed = n
-        self.tail_hash = np.empty(0, np.int64)  # the index of rows [n_sorted, n_indexed), by hash
-        self.tail_row = np.empty(0, np.int64)
-        self.row_of_id = np.full(max(next_fact_id, 1) + 1024, -1, np.int64)
-        self.row_of_id[columns["id"][:n]] = np.arange(n)
-        self.evidence: list[pa.Table] = []  # rows of memory_evidence since the last flush
-        self.evidence_rows: list[tuple] = []  # ... written by remember, one tuple each
-        self.calls = 0  # calls since the last flush
-        self.last_seq = 0  # the journal number of the last pending call (0: none journaled)
-        self.archive_threshold: float | None = None
-        self.archive_guess = np.empty(0)
-
-    # -- building -------------------------------------------------------------------------------
-
-    @staticmethod
-    def dense_enough(next_fact_id: int, active: int) -> bool:
-        """A dense id → row map is affordable (ids of a factmem store are dense; an imported
-        production file may number far beyond its rows)."""
-        return next_fact_id <= 16 * active + (1 << 24)
-
-    @classmethod
-    def build(cls, con: duckdb.DuckDBPyConnection, next_fact_id: int) -> ActiveState | None:
-        """The state of a store's table (None when its ids are too sparse: see :meth:`dense_enough`)."""
-        got = con.execute(
-            f"SELECT id, {_KEY_SQL} AS k, object, confidence, reinforcement_count, last_reinforced, decay_rate "
-            "FROM memory_facts WHERE status = 'active'").fetchnumpy()
-        keys = np.asarray(got["k"], object)
-        hashes = key_hashes(keys)
-        ids = np.asarray(got["id"], np.int64)
-        n = len(ids)
-        if not cls.dense_enough(next_fact_id, n):
+    def _behind_state(self) -> ActiveState | None:
+        """The in-process state when this call may be written behind (built if need be), else None."""
+        if not self.write_behind or self._tx_depth or self._has_links or self._con is None or self.read_only:
             return None
-        order = np.lexsort((ids, hashes))
-        cap = max(1024, n + n // 4)
-        columns = {name: np.zeros(cap, dtype) if dtype is not object else np.full(cap, None, object)
-                   for name, dtype in _COLUMNS.items()}
-        for name, values in (("id", ids), ("hash", hashes), ("key", keys), ("object", got["object"]),
-                             ("confidence", got["confidence"]), ("count", got["reinforcement_count"]),
-                             ("last", got["last_reinforced"]), ("rate", got["decay_rate"])):
-            columns[name][:n] = np.asarray(values)[order]
-        columns["in_table"][:n] = True
-        columns["changed_at"][:] = _NONE
-        columns["supersedes"][:] = _NONE
-        return cls(columns, n, next_fact_id)
+        if self._active is None:
+            if self._sparse_ids:
+                return None
+            self._active = ActiveState.build(self._db, self._next_fact_id)
+            if self._active is None:
+                self._sparse_ids = True  # row by row until reopened
+                return None
+        return self._active
 
-    # -- finding facts --------------------------------------------------------------------------
-
-    def _rows_of_hashes(self, hashes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(query index, row) for every row whose key hash equals one of ``hashes``."""
-        order = np.argsort(hashes, kind="stable")  # searched in sorted order: twice as fast on large arrays
-        wanted = hashes[order]
-        position, rows = _expand(self.col["hash"][:self.n_sorted], wanted)
-        parts_q, parts_r = [order[position]], [rows]
-        if len(self.tail_hash):
-            position, at = _expand(self.tail_hash, wanted)
-            parts_q.append(order[position])
-            parts_r.append(self.tail_row[at])
-        if self.n > self.n_indexed:  # the few rows single calls appended since the last batch: compared directly
-            recent = self.col["hash"][self.n_indexed:self.n]
-            r, position = _expand(wanted, recent)
-            parts_q.append(order[position])
-            parts_r.append(self.n_indexed + r)
-        if len(parts_q) == 1:
-            return parts_q[0], parts_r[0]
-        return np.concatenate(parts_q), np.concatenate(parts_r)
-
-    def _index_recent(self) -> None:
-        """Merge the rows appended since into the sorted tail index (O(tail), no row moves)."""
-        if self.n == self.n_indexed:
+    def _journaled(self, op: str, args: tuple, batch: pa.Table | None = None) -> None:
+        """Make one call durable before it changes anything (a file store), or note the journal
+        number of the call being re-applied at opening."""
+        state = self._active
+        assert state is not None
+        if self._replaying is not None:
+            state.last_seq = self._replaying
             return
-        rows = np.arange(self.n_indexed, self.n)
-        hashes = self.col["hash"][rows]
-        order = np.argsort(hashes, kind="stable")
-        hashes, rows = hashes[order], rows[order]
-        position = np.searchsorted(self.tail_hash, hashes, "right")
-        self.tail_hash = np.insert(self.tail_hash, position, hashes)
-        self.tail_row = np.insert(self.tail_row, position, rows)
-        self.n_indexed = self.n
-
-    def lookup(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Active facts of the ``subject\\0predicate`` strings ``keys``: (index into keys, row), in
-        row order within a key (what the batch kernel's state join returned, as rows)."""
-        keys = np.asarray(keys, object)
-        if not len(keys):
-            return np.empty(0, np.int64), np.empty(0, np.int64)
-        query, rows = self._rows_of_hashes(key_hashes(keys))
-        keep = (self.col["status"][rows] == Status.ACTIVE) & (self.col["key"][rows] == keys[query])
-        return query[keep], rows[keep]
-
-    def active_of(self, subject: str, predicate: str) -> tuple[int, list[tuple]]:
-        """The key's hash, and (id, object, confidence, last_reinforced, decay_rate) of each of its
-        active facts: :meth:`lookup` for one key, with scalar searches (a ``remember`` call)."""
-        key = subject + "\0" + predicate
-        h = int(key_hashes(np.array([key], object))[0])
-        c = self.col
-        main = c["hash"][:self.n_sorted]
-        rows = list(range(int(main.searchsorted(h, "left")), int(main.searchsorted(h, "right"))))
-        if len(self.tail_hash):
-            lo, hi = int(self.tail_hash.searchsorted(h, "left")), int(self.tail_hash.searchsorted(h, "right"))
-            rows += self.tail_row[lo:hi].tolist()
-        if self.n > self.n_indexed:
-            rows += (self.n_indexed + np.flatnonzero(c["hash"][self.n_indexed:self.n] == h)).tolist()
-        status, keys = c["status"], c["key"]
-        return h, [(int(c["id"][r]), c["object"][r], float(c["confidence"][r]), int(c["last"][r]), float(c["rate"][r]))
-                   for r in rows if status[r] == Status.ACTIVE and keys[r] == key]
-
-    def append_one(self, key_hash: int, **values: Any) -> int:
-        """One new fact (a ``remember`` call), as :meth:`append` with scalars; returns its row."""
-        self._grow(1, values["id"])
-        row = self.n
-        c = self.col
-        for name, v in values.items():
-            c[name][row] = v
-        c["hash"][row], c["in_table"][row], c["dirty"][row] = key_hash, False, True
-        self.row_of_id[values["id"]] = row
-        self.n += 1
-        if self.n - self.n_indexed > 1024:
-            self._index_recent()
-        if len(self.archive_guess):
-            self._guess(np.array([row]))
-        return row
-
-    def rows_of(self, ids: np.ndarray | list[int]) -> np.ndarray:
-        """Rows of facts the state holds (every active one does)."""
-        rows = self.row_of_id[np.asarray(ids, np.int64)]
-        if (rows < 0).any():
-            raise StoreError(f"internal: facts {np.asarray(ids)[rows < 0][:5].tolist()} are not in the write-behind state")
-        return rows
-
-    # -- changing facts -------------------------------------------------------------------------
-
-    def _grow(self, extra: int, max_id: int) -> None:
-        cap = len(self.col["id"])
-        if self.n + extra > cap:
-            new_cap = max(2 * cap, self.n + extra)
-            for name, values in self.col.items():
-                grown = np.zeros(new_cap, values.dtype) if values.dtype != object else np.full(new_cap, None, object)
-                grown[:self.n] = values[:self.n]
-                if name in ("changed_at", "supersedes"):
-                    grown[self.n:] = _NONE
-                self.col[name] = grown
-            if len(self.archive_guess):
-                self.archive_guess = np.concatenate([self.archive_guess, np.full(new_cap - cap, np.inf)])
-        if max_id >= len(self.row_of_id):
-            grown_ids = np.full(max(2 * len(self.row_of_id), max_id + 1024), -1, np.int64)
-            grown_ids[:len(self.row_of_id)] = self.row_of_id
-            self.row_of_id = grown_ids
-
-    def append(self, values: dict[str, np.ndarray]) -> np.ndarray:
-        """New facts (every column but hash, in_table, dirty); returns their rows."""
-        k = len(values["id"])
-        self._grow(k, int(values["id"].max()) if k else 0)
-        rows = np.arange(self.n, self.n + k)
-        for name, v in values.items():
-            self.col[name][rows] = v
-        self.col["hash"][rows] = key_hashes(values["key"])
-        self.col["in_table"][rows] = False
-        self.col["dirty"][rows] = True
-        self.row_of_id[values["id"]] = rows
-        self.n += k
-        if k > 1 or self.n - self.n_indexed > 1024:
-            self._index_recent()
-        if len(self.archive_guess):
-            self._guess(rows)
-        return rows
-
-    def update(self, rows: np.ndarray, **values: Any) -> None:
-        for name, v in values.items():
-            self.col[name][rows] = v
-        self.col["dirty"][rows] = True
-        if len(self.archive_guess) and ("confidence" in values or "last" in values):
-            self._guess(rows)
-
-    def maybe_merge(self) -> None:
-        """Sort the appended rows in (the facts no longer active are dropped unless a flush still
-        has to write them)."""
-        if self.n - self.n_sorted <= self.MERGE_AT:
+        if self._journal is None:
             return
-        c = self.col
-        keep = np.flatnonzero((c["status"][:self.n] == Status.ACTIVE) | c["dirty"][:self.n])
-        order = keep[np.lexsort((c["id"][keep], c["hash"][keep]))]
-        for name in c:
-            c[name][:len(order)] = c[name][order]
-        if len(self.archive_guess):
-            self.archive_guess[:len(order)] = self.archive_guess[order]
-        self.row_of_id[:] = -1
-        self.n = self.n_sorted = self.n_indexed = len(order)
-        self.tail_hash, self.tail_row = np.empty(0, np.int64), np.empty(0, np.int64)
-        self.row_of_id[c["id"][:self.n]] = np.arange(self.n)
+        if not self._journal.is_open:
+            self._open_journal()
+            _UNCLOSED.add(self)  # flushed at interpreter exit if never closed (the journal has it anyway)
+        seq = self._journal_seq + 1
+        self._journal.append(seq, op, self._next_fact_id, args, batch)
+        self._journal_seq = state.last_seq = seq
 
-    # -- consolidation ----------------------------------------------------------------------------
+    def _called(self, state: ActiveState) -> None:
+        """One more call held behind: flush when enough are."""
+        state.calls += 1
+        if state.calls >= FLUSH_CALLS or state.pending_rows() >= FLUSH_ROWS:
+            self._flush()
 
-    def _guess(self, rows: np.ndarray) -> None:
-        """A lower bound of when each fact's effective confidence falls below the threshold (seconds;
-        -inf: already below, inf: never): consolidate checks exactly only the facts past it."""
-        c = self.col
-        conf, rate, last = c["confidence"][rows], c["rate"][rows], c["last"][rows]
-        thr = self.archive_threshold
-        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            days = np.log(conf / thr) / rate
-        guess = last + np.where(np.isfinite(days), days, np.inf) * 86400.0 * (1 - 1e-9) - 86400.0
-        guess = np.where(conf < thr, -np.inf, guess)
-        guess = np.where((rate <= 0) & ~(conf < thr), np.inf, guess)
-        self.archive_guess[rows] = np.where(np.isnan(guess), -np.inf, guess)
+    def _remember_behind(self, state: ActiveState, subject: str, predicate: str, object: str, kind: str, at: int,
+                         ev: Evidence, note: str | None) -> int:
+        """One call decided in process, journaled (a file store), and held for the next flush."""
+        key_hash, rows = state.active_of(subject, predicate)
+        out = remember_outcome(rows, object, predicate, kind, at, self._params)
+        fid = out.fact_id if out.fact_id is not None else self._next_fact_id
+        changed_id = fid if out.action == "reinforce" else out.superseded  # the existing fact it changes
+        target = state.rows_of([changed_id]) if changed_id is not None else np.empty(0, np.int64)
+        self._journaled("remember", (subject, predicate, object, kind, at, ev.session_id, ev.message_id, ev.source,
+                                     note, fid))  # durable before anything changes
+        if out.action == "reinforce":
+            state.update(target, confidence=out.confidence, count=state.col["count"][target] + 1, last=at)
+        else:
+            if out.superseded is not None:
+                state.update(target, status=Status.SUPERSEDED, changed_at=at)
+                self._keys.removed(out.superseded)
+            state.append_one(
+                key_hash, id=fid, key=subject + "\0" + predicate, object=object, confidence=out.confidence, count=0,
+                last=at, rate=self._params.decay_rate_for(kind, predicate), status=Status.ACTIVE, changed_at=NO_TIME,
+                subject=subject, predicate=predicate, note=note, kind=KIND_CODES[kind], first_seen=at,
+                supersedes=NO_TIME if out.superseded is None else out.superseded)
+            self._next_fact_id += 1
+            self._keys.added(subject, predicate, fid)
+        state.evidence_rows.append((self._next_evidence_id, fid, ev.session_id, ev.message_id, at, out.action,
+                                    out.confidence, ev.source))
+        self._next_evidence_id += 1
+        self._called(state)
+        return int(fid)
 
-    def due(self, at: int, threshold: float) -> np.ndarray:
-        """Rows of the active facts whose effective confidence at ``at`` is below ``threshold`` — by
-        the engine's expression, the one consolidate's SQL evaluates."""
-        from factmem.engine.waves import _eff
+    def _consolidate_behind(self, state: ActiveState, at: int, prune: bool) -> ConsolidateResult:
+        rows = state.due(at, self._params.archive_threshold)
+        if len(rows):  # (nothing archived: nothing to write, nothing to journal)
+            self._journaled("consolidate", (at, bool(prune), len(rows)))
+            state.update(rows, status=Status.ARCHIVED, changed_at=at)
+            self._called(state)
+        return ConsolidateResult(len(rows), 0)  # no links: nothing to prune
 
-        c = self.col
-        if self.archive_threshold != threshold or len(self.archive_guess) < len(c["id"]):
-            self.archive_threshold = threshold
-            self.archive_guess = np.full(len(c["id"]), np.inf)
-            self._guess(np.arange(self.n))
-        cand = np.flatnonzero((self.archive_guess[:self.n] <= at) & (c["status"][:self.n] == Status.ACTIVE))
-        below = _eff(c["confidence"][cand], c["rate"][cand], at, c["last"][cand]) < threshold
-        return cand[below]
+    def _flush(self) -> None:
+        """Write the calls held behind, in one transaction; then empty the journal."""
+        with self._lock:
+            state = self._active
+            con = self._con
+            if state is None or not state.calls or con is None:
+                return
+            journaled = self._journal is not None and state.last_seq > 0
+            con.begin()
+            try:
+                state.flush(con, state.last_seq if journaled else None)
+                con.commit()
+            except BaseException:
+                try:
+                    con.rollback()
+                except duckdb.Error:
+                    pass  # DuckDB already rolled it back
+                raise
+            state.settled()
+            if journaled and self._journal is not None:
+                self._journal.emptied()
 
-    # -- flushing ---------------------------------------------------------------------------------
+    def _open_journal(self) -> None:
+        assert self._journal is not None
+        store_id = self._scalar("SELECT max(value) FROM factmem_meta WHERE key = 'store_id'")
+        if store_id is None:
+            store_id = uuid.uuid4().hex
+            self._set_meta("store_id", store_id)
+        self._journal.open(store_id)
 
-    def pending(self) -> bool:
-        return bool(self.calls)
-
-    def flush(self, con: duckdb.DuckDBPyConnection, journal_applied: int | None) -> None:
-        """Write the pending calls' effects set-based, inside a transaction the caller holds open:
-        facts created inserted (as they now stand), facts touched updated, evidence appended, and (a
-        file store) the last journal number written recorded in ``factmem_meta``."""
-        c = self.col
-        dirty = np.flatnonzero(c["dirty"][:self.n])
-        new = dirty[~c["in_table"][dirty]]
-        old = dirty[c["in_table"][dirty]]
-        if len(new):
-            new = new[np.argsort(c["id"][new], kind="stable")]
-            status = c["status"][new]
-            changed, sup = c["changed_at"][new], c["supersedes"][new]
-            new_facts = pa.table({  # noqa: F841 - read by DuckDB (replacement scan)
-                "id": pa.array(c["id"][new]),
-                "subject": pa.array(c["subject"][new], pa.string()),
-                "predicate": pa.array(c["predicate"][new], pa.string()),
-                "object": pa.array(c["object"][new], pa.string()),
-                "note": pa.array(c["note"][new], pa.string()),
-                "kind": pa.array(np.asarray(KINDS, object)[c["kind"][new]], pa.string()),
-                "confidence": pa.array(c["confidence"][new]),
-                "reinforcement_count": pa.array(c["count"][new]),
-                "first_seen": pa.array(c["first_seen"][new]),
-                "last_reinforced": pa.array(c["last"][new]),
-                "decay_rate": pa.array(c["rate"][new]),
-                "status": pa.array(np.asarray(_STATUS_WORDS, object)[status], pa.string()),
-                "supersedes_id": pa.array(sup, mask=sup == _NONE),
-                "status_changed_at": pa.array(changed, mask=changed == _NONE),
-                "status_reason": pa.array(np.asarray(_REASONS, object)[status], pa.string()),
-            })
-            con.execute("INSERT INTO memory_facts SELECT *, false FROM new_facts")
-        if len(old):
-            status = c["status"][old]
-            changed = c["changed_at"][old]
-            touched_facts = pa.table({  # noqa: F841 - read by DuckDB (replacement scan)
-                "id": pa.array(c["id"][old]),
-                "confidence": pa.array(c["confidence"][old]),
-                "reinforcement_count": pa.array(c["count"][old]),
-                "last_reinforced": pa.array(c["last"][old]),
-                "status": pa.array(np.asarray(_STATUS_WORDS, object)[status], pa.string()),
-                "status_changed_at": pa.array(changed, mask=changed == _NONE),
-                "status_reason": pa.array(np.asarray(_REASONS, object)[status], pa.string()),
-            })
-            con.execute(
-                "UPDATE memory_facts SET confidence = u.confidence, reinforcement_count = u.reinforcement_count, "
-                "last_reinforced = u.last_reinforced, status = u.status, "
-                "status_changed_at = coalesce(u.status_changed_at, memory_facts.status_changed_at), "
-                "status_reason = coalesce(u.status_reason, memory_facts.status_reason) "
-                "FROM touched_facts u WHERE memory_facts.id = u.id")
-        chunks = [t.cast(_EVIDENCE_SCHEMA) if t.schema != _EVIDENCE_SCHEMA else t for t in self.evidence]
-        if self.evidence_rows:
-            rows = self.evidence_rows
-            chunks.append(pa.table({
-                "id": pa.array([e[0] for e in rows], pa.int64()),
-                "fact_id": pa.array([e[1] for e in rows], pa.int64()),
-                "session_id": pa.array([e[2] for e in rows], pa.string()),
-                "message_id": pa.array([e[3] for e in rows], pa.string()),
-                "observed_at": pa.array([e[4] for e in rows], pa.int64()),
-                "action": pa.array([e[5] for e in rows], pa.string()),
-                "confidence": pa.array([e[6] for e in rows], pa.float64()),
-                "source": pa.array([e[7] for e in rows], pa.string()),
-            }, schema=_EVIDENCE_SCHEMA))
-        if chunks:
-            new_evidence = pa.concat_tables(chunks)  # noqa: F841 - read by DuckDB (replacement scan)
-            con.execute("INSERT INTO memory_evidence SELECT * FROM new_evidence ORDER BY id")
-        if journal_applied is not None:
-            con.execute("INSERT OR REPLACE INTO factmem_meta VALUES ('journal_applied', ?)", [str(journal_applied)])
-
-    def settled(self) -> None:
-        """After a committed flush: what was pending is in the table."""
-        c = self.col
-        c["in_table"][:self.n] |= c["dirty"][:self.n]
-        c["dirty"][:self.n] = False
-        self.evidence, self.evidence_rows, self.calls = [], [], 0
-        self.maybe_merge()
-
-    def pending_rows(self) -> int:
-        return sum(len(t) for t in self.evidence) + len(self.evidence_rows)
-
-
-# -- the journal ------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class JournalEntry:
-    """One journaled call: ``op`` is ``remember``, ``ingest`` or ``consolidate``; ``args`` its
-    arguments as journaled; ``next_fact_id`` the store's next id when the call began; ``batch`` the
-    events of an ``ingest``."""
-
-    seq: int
-    op: str
-    next_fact_id: int
-    args: tuple
-    batch: pa.Table | None = None
-
-
-class Journal:
-    """The append-only file of calls not yet flushed (see the module docstring)."""
-
-    def __init__(self, store_path: Path):
-        self.path = Path(str(store_path) + JOURNAL_SUFFIX)
-        self._fd: int | None = None
-        self._size = 0
-        self._header = 0
-
-    def open(self, store_id: str) -> None:
-        """Start an empty journal for this store (an existing one must have been applied first)."""
-        header = (json.dumps({"factmem_journal": _JOURNAL_FORMAT, "store_id": store_id}) + "\n").encode("utf-8")
-        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o644)
-        try:
-            os.write(fd, header)
-            _sync(fd)
-        except BaseException:
-            os.close(fd)
-            raise
-        self._fd, self._size, self._header = fd, len(header), len(header)
-
-    @property
-    def is_open(self) -> bool:
-        return self._fd is not None
-
-    def append(self, seq: int, op: str, next_fact_id: int, args: tuple, batch: pa.Table | None = None) -> int:
-        """Write one call and sync it; on failure nothing of it stays in the file. Returns the
-        journal's size before it (:meth:`truncate` undoes the call)."""
-        assert self._fd is not None
-        if batch is not None:
-            sink = pa.BufferOutputStream()
-            with pa.ipc.new_stream(sink, batch.schema) as writer:
-                writer.write_table(batch)
-            payload = sink.getvalue().to_pybytes()
-            args = (len(payload),)
-        head = (json.dumps([seq, op, next_fact_id, *args], ensure_ascii=False) + "\n").encode("utf-8")
-        data = head + payload + b"\n" if batch is not None else head
-        before = self._size
-        problem = None
-        try:
-            written = os.write(self._fd, data)
-            if written != len(data):
-                problem = f"wrote {written} of {len(data)} bytes"
-            else:
-                _sync(self._fd)
-        except OSError as exc:
-            problem = str(exc)
-        if problem is not None:
-            self.truncate(before)
-            raise StoreError(f"{self.path}: cannot write the journal: {problem}")
-        self._size += len(data)
-        return before
-
-    def truncate(self, size: int) -> None:
-        """Cut the journal back to ``size`` bytes (a call that did not complete)."""
-        if self._fd is None:
+    def _apply_journal(self, store_id: str | None) -> None:
+        """At opening: make the calls of a journal left by a store that was not closed (see
+        :mod:`factmem.store.writebehind`) — or, read-only, refuse a store that has some."""
+        journal = Journal(self.path) if self.path is not None else None
+        if journal is None or not journal.path.exists():
             return
+        header, entries = journal.read()
+        todo = [e for e in entries if e.seq > self._journal_seq]
+        if not todo:
+            if not self.read_only:
+                journal.close(remove=True)
+            return
+        if header.get("store_id") != store_id:
+            raise StoreError(f"{journal.path}: a journal of another store (store_id {header.get('store_id')!r}, "
+                             f"this store's is {store_id!r}); move it away to open {self.path}")
+        if self.read_only:
+            raise StoreError(f"{self.path}: {len(todo)} calls are in {journal.path.name} and not yet in the file "
+                             "(the store was not closed); open it once for writing to apply them")
+        if todo[0].seq != self._journal_seq + 1 or any(b.seq != a.seq + 1 for a, b in zip(todo, todo[1:])):
+            raise StoreError(f"{journal.path}: entries {todo[0].seq}..{todo[-1].seq} do not follow the last one the "
+                             f"store holds ({self._journal_seq}): the journal is damaged")
+        behind, self.write_behind = self.write_behind, True
         try:
-            os.ftruncate(self._fd, size)
-            _sync(self._fd)
-            self._size = size
-        except OSError:
+            for e in todo:
+                state = self._behind_state()
+                if state is None or e.next_fact_id != self._next_fact_id:
+                    raise StoreError(f"{journal.path}: entry {e.seq} began at fact id {e.next_fact_id}, the store is at "
+                                     f"{self._next_fact_id}: the journal does not continue this file")
+                self._replaying = e.seq
+                if e.op == "remember":
+                    subject, predicate, object, kind, at, session, message, source, note, fid = e.args
+                    got = self._remember_behind(state, subject, predicate, object, kind, at,
+                                                Evidence(session, message, source), note)
+                    ok = got == fid
+                elif e.op == "consolidate":
+                    at, prune, archived = e.args
+                    ok = self._consolidate_behind(state, at, prune).archived == archived
+                else:
+                    assert e.batch is not None
+                    self._ingest_behind(state, load_batch(e.batch))
+                    ok = True
+                if not ok:
+                    raise StoreError(f"{journal.path}: entry {e.seq} ({e.op}) gave another result than the call "
+                                     "returned: the journal does not continue this file")
+            self._replaying = None
+            self._journal_seq = todo[-1].seq
+            self._flush()
+        finally:
+            self._replaying = None
+            self.write_behind = behind
+        journal.close(remove=True)
+
+
+#: file stores holding calls written behind: flushed at a normal interpreter exit, so that a store the
+#: program never closed leaves its tables complete for other tools (the journal covers a crash)
+_UNCLOSED: weakref.WeakSet[WriteBehind] = weakref.WeakSet()
+
+
+@atexit.register
+def _flush_unclosed() -> None:
+    for store in list(_UNCLOSED):
+        try:
+            store.close()
+        except Exception:  # pragma: no cover - best effort at exit; reopening applies the journal
             pass
-
-    def emptied(self) -> None:
-        """The calls are in the table: keep only the header."""
-        if self._fd is not None and self._size > self._header:
-            os.ftruncate(self._fd, self._header)
-            _sync(self._fd)
-            self._size = self._header
-
-    def close(self, remove: bool) -> None:
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
-        if remove:
-            try:
-                self.path.unlink()
-            except FileNotFoundError:
-                pass
-
-    def read(self) -> tuple[dict[str, Any], list[JournalEntry]]:
-        """The header and the complete entries of an existing journal (an entry cut short at the end
-        is a call that never returned: dropped). A damaged entry elsewhere is an error naming its line."""
-        raw = self.path.read_bytes()
-        pos, line_no = 0, 0
-        header: dict[str, Any] = {}
-        entries: list[JournalEntry] = []
-        while pos < len(raw):
-            end = raw.find(b"\n", pos)
-            if end < 0:
-                break  # cut short
-            line, line_no = raw[pos:end], line_no + 1
-            pos = end + 1
-            if line_no == 1:
-                try:
-                    header = json.loads(line)
-                except ValueError:
-                    header = {}
-                if not isinstance(header, dict) or header.get("factmem_journal") != _JOURNAL_FORMAT:
-                    raise StoreError(f"{self.path}, line 1: not a factmem journal header: {line[:80]!r}")
-                continue
-            try:
-                seq, op, next_id, *args = json.loads(line)
-                problem = None if op in ("remember", "ingest", "consolidate") else f"unknown operation {op!r}"
-            except (ValueError, TypeError) as exc:
-                problem = str(exc)
-            if problem is not None:
-                raise StoreError(f"{self.path}, line {line_no}: not a journal entry ({problem}): {line[:80]!r}")
-            batch = None
-            if op == "ingest":
-                size = int(args[0])
-                if pos + size + 1 > len(raw):
-                    break  # cut short
-                try:
-                    batch = pa.ipc.open_stream(pa.py_buffer(raw[pos:pos + size])).read_all()
-                except pa.ArrowInvalid as exc:
-                    raise StoreError(f"{self.path}, line {line_no}: a damaged batch ({exc})") from None
-                pos += size + 1
-                line_no += 1
-            entries.append(JournalEntry(int(seq), op, int(next_id), tuple(args), batch))
-        return header, entries
-
-
-def discard_journal(store_path: Path) -> None:
-    """Remove the journal beside a store file that is being replaced (its calls belong to the old one)."""
-    try:
-        Path(str(store_path) + JOURNAL_SUFFIX).unlink()
-    except FileNotFoundError:
-        pass
-
-
-def _sync(fd: int) -> None:
-    (getattr(os, "fdatasync", None) or os.fsync)(fd)

@@ -1,0 +1,383 @@
+"""The in-process state of a store written behind (see :mod:`factmem.store.writebehind`): every
+active fact's key, object, confidence, count, last reinforcement and decay rate in numpy columns, plus
+every fact the calls since touched or created, and the evidence rows they added.
+
+Rows ``[0, n_sorted)`` are sorted by the hash of (subject, predicate) (:func:`key_hashes`: pandas'
+SipHash of ``subject + "\0" + predicate``, the same in every process); rows appended since stay
+where they are and are found through a small sorted (hash, row) index beside them, the last few by
+comparing hashes directly; a flush that has let ``MERGE_AT`` rows pile up sorts everything again.
+A fact's row is found from its id through a dense id → row array (so a store's ids must be dense
+enough: :meth:`ActiveState.dense_enough`). Every candidate found by hash is checked against its
+key string, so a hash collision cannot mix two keys.
+
+``consolidate`` keeps, per row, a lower bound of the time its effective confidence falls below the
+archive threshold, and tests exactly — with the engine's expression, the one consolidate's SQL
+evaluates — only the facts past it. ``flush`` writes what is pending set-based: facts created
+(as they now stand), facts touched, evidence.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import duckdb
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from factmem.core.codes import KINDS, NO_TIME, Status
+from factmem.errors import StoreError
+
+__all__ = ["ActiveState", "key_hashes"]
+
+_KEY_SQL = "subject || chr(0) || predicate"
+_REASONS = (None, "contradiction", "decay")  # by status code (Status.ACTIVE / SUPERSEDED / ARCHIVED)
+_STATUS_WORDS = tuple(Status(i).label for i in range(3))
+
+
+def _expand(sorted_values: np.ndarray, wanted: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Every (i, j) with ``sorted_values[j] == wanted[i]``, grouped by i: searchsorted ranges, expanded."""
+    lo = np.searchsorted(sorted_values, wanted, "left")
+    counts = np.searchsorted(sorted_values, wanted, "right") - lo
+    total = int(counts.sum())
+    which = np.repeat(np.arange(len(wanted)), counts)
+    start = np.repeat(lo - (np.cumsum(counts) - counts), counts)
+    return which, start + np.arange(total)
+
+
+def key_hashes(keys: np.ndarray) -> np.ndarray:
+    """int64 hashes of ``subject + "\\0" + predicate`` strings (pandas' SipHash, fixed key: the
+    same in every process), vectorized."""
+    return pd.util.hash_array(np.asarray(keys, dtype=object), categorize=False).view(np.int64)
+
+
+# numpy columns of the state: name -> dtype (object: Python strings or None)
+_COLUMNS: dict[str, Any] = {
+    "id": np.int64, "hash": np.int64, "key": object, "object": object, "confidence": np.float64,
+    "count": np.int64, "last": np.int64, "rate": np.float64, "status": np.int8, "changed_at": np.int64,
+    "in_table": bool, "dirty": bool,
+    # needed only to insert a fact a call created (None / 0 for the rows read from the table)
+    "subject": object, "predicate": object, "note": object, "kind": np.int8, "first_seen": np.int64,
+    "supersedes": np.int64,
+}
+_NONE = NO_TIME  # a NULL changed_at / supersedes_id (the engine's NO_TIME and NO_REF alike)
+_EVIDENCE_SCHEMA = pa.schema([("id", pa.int64()), ("fact_id", pa.int64()), ("session_id", pa.string()),
+                              ("message_id", pa.string()), ("observed_at", pa.int64()), ("action", pa.string()),
+                              ("confidence", pa.float64()), ("source", pa.string())])
+
+
+class ActiveState:
+    """The store's active facts in numpy columns, plus every fact the calls since touched or created
+    (see the module docstring). Rows ``[0, n_sorted)`` are sorted by key hash; rows appended since
+    stay where they are, found through a small sorted index of (hash, row) kept beside them
+    (``[n_sorted, n_indexed)``: merged into at every batch), and the last few (``[n_indexed, n)``:
+    single calls since the last batch) by comparing their hashes directly. A flush that has let
+    ``MERGE_AT`` rows pile up sorts everything again."""
+
+    #: merge the appended rows into the sorted ones beyond this many
+    MERGE_AT = 65_536
+
+    def __init__(self, columns: dict[str, np.ndarray], n: int, next_fact_id: int):
+        self.col = columns
+        self.n = n
+        self.n_sorted = self.n_indexed = n
+        self.tail_hash = np.empty(0, np.int64)  # the index of rows [n_sorted, n_indexed), by hash
+        self.tail_row = np.empty(0, np.int64)
+        self.row_of_id = np.full(max(next_fact_id, 1) + 1024, -1, np.int64)
+        self.row_of_id[columns["id"][:n]] = np.arange(n)
+        self.evidence: list[pa.Table] = []  # rows of memory_evidence since the last flush
+        self.evidence_rows: list[tuple] = []  # ... written by remember, one tuple each
+        self.calls = 0  # calls since the last flush
+        self.last_seq = 0  # the journal number of the last pending call (0: none journaled)
+        self.archive_threshold: float | None = None
+        self.archive_guess = np.empty(0)
+
+    # -- building -------------------------------------------------------------------------------
+
+    @staticmethod
+    def dense_enough(next_fact_id: int, active: int) -> bool:
+        """A dense id → row map is affordable (ids of a factmem store are dense; an imported
+        production file may number far beyond its rows)."""
+        return next_fact_id <= 16 * active + (1 << 24)
+
+    @classmethod
+    def build(cls, con: duckdb.DuckDBPyConnection, next_fact_id: int) -> ActiveState | None:
+        """The state of a store's table (None when its ids are too sparse: see :meth:`dense_enough`)."""
+        got = con.execute(
+            f"SELECT id, {_KEY_SQL} AS k, object, confidence, reinforcement_count, last_reinforced, decay_rate "
+            "FROM memory_facts WHERE status = 'active'").fetchnumpy()
+        keys = np.asarray(got["k"], object)
+        hashes = key_hashes(keys)
+        ids = np.asarray(got["id"], np.int64)
+        n = len(ids)
+        if not cls.dense_enough(next_fact_id, n):
+            return None
+        order = np.lexsort((ids, hashes))
+        cap = max(1024, n + n // 4)
+        columns = {name: np.zeros(cap, dtype) if dtype is not object else np.full(cap, None, object)
+                   for name, dtype in _COLUMNS.items()}
+        for name, values in (("id", ids), ("hash", hashes), ("key", keys), ("object", got["object"]),
+                             ("confidence", got["confidence"]), ("count", got["reinforcement_count"]),
+                             ("last", got["last_reinforced"]), ("rate", got["decay_rate"])):
+            columns[name][:n] = np.asarray(values)[order]
+        columns["in_table"][:n] = True
+        columns["changed_at"][:] = _NONE
+        columns["supersedes"][:] = _NONE
+        return cls(columns, n, next_fact_id)
+
+    # -- finding facts --------------------------------------------------------------------------
+
+    def _rows_of_hashes(self, hashes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(query index, row) for every row whose key hash equals one of ``hashes``."""
+        order = np.argsort(hashes, kind="stable")  # searched in sorted order: twice as fast on large arrays
+        wanted = hashes[order]
+        position, rows = _expand(self.col["hash"][:self.n_sorted], wanted)
+        parts_q, parts_r = [order[position]], [rows]
+        if len(self.tail_hash):
+            position, at = _expand(self.tail_hash, wanted)
+            parts_q.append(order[position])
+            parts_r.append(self.tail_row[at])
+        if self.n > self.n_indexed:  # the few rows single calls appended since the last batch: compared directly
+            recent = self.col["hash"][self.n_indexed:self.n]
+            r, position = _expand(wanted, recent)
+            parts_q.append(order[position])
+            parts_r.append(self.n_indexed + r)
+        if len(parts_q) == 1:
+            return parts_q[0], parts_r[0]
+        return np.concatenate(parts_q), np.concatenate(parts_r)
+
+    def _index_recent(self) -> None:
+        """Merge the rows appended since into the sorted tail index (O(tail), no row moves)."""
+        if self.n == self.n_indexed:
+            return
+        rows = np.arange(self.n_indexed, self.n)
+        hashes = self.col["hash"][rows]
+        order = np.argsort(hashes, kind="stable")
+        hashes, rows = hashes[order], rows[order]
+        position = np.searchsorted(self.tail_hash, hashes, "right")
+        self.tail_hash = np.insert(self.tail_hash, position, hashes)
+        self.tail_row = np.insert(self.tail_row, position, rows)
+        self.n_indexed = self.n
+
+    def lookup(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Active facts of the ``subject\\0predicate`` strings ``keys``: (index into keys, row), in
+        row order within a key (what the batch kernel's state join returned, as rows)."""
+        keys = np.asarray(keys, object)
+        if not len(keys):
+            return np.empty(0, np.int64), np.empty(0, np.int64)
+        query, rows = self._rows_of_hashes(key_hashes(keys))
+        keep = (self.col["status"][rows] == Status.ACTIVE) & (self.col["key"][rows] == keys[query])
+        return query[keep], rows[keep]
+
+    def active_of(self, subject: str, predicate: str) -> tuple[int, list[tuple]]:
+        """The key's hash, and (id, object, confidence, last_reinforced, decay_rate) of each of its
+        active facts: :meth:`lookup` for one key, with scalar searches (a ``remember`` call)."""
+        key = subject + "\0" + predicate
+        h = int(key_hashes(np.array([key], object))[0])
+        c = self.col
+        main = c["hash"][:self.n_sorted]
+        rows = list(range(int(main.searchsorted(h, "left")), int(main.searchsorted(h, "right"))))
+        if len(self.tail_hash):
+            lo, hi = int(self.tail_hash.searchsorted(h, "left")), int(self.tail_hash.searchsorted(h, "right"))
+            rows += self.tail_row[lo:hi].tolist()
+        if self.n > self.n_indexed:
+            rows += (self.n_indexed + np.flatnonzero(c["hash"][self.n_indexed:self.n] == h)).tolist()
+        status, keys = c["status"], c["key"]
+        return h, [(int(c["id"][r]), c["object"][r], float(c["confidence"][r]), int(c["last"][r]), float(c["rate"][r]))
+                   for r in rows if status[r] == Status.ACTIVE and keys[r] == key]
+
+    def append_one(self, key_hash: int, **values: Any) -> int:
+        """One new fact (a ``remember`` call), as :meth:`append` with scalars; returns its row."""
+        self._grow(1, values["id"])
+        row = self.n
+        c = self.col
+        for name, v in values.items():
+            c[name][row] = v
+        c["hash"][row], c["in_table"][row], c["dirty"][row] = key_hash, False, True
+        self.row_of_id[values["id"]] = row
+        self.n += 1
+        if self.n - self.n_indexed > 1024:
+            self._index_recent()
+        if len(self.archive_guess):
+            self._guess(np.array([row]))
+        return row
+
+    def rows_of(self, ids: np.ndarray | list[int]) -> np.ndarray:
+        """Rows of facts the state holds (every active one does)."""
+        rows = self.row_of_id[np.asarray(ids, np.int64)]
+        if (rows < 0).any():
+            raise StoreError(f"internal: facts {np.asarray(ids)[rows < 0][:5].tolist()} are not in the write-behind state")
+        return rows
+
+    # -- changing facts -------------------------------------------------------------------------
+
+    def _grow(self, extra: int, max_id: int) -> None:
+        cap = len(self.col["id"])
+        if self.n + extra > cap:
+            new_cap = max(2 * cap, self.n + extra)
+            for name, values in self.col.items():
+                grown = np.zeros(new_cap, values.dtype) if values.dtype != object else np.full(new_cap, None, object)
+                grown[:self.n] = values[:self.n]
+                if name in ("changed_at", "supersedes"):
+                    grown[self.n:] = _NONE
+                self.col[name] = grown
+            if len(self.archive_guess):
+                self.archive_guess = np.concatenate([self.archive_guess, np.full(new_cap - cap, np.inf)])
+        if max_id >= len(self.row_of_id):
+            grown_ids = np.full(max(2 * len(self.row_of_id), max_id + 1024), -1, np.int64)
+            grown_ids[:len(self.row_of_id)] = self.row_of_id
+            self.row_of_id = grown_ids
+
+    def append(self, values: dict[str, np.ndarray]) -> np.ndarray:
+        """New facts (every column but hash, in_table, dirty); returns their rows."""
+        k = len(values["id"])
+        self._grow(k, int(values["id"].max()) if k else 0)
+        rows = np.arange(self.n, self.n + k)
+        for name, v in values.items():
+            self.col[name][rows] = v
+        self.col["hash"][rows] = key_hashes(values["key"])
+        self.col["in_table"][rows] = False
+        self.col["dirty"][rows] = True
+        self.row_of_id[values["id"]] = rows
+        self.n += k
+        if k > 1 or self.n - self.n_indexed > 1024:
+            self._index_recent()
+        if len(self.archive_guess):
+            self._guess(rows)
+        return rows
+
+    def update(self, rows: np.ndarray, **values: Any) -> None:
+        for name, v in values.items():
+            self.col[name][rows] = v
+        self.col["dirty"][rows] = True
+        if len(self.archive_guess) and ("confidence" in values or "last" in values):
+            self._guess(rows)
+
+    def maybe_merge(self) -> None:
+        """Sort the appended rows in (the facts no longer active are dropped unless a flush still
+        has to write them)."""
+        if self.n - self.n_sorted <= self.MERGE_AT:
+            return
+        c = self.col
+        keep = np.flatnonzero((c["status"][:self.n] == Status.ACTIVE) | c["dirty"][:self.n])
+        order = keep[np.lexsort((c["id"][keep], c["hash"][keep]))]
+        for name in c:
+            c[name][:len(order)] = c[name][order]
+        if len(self.archive_guess):
+            self.archive_guess[:len(order)] = self.archive_guess[order]
+        self.row_of_id[:] = -1
+        self.n = self.n_sorted = self.n_indexed = len(order)
+        self.tail_hash, self.tail_row = np.empty(0, np.int64), np.empty(0, np.int64)
+        self.row_of_id[c["id"][:self.n]] = np.arange(self.n)
+
+    # -- consolidation ----------------------------------------------------------------------------
+
+    def _guess(self, rows: np.ndarray) -> None:
+        """A lower bound of when each fact's effective confidence falls below the threshold (seconds;
+        -inf: already below, inf: never): consolidate checks exactly only the facts past it."""
+        c = self.col
+        conf, rate, last = c["confidence"][rows], c["rate"][rows], c["last"][rows]
+        thr = self.archive_threshold
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            days = np.log(conf / thr) / rate
+        guess = last + np.where(np.isfinite(days), days, np.inf) * 86400.0 * (1 - 1e-9) - 86400.0
+        guess = np.where(conf < thr, -np.inf, guess)
+        guess = np.where((rate <= 0) & ~(conf < thr), np.inf, guess)
+        self.archive_guess[rows] = np.where(np.isnan(guess), -np.inf, guess)
+
+    def due(self, at: int, threshold: float) -> np.ndarray:
+        """Rows of the active facts whose effective confidence at ``at`` is below ``threshold`` — by
+        the engine's expression, the one consolidate's SQL evaluates."""
+        from factmem.engine.waves import _eff
+
+        c = self.col
+        if self.archive_threshold != threshold or len(self.archive_guess) < len(c["id"]):
+            self.archive_threshold = threshold
+            self.archive_guess = np.full(len(c["id"]), np.inf)
+            self._guess(np.arange(self.n))
+        cand = np.flatnonzero((self.archive_guess[:self.n] <= at) & (c["status"][:self.n] == Status.ACTIVE))
+        below = _eff(c["confidence"][cand], c["rate"][cand], at, c["last"][cand]) < threshold
+        return cand[below]
+
+    # -- flushing ---------------------------------------------------------------------------------
+
+    def pending(self) -> bool:
+        return bool(self.calls)
+
+    def flush(self, con: duckdb.DuckDBPyConnection, journal_applied: int | None) -> None:
+        """Write the pending calls' effects set-based, inside a transaction the caller holds open:
+        facts created inserted (as they now stand), facts touched updated, evidence appended, and (a
+        file store) the last journal number written recorded in ``factmem_meta``."""
+        c = self.col
+        dirty = np.flatnonzero(c["dirty"][:self.n])
+        new = dirty[~c["in_table"][dirty]]
+        old = dirty[c["in_table"][dirty]]
+        if len(new):
+            new = new[np.argsort(c["id"][new], kind="stable")]
+            status = c["status"][new]
+            changed, sup = c["changed_at"][new], c["supersedes"][new]
+            new_facts = pa.table({  # noqa: F841 - read by DuckDB (replacement scan)
+                "id": pa.array(c["id"][new]),
+                "subject": pa.array(c["subject"][new], pa.string()),
+                "predicate": pa.array(c["predicate"][new], pa.string()),
+                "object": pa.array(c["object"][new], pa.string()),
+                "note": pa.array(c["note"][new], pa.string()),
+                "kind": pa.array(np.asarray(KINDS, object)[c["kind"][new]], pa.string()),
+                "confidence": pa.array(c["confidence"][new]),
+                "reinforcement_count": pa.array(c["count"][new]),
+                "first_seen": pa.array(c["first_seen"][new]),
+                "last_reinforced": pa.array(c["last"][new]),
+                "decay_rate": pa.array(c["rate"][new]),
+                "status": pa.array(np.asarray(_STATUS_WORDS, object)[status], pa.string()),
+                "supersedes_id": pa.array(sup, mask=sup == _NONE),
+                "status_changed_at": pa.array(changed, mask=changed == _NONE),
+                "status_reason": pa.array(np.asarray(_REASONS, object)[status], pa.string()),
+            })
+            con.execute("INSERT INTO memory_facts SELECT *, false FROM new_facts")
+        if len(old):
+            status = c["status"][old]
+            changed = c["changed_at"][old]
+            touched_facts = pa.table({  # noqa: F841 - read by DuckDB (replacement scan)
+                "id": pa.array(c["id"][old]),
+                "confidence": pa.array(c["confidence"][old]),
+                "reinforcement_count": pa.array(c["count"][old]),
+                "last_reinforced": pa.array(c["last"][old]),
+                "status": pa.array(np.asarray(_STATUS_WORDS, object)[status], pa.string()),
+                "status_changed_at": pa.array(changed, mask=changed == _NONE),
+                "status_reason": pa.array(np.asarray(_REASONS, object)[status], pa.string()),
+            })
+            con.execute(
+                "UPDATE memory_facts SET confidence = u.confidence, reinforcement_count = u.reinforcement_count, "
+                "last_reinforced = u.last_reinforced, status = u.status, "
+                "status_changed_at = coalesce(u.status_changed_at, memory_facts.status_changed_at), "
+                "status_reason = coalesce(u.status_reason, memory_facts.status_reason) "
+                "FROM touched_facts u WHERE memory_facts.id = u.id")
+        chunks = [t.cast(_EVIDENCE_SCHEMA) if t.schema != _EVIDENCE_SCHEMA else t for t in self.evidence]
+        if self.evidence_rows:
+            rows = self.evidence_rows
+            chunks.append(pa.table({
+                "id": pa.array([e[0] for e in rows], pa.int64()),
+                "fact_id": pa.array([e[1] for e in rows], pa.int64()),
+                "session_id": pa.array([e[2] for e in rows], pa.string()),
+                "message_id": pa.array([e[3] for e in rows], pa.string()),
+                "observed_at": pa.array([e[4] for e in rows], pa.int64()),
+                "action": pa.array([e[5] for e in rows], pa.string()),
+                "confidence": pa.array([e[6] for e in rows], pa.float64()),
+                "source": pa.array([e[7] for e in rows], pa.string()),
+            }, schema=_EVIDENCE_SCHEMA))
+        if chunks:
+            new_evidence = pa.concat_tables(chunks)  # noqa: F841 - read by DuckDB (replacement scan)
+            con.execute("INSERT INTO memory_evidence SELECT * FROM new_evidence ORDER BY id")
+        if journal_applied is not None:
+            con.execute("INSERT OR REPLACE INTO factmem_meta VALUES ('journal_applied', ?)", [str(journal_applied)])
+
+    def settled(self) -> None:
+        """After a committed flush: what was pending is in the table."""
+        c = self.col
+        c["in_table"][:self.n] |= c["dirty"][:self.n]
+        c["dirty"][:self.n] = False
+        self.evidence, self.evidence_rows, self.calls = [], [], 0
+        self.maybe_merge()
+
+    def pending_rows(self) -> int:
+        return sum(len(t) for t in self.evidence) + len(self.evidence_rows)
