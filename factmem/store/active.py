@@ -56,11 +56,18 @@ _COLUMNS: dict[str, Any] = {
     "id": np.int64, "hash": np.int64, "key": object, "object": object, "confidence": np.float64,
     "count": np.int64, "last": np.int64, "rate": np.float64, "status": np.int8, "changed_at": np.int64,
     "in_table": bool, "dirty": bool,
+    "chunked": bool,  # created by a batch whose rows wait in ``new_chunks`` (as created) for the flush
     # needed only to insert a fact a call created (None / 0 for the rows read from the table)
     "subject": object, "predicate": object, "note": object, "kind": np.int8, "first_seen": np.int64,
     "supersedes": np.int64,
 }
 _NONE = NO_TIME  # a NULL changed_at / supersedes_id (the engine's NO_TIME and NO_REF alike)
+_FACTS_SCHEMA = pa.schema([
+    ("id", pa.int64()), ("subject", pa.string()), ("predicate", pa.string()), ("object", pa.string()),
+    ("note", pa.string()), ("kind", pa.string()), ("confidence", pa.float64()), ("reinforcement_count", pa.int64()),
+    ("first_seen", pa.int64()), ("last_reinforced", pa.int64()), ("decay_rate", pa.float64()),
+    ("status", pa.string()), ("supersedes_id", pa.int64()), ("status_changed_at", pa.int64()),
+    ("status_reason", pa.string())])
 _EVIDENCE_SCHEMA = pa.schema([("id", pa.int64()), ("fact_id", pa.int64()), ("session_id", pa.string()),
                               ("message_id", pa.string()), ("observed_at", pa.int64()), ("action", pa.string()),
                               ("confidence", pa.float64()), ("source", pa.string())])
@@ -86,6 +93,7 @@ class ActiveState:
         self.row_of_id = np.full(max(next_fact_id, 1) + 1024, -1, np.int64)
         self.row_of_id[columns["id"][:n]] = np.arange(n)
         self.evidence: list[pa.Table] = []  # rows of memory_evidence since the last flush
+        self.new_chunks: list[pa.Table] = []  # rows of memory_facts batches created, as they created them
         self.evidence_rows: list[tuple] = []  # ... written by remember, one tuple each
         self.calls = 0  # calls since the last flush
         self.last_seq = 0  # the journal number of the last pending call (0: none journaled)
@@ -228,8 +236,9 @@ class ActiveState:
             grown_ids[:len(self.row_of_id)] = self.row_of_id
             self.row_of_id = grown_ids
 
-    def append(self, values: dict[str, np.ndarray]) -> np.ndarray:
-        """New facts (every column but hash, in_table, dirty); returns their rows."""
+    def append(self, values: dict[str, np.ndarray], chunk: pa.Table) -> np.ndarray:
+        """New facts a batch created (the columns lookups and changes use; ``chunk``: their rows of
+        ``memory_facts`` as created, written as they are at the flush); returns their rows."""
         k = len(values["id"])
         self._grow(k, int(values["id"].max()) if k else 0)
         rows = np.arange(self.n, self.n + k)
@@ -237,7 +246,9 @@ class ActiveState:
             self.col[name][rows] = v
         self.col["hash"][rows] = key_hashes(values["key"])
         self.col["in_table"][rows] = False
-        self.col["dirty"][rows] = True
+        self.col["dirty"][rows] = False  # until a later call changes them
+        self.col["chunked"][rows] = True
+        self.new_chunks.append(chunk)
         self.row_of_id[values["id"]] = rows
         self.n += k
         if k > 1 or self.n - self.n_indexed > 1024:
@@ -309,14 +320,14 @@ class ActiveState:
         facts created inserted (as they now stand), facts touched updated, evidence appended, and (a
         file store) the last journal number written recorded in ``factmem_meta``."""
         c = self.col
-        dirty = np.flatnonzero(c["dirty"][:self.n])
-        new = dirty[~c["in_table"][dirty]]
-        old = dirty[c["in_table"][dirty]]
+        dirty, chunked, in_table = c["dirty"][:self.n], c["chunked"][:self.n], c["in_table"][:self.n]
+        new = np.flatnonzero(dirty & ~in_table & ~chunked)  # created by single calls: written from the columns
+        old = np.flatnonzero(dirty & (in_table | chunked))  # changed since the table (or its batch) had them
+        tables = [t.cast(_FACTS_SCHEMA) if t.schema != _FACTS_SCHEMA else t for t in self.new_chunks]
         if len(new):
-            new = new[np.argsort(c["id"][new], kind="stable")]
             status = c["status"][new]
             changed, sup = c["changed_at"][new], c["supersedes"][new]
-            new_facts = pa.table({  # noqa: F841 - read by DuckDB (replacement scan)
+            tables.append(pa.table({
                 "id": pa.array(c["id"][new]),
                 "subject": pa.array(c["subject"][new], pa.string()),
                 "predicate": pa.array(c["predicate"][new], pa.string()),
@@ -332,8 +343,11 @@ class ActiveState:
                 "supersedes_id": pa.array(sup, mask=sup == _NONE),
                 "status_changed_at": pa.array(changed, mask=changed == _NONE),
                 "status_reason": pa.array(np.asarray(_REASONS, object)[status], pa.string()),
-            })
-            con.execute("INSERT INTO memory_facts SELECT *, false FROM new_facts")
+            }, schema=_FACTS_SCHEMA))
+        if tables:
+            new_facts = pa.concat_tables(tables)  # noqa: F841 - read by DuckDB (replacement scan)
+            # in id order: the store reads facts in storage order and relies on it being id order
+            con.execute("INSERT INTO memory_facts SELECT *, false FROM new_facts ORDER BY id")
         if len(old):
             status = c["status"][old]
             changed = c["changed_at"][old]
@@ -352,31 +366,43 @@ class ActiveState:
                 "status_changed_at = coalesce(u.status_changed_at, memory_facts.status_changed_at), "
                 "status_reason = coalesce(u.status_reason, memory_facts.status_reason) "
                 "FROM touched_facts u WHERE memory_facts.id = u.id")
-        chunks = [t.cast(_EVIDENCE_SCHEMA) if t.schema != _EVIDENCE_SCHEMA else t for t in self.evidence]
-        if self.evidence_rows:
-            rows = self.evidence_rows
-            chunks.append(pa.table({
-                "id": pa.array([e[0] for e in rows], pa.int64()),
-                "fact_id": pa.array([e[1] for e in rows], pa.int64()),
-                "session_id": pa.array([e[2] for e in rows], pa.string()),
-                "message_id": pa.array([e[3] for e in rows], pa.string()),
-                "observed_at": pa.array([e[4] for e in rows], pa.int64()),
-                "action": pa.array([e[5] for e in rows], pa.string()),
-                "confidence": pa.array([e[6] for e in rows], pa.float64()),
-                "source": pa.array([e[7] for e in rows], pa.string()),
-            }, schema=_EVIDENCE_SCHEMA))
-        if chunks:
-            new_evidence = pa.concat_tables(chunks)  # noqa: F841 - read by DuckDB (replacement scan)
-            con.execute("INSERT INTO memory_evidence SELECT * FROM new_evidence ORDER BY id")
+        self._close_evidence_rows()
+        if self.evidence:  # in id order already: the calls' order
+            new_evidence = pa.concat_tables(  # noqa: F841 - read by DuckDB (replacement scan)
+                [t.cast(_EVIDENCE_SCHEMA) if t.schema != _EVIDENCE_SCHEMA else t for t in self.evidence])
+            con.execute("INSERT INTO memory_evidence SELECT * FROM new_evidence")
         if journal_applied is not None:
             con.execute("INSERT OR REPLACE INTO factmem_meta VALUES ('journal_applied', ?)", [str(journal_applied)])
+
+    def add_evidence(self, rows: pa.Table) -> None:
+        """A batch's evidence rows (after those of the single calls before it: the table's order)."""
+        self._close_evidence_rows()
+        self.evidence.append(rows)
+
+    def _close_evidence_rows(self) -> None:
+        """The single calls' evidence rows so far, as one table in ``evidence``."""
+        rows = self.evidence_rows
+        if not rows:
+            return
+        self.evidence.append(pa.table({
+            "id": pa.array([e[0] for e in rows], pa.int64()),
+            "fact_id": pa.array([e[1] for e in rows], pa.int64()),
+            "session_id": pa.array([e[2] for e in rows], pa.string()),
+            "message_id": pa.array([e[3] for e in rows], pa.string()),
+            "observed_at": pa.array([e[4] for e in rows], pa.int64()),
+            "action": pa.array([e[5] for e in rows], pa.string()),
+            "confidence": pa.array([e[6] for e in rows], pa.float64()),
+            "source": pa.array([e[7] for e in rows], pa.string()),
+        }, schema=_EVIDENCE_SCHEMA))
+        self.evidence_rows = []
 
     def settled(self) -> None:
         """After a committed flush: what was pending is in the table."""
         c = self.col
-        c["in_table"][:self.n] |= c["dirty"][:self.n]
+        c["in_table"][:self.n] |= c["dirty"][:self.n] | c["chunked"][:self.n]
         c["dirty"][:self.n] = False
-        self.evidence, self.evidence_rows, self.calls = [], [], 0
+        c["chunked"][:self.n] = False
+        self.evidence, self.evidence_rows, self.new_chunks, self.calls = [], [], [], 0
         self.maybe_merge()
 
     def pending_rows(self) -> int:

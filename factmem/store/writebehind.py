@@ -31,23 +31,25 @@ next opened, through the same code, from the state the last flush left.
   ``store.db`` / ``store.con`` (the caller may write through them); the next call rebuilds it (one
   scan of the active facts: ~0.6 s at a million). A flush keeps it: it writes what the state holds.
 
-**Where it does not apply** (the call is written row by row, as before): inside an explicit
-``store.transaction()`` (the caller asked for its calls to commit or roll back together); in a store
-with abstraction links (a supersession must mark derived parents stale, and a consolidation prunes,
-in the order the calls come); in a read-only store; in a store whose ids are too sparse for a dense
-id → row map (an imported production file with ids far beyond its row count); and when the store is
-opened with ``write_behind=False``.
+**Where it does not apply** (the call is written directly, in its own transaction, as before):
+inside an explicit ``store.transaction()`` (the caller asked for its calls to commit or roll back
+together); in a store with abstraction links (a supersession must mark derived parents stale, and a
+consolidation prunes, in the order the calls come); for a batch of more than
+:data:`~factmem.store.writes.BEHIND_MAX_EVENTS` events (its own statements amortize DuckDB's fixed
+costs, and held behind its rows would sit in memory); in a read-only store; in a store whose ids are
+too sparse for a dense id → row map (an imported production file with ids far beyond its row
+count); and when the store is opened with ``write_behind=False``.
 
-**The journal** is ``<store file>.journal``, beside the DuckDB file: a header line naming the store
-(``store_id`` in ``factmem_meta``), then one entry per call, each a JSON array on one line that
-starts with its sequence number and operation — ``remember`` (its arguments and the fact id it
-returned), ``consolidate`` (time, prune, the count it returned) or ``ingest`` (the byte length of
-the batch that follows it as an Arrow IPC stream, then a newline) — and the next fact id the call
-started from. A flush records the last sequence number it wrote (``journal_applied`` in
-``factmem_meta``) in the same transaction as the rows, then empties the journal: a crash between the
-two leaves calls the store already holds, and reopening skips them by number. An entry cut short by
-a crash is a call that never returned, and is dropped. An in-memory store keeps no journal (nothing
-of it survives a crash).
+**The journal** (:mod:`factmem.store.journal`) is ``<store file>.journal``, beside the DuckDB file:
+a header line naming the store (``store_id`` in ``factmem_meta``), then one entry per call, each a
+JSON array on one line that starts with its sequence number and operation — ``remember`` (its
+arguments and the fact id it returned), ``consolidate`` (time, prune, the count it returned) or
+``ingest`` (the byte length of the batch that follows it as an Arrow IPC stream, then a newline) —
+and the next fact id the call started from. A flush records the last sequence number it wrote
+(``journal_applied`` in ``factmem_meta``) in the same transaction as the rows, then empties the
+journal: a crash between the two leaves calls the store already holds, and reopening skips them by
+number. An entry cut short by a crash is a call that never returned, and is dropped. An in-memory
+store keeps no journal (nothing of it survives a crash).
 """
 
 from __future__ import annotations

@@ -337,17 +337,13 @@ class BatchWrites(StoreBase):
             self._journaled("ingest", (), batch=t)  # durable before anything changes
             if new_tbl is not None:
                 keys = pc.binary_join_element_wise(new_tbl.column("subject"), new_tbl.column("predicate"), "\0")
-                strings = {c: new_tbl.column(c).to_numpy(zero_copy_only=False) for c in ("subject", "predicate",
-                                                                                       "object", "note")}
                 state.append({
-                    "id": new["id"], "key": keys.to_numpy(zero_copy_only=False), "object": strings["object"],
+                    "id": new["id"], "key": keys.to_numpy(zero_copy_only=False),
+                    "object": new_tbl.column("object").to_numpy(zero_copy_only=False),
                     "confidence": new["confidence"], "count": new["count"], "last": new["last_reinforced"],
                     "rate": new["decay_rate"], "status": new["status"].astype(np.int8),
-                    "changed_at": new["status_changed_at"], "subject": strings["subject"],
-                    "predicate": strings["predicate"], "note": strings["note"],
-                    "kind": batch.kind_codes()[new["row"]].astype(np.int8),
-                    "first_seen": t.column("ts").take(pa.array(new["row"])).to_numpy(), "supersedes": new["supersedes_id"],
-                })
+                    "changed_at": new["status_changed_at"],
+                }, chunk=new_tbl)
             if rows_again is not None:
                 state.update(rows_again, confidence=old["confidence"][again],
                              count=old["count"][again], last=old["last_reinforced"][again])
@@ -355,7 +351,7 @@ class BatchWrites(StoreBase):
                 changed = old["status_changed_at"][left]
                 state.update(rows_left, status=codes[left].astype(np.int8),
                              changed_at=np.where(changed == NO_TIME, state.col["changed_at"][rows_left], changed))
-            state.evidence.append(ev_tbl)
+            state.add_evidence(ev_tbl)
         self._next_fact_id += len(ids)
         self._next_evidence_id += len(ev_id)
         return ev_id
