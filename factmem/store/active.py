@@ -325,8 +325,7 @@ class ActiveState:
         old = np.flatnonzero(dirty & (in_table | chunked))  # changed since the table (or its batch) had them
         tables = [t.cast(_FACTS_SCHEMA) if t.schema != _FACTS_SCHEMA else t for t in self.new_chunks]
         if len(new):
-            status = c["status"][new]
-            changed, sup = c["changed_at"][new], c["supersedes"][new]
+            sup = c["supersedes"][new]
             tables.append(pa.table({
                 "id": pa.array(c["id"][new]),
                 "subject": pa.array(c["subject"][new], pa.string()),
@@ -334,32 +333,18 @@ class ActiveState:
                 "object": pa.array(c["object"][new], pa.string()),
                 "note": pa.array(c["note"][new], pa.string()),
                 "kind": pa.array(np.asarray(KINDS, object)[c["kind"][new]], pa.string()),
-                "confidence": pa.array(c["confidence"][new]),
-                "reinforcement_count": pa.array(c["count"][new]),
                 "first_seen": pa.array(c["first_seen"][new]),
-                "last_reinforced": pa.array(c["last"][new]),
                 "decay_rate": pa.array(c["rate"][new]),
-                "status": pa.array(np.asarray(_STATUS_WORDS, object)[status], pa.string()),
                 "supersedes_id": pa.array(sup, mask=sup == _NONE),
-                "status_changed_at": pa.array(changed, mask=changed == _NONE),
-                "status_reason": pa.array(np.asarray(_REASONS, object)[status], pa.string()),
-            }, schema=_FACTS_SCHEMA))
+                **self._changing_columns(new),
+            }, schema=_FACTS_SCHEMA))  # (the schema puts the columns in the table's order)
         if tables:
             new_facts = pa.concat_tables(tables)  # noqa: F841 - read by DuckDB (replacement scan)
             # in id order: the store reads facts in storage order and relies on it being id order
             con.execute("INSERT INTO memory_facts SELECT *, false FROM new_facts ORDER BY id")
         if len(old):
-            status = c["status"][old]
-            changed = c["changed_at"][old]
-            touched_facts = pa.table({  # noqa: F841 - read by DuckDB (replacement scan)
-                "id": pa.array(c["id"][old]),
-                "confidence": pa.array(c["confidence"][old]),
-                "reinforcement_count": pa.array(c["count"][old]),
-                "last_reinforced": pa.array(c["last"][old]),
-                "status": pa.array(np.asarray(_STATUS_WORDS, object)[status], pa.string()),
-                "status_changed_at": pa.array(changed, mask=changed == _NONE),
-                "status_reason": pa.array(np.asarray(_REASONS, object)[status], pa.string()),
-            })
+            touched_facts = pa.table(  # noqa: F841 - read by DuckDB (replacement scan)
+                {"id": pa.array(c["id"][old]), **self._changing_columns(old)})
             con.execute(
                 "UPDATE memory_facts SET confidence = u.confidence, reinforcement_count = u.reinforcement_count, "
                 "last_reinforced = u.last_reinforced, status = u.status, "
@@ -373,6 +358,19 @@ class ActiveState:
             con.execute("INSERT INTO memory_evidence SELECT * FROM new_evidence")
         if journal_applied is not None:
             con.execute("INSERT OR REPLACE INTO factmem_meta VALUES ('journal_applied', ?)", [str(journal_applied)])
+
+    def _changing_columns(self, rows: np.ndarray) -> dict[str, pa.Array]:
+        """The columns calls change, of these rows, spelled as ``memory_facts`` stores them."""
+        c = self.col
+        status, changed = c["status"][rows], c["changed_at"][rows]
+        return {
+            "confidence": pa.array(c["confidence"][rows]),
+            "reinforcement_count": pa.array(c["count"][rows]),
+            "last_reinforced": pa.array(c["last"][rows]),
+            "status": pa.array(np.asarray(_STATUS_WORDS, object)[status], pa.string()),
+            "status_changed_at": pa.array(changed, mask=changed == _NONE),
+            "status_reason": pa.array(np.asarray(_REASONS, object)[status], pa.string()),
+        }
 
     def add_evidence(self, rows: pa.Table) -> None:
         """A batch's evidence rows (after those of the single calls before it: the table's order)."""

@@ -60,9 +60,9 @@ class FactStore(BatchWrites, WriteBehind, Reads, ExaminedRecords):
     """A fact memory in DuckDB: in memory (``FactStore()``) or in a file that persists and reopens.
 
     ``params`` default to those saved in the file (or the seed's for a new store); passing params
-    to an existing file replaces the saved ones. ``write_behind=False`` writes every ``remember``
-    call row by row instead of journaling it and writing it set-based with the calls around it
-    (see :meth:`remember`).
+    to an existing file replaces the saved ones. ``write_behind=False`` writes every ``remember``,
+    ``ingest`` and ``consolidate`` directly, in its own transaction, instead of journaling it and
+    writing it set-based with the calls around it (see :mod:`factmem.store.writebehind`).
 
     One process may hold a file open for writing once (whatever the name: hard links and symlinks
     are recognised); another process gets :class:`~factmem.errors.StoreLockedError` — DuckDB lets
