@@ -42,6 +42,18 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from factmem.core.codes import DAY
+from factmem.data.draws import (
+    NA,
+    bernoulli_hits,
+    coverage,
+    exp_int,
+    group_starts,
+    join_strings,
+    nullable_int,
+    numbered_ids,
+    split_template,
+    string_column,
+)
 from factmem.data.logs import Dataset, make_dataset, save
 from factmem.data.presets import PRESETS, preset, resolve
 from factmem.data.scenario import Scenario
@@ -50,7 +62,7 @@ from factmem.errors import InputError
 __all__ = ["generate", "write", "PRESETS", "preset", "Scenario"]
 
 _BIG = 1 << 42  # separates personas (or groups) in one sorted int64 key; >> any relative time
-_NA = np.iinfo(np.int64).max  # "no end" sentinel for relative times
+_NA = NA  # "no end" sentinel for relative times
 # One random stream per stage (SeedSequence children by position): a new stage goes at the end, so
 # the streams of the others, and the bytes of scenarios that do not use it, stay as they were.
 _STAGES = ("personas", "sessions", "timelines", "episodes", "mentions", "noise", "layout", "text", "extraction")
@@ -100,88 +112,6 @@ def write(dataset: Dataset, out_dir: str | os.PathLike[str]) -> Path:
 
 
 # ------------------------------------------------------------------------------------------
-# vectorized helpers
-# ------------------------------------------------------------------------------------------
-
-
-def _group_starts(keys: np.ndarray) -> np.ndarray:
-    """For a sorted key array: the index of the first row of each row's group."""
-    n = len(keys)
-    if n == 0:
-        return np.zeros(0, dtype=np.int64)
-    new = np.ones(n, dtype=bool)
-    new[1:] = keys[1:] != keys[:-1]
-    first = np.flatnonzero(new)
-    return first[np.cumsum(new) - 1]
-
-
-def _coverage(rng: np.random.Generator, n: int, days: int, per_year: float, mean_days: float) -> np.ndarray:
-    """(n, days) mask of days inside randomly placed spells (bursts, absences)."""
-    if per_year <= 0 or mean_days <= 0:
-        return np.zeros((n, days), dtype=bool)
-    counts = rng.poisson(per_year * days / 365.0, size=n)
-    owner = np.repeat(np.arange(n), counts)
-    s = rng.integers(0, days, size=len(owner))
-    length = np.maximum(1, np.ceil(rng.exponential(mean_days, size=len(owner)))).astype(np.int64)
-    e = np.minimum(s + length, days)
-    diff = np.zeros((n, days + 1), dtype=np.int64)
-    np.add.at(diff, (owner, s), 1)
-    np.add.at(diff, (owner, e), -1)
-    return np.cumsum(diff[:, :days], axis=1) > 0
-
-
-def _bernoulli_hits(lo: np.ndarray, hi: np.ndarray, p: np.ndarray, rng: np.random.Generator, batch: int = 16):
-    """Positions in each window ``[lo_i, hi_i)`` hit independently with probability ``p_i``.
-
-    Geometric gaps, drawn ``batch`` at a time for all still-open windows: the work is
-    proportional to the hits, not to the window lengths. Returns (window index, position).
-    """
-    idx = np.flatnonzero((hi > lo) & (p > 0))
-    cur = lo[idx] - 1
-    out_i, out_x = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
-    while len(idx):
-        gaps = rng.geometric(p[idx][:, None], size=(len(idx), batch))
-        pos = cur[:, None] + np.cumsum(gaps, axis=1)
-        r, c = np.nonzero(pos < hi[idx][:, None])
-        out_i.append(idx[r])
-        out_x.append(pos[r, c])
-        cur = pos[:, -1]
-        keep = cur < hi[idx] - 1
-        idx, cur = idx[keep], cur[keep]
-    return np.concatenate(out_i), np.concatenate(out_x)
-
-
-def _exp_int(rng: np.random.Generator, mean_seconds: np.ndarray | float, size: int) -> np.ndarray:
-    return np.floor(rng.exponential(1.0, size=size) * mean_seconds).astype(np.int64)
-
-
-def _split_template(t: str) -> tuple[str, str]:
-    a, b = t.split("{o}")
-    return a, b
-
-
-def _col(arr: np.ndarray) -> pa.Array:
-    return pa.array(arr, type=pa.string())
-
-
-def _join(*parts) -> pa.Array:
-    return pc.binary_join_element_wise(*parts, "")
-
-
-def _ids(prefix: str, n: int, width: int = 0) -> np.ndarray:
-    """``prefix`` + 1..n zero-padded to one width (so ids sort like their numbers)."""
-    width = max(width, len(str(max(n, 1))))
-    num = pc.utf8_lpad(pc.cast(pa.array(np.arange(1, n + 1, dtype=np.int64)), pa.string()), width=width, padding="0")
-    return np.asarray(_join(pa.scalar(prefix), num).to_numpy(zero_copy_only=False), dtype=object)
-
-
-def _nullable(values: np.ndarray) -> pd.arrays.IntegerArray:
-    """Int64 with the _NA sentinel as missing."""
-    na = values == _NA
-    return pd.arrays.IntegerArray(np.where(na, 0, values).astype(np.int64), na)
-
-
-# ------------------------------------------------------------------------------------------
 # the generator
 # ------------------------------------------------------------------------------------------
 
@@ -228,7 +158,7 @@ class _Generator:
         tmpl_pre, tmpl_suf, n_t = [], [], []
         for p in preds:
             for t in p.templates:
-                before, after = _split_template(t)
+                before, after = split_template(t)
                 tmpl_pre.append(before)
                 tmpl_suf.append(after)
             n_t.append(len(p.templates))
@@ -269,8 +199,8 @@ class _Generator:
         rate = s.rate_per_day * np.exp(s.rate_spread * z - s.rate_spread**2 / 2)
         dow = ((self.sc.start + np.arange(D) * DAY) // DAY + 3) % 7  # Monday = 0
         day_factor = np.where(dow >= 5, s.weekend_factor, 1.0)
-        burst = _coverage(rng, P, D, s.bursts_per_year, s.burst_days)
-        absent = _coverage(rng, P, D, s.absences_per_year, s.absence_days)
+        burst = coverage(rng, P, D, s.bursts_per_year, s.burst_days)
+        absent = coverage(rng, P, D, s.absences_per_year, s.absence_days)
         lam = rate[:, None] * day_factor[None, :] * np.where(burst, s.burst_factor, 1.0) * ~absent
         counts = rng.poisson(lam).ravel()
         cell = np.repeat(np.arange(P * D), counts)
@@ -286,7 +216,7 @@ class _Generator:
         # in closed form with a per-persona cumulative max.
         step = dur + int(s.min_gap_minutes * 60)
         cs = np.cumsum(step) - step
-        first = _group_starts(sp)
+        first = group_starts(sp)
         c = cs - cs[first]
         start = c + np.maximum.accumulate(start - c + sp * _BIG) - sp * _BIG
         keep = start + dur <= self.T
@@ -335,7 +265,7 @@ class _Generator:
         first = np.ones(len(slot), dtype=bool)
         first[1:] = slot[1:] != slot[:-1]
         back_mean = np.where(np.isfinite(life), np.minimum(life, 3650 * DAY), 1825 * DAY)[slot]
-        times = np.where(first, -1 - _exp_int(rng, back_mean, len(slot)), times)
+        times = np.where(first, -1 - exp_int(rng, back_mean, len(slot)), times)
         order = np.lexsort((times, slot))
         times = times[order]  # slot stays sorted; the first row of each slot stays first
         r_p, r_j, r_s = slot_p[slot], slot_j[slot], slot_s[slot]
@@ -345,7 +275,7 @@ class _Generator:
         u = rng.random(len(slot))
         inc = np.where(first, np.floor(u * share), 1 + np.floor(u * (share - 1))).astype(np.int64)
         cum = np.cumsum(inc)
-        walk = (cum - (cum - inc)[_group_starts(slot)]) % share
+        walk = (cum - (cum - inc)[group_starts(slot)]) % share
         r_obj = r_s + m * walk
         r_to = np.full(len(slot), _NA, dtype=np.int64)
         r_to[:-1] = np.where(first[1:], _NA, times[1:])
@@ -359,7 +289,7 @@ class _Generator:
         q_p = np.repeat(persons, cnt)
         q_i = np.repeat(arch_off[self.arch[persons]], cnt) + (np.arange(cnt.sum()) - np.repeat(np.cumsum(cnt) - cnt, cnt))
         q_j, q_obj = pa_j[q_i], pa_o[q_i]
-        q_from = -1 - _exp_int(rng, 1825 * DAY, len(q_p))
+        q_from = -1 - exp_int(rng, 1825 * DAY, len(q_p))
 
         p_all = np.concatenate([r_p, q_p])
         j_all = np.concatenate([r_j, q_j])
@@ -381,7 +311,7 @@ class _Generator:
         e_p, e_j = np.repeat(pp, n), np.repeat(jj, n)
         t0 = rng.integers(0, T, size=len(e_p))
         rel_mean = np.array([p.relevance_days for p in self.preds])[e_j] * DAY
-        until = t0 + np.maximum(600, _exp_int(rng, rel_mean, len(e_p)))
+        until = t0 + np.maximum(600, exp_int(rng, rel_mean, len(e_p)))
         obj = np.floor(rng.random(len(e_p)) * self.nrand[e_j]).astype(np.int64)
         keep = np.ones(len(e_p), dtype=bool)
         # single-valued (states): a new episode ends the previous one
@@ -398,7 +328,7 @@ class _Generator:
         o = np.lexsort((t0, obj, e_j, e_p))
         e_p, e_j, t0, until, obj, keep = e_p[o], e_j[o], t0[o], until[o], obj[o], keep[o]
         g = (e_p * len(self.preds) + e_j) * (int(self.nrand.max()) + 1) + obj
-        gs = _group_starts(g)
+        gs = group_starts(g)
         gid = np.cumsum(np.r_[True, g[1:] != g[:-1]]) if len(g) else g
         run = np.maximum.accumulate(until + gid * _BIG) - gid * _BIG
         prev = np.full(len(g), -1, dtype=np.int64)
@@ -416,7 +346,7 @@ class _Generator:
         rng = self.rng["mentions"]
         n = len(f["p"])
         episodic = self.kind[f["j"]] == "episodic"
-        delay = np.where(episodic, 0, _exp_int(rng, self.delay[f["j"]] * DAY, n))
+        delay = np.where(episodic, 0, exp_int(rng, self.delay[f["j"]] * DAY, n))
         said = ~(rng.random(n) < np.where(episodic, 0.0, self.unmentioned[f["j"]]))
         a = np.where(f["change"], f["from"] + delay, f["from"])
         b = np.minimum(f["to"], f["rel"])
@@ -424,7 +354,7 @@ class _Generator:
         forced = f["change"] & said & (lo < hi)
         lo_b = np.where(forced, lo + 1, lo)
         hi_b = np.where(f["change"] & ~said, lo_b, hi)
-        bi, bx = _bernoulli_hits(lo_b, hi_b, self.salience[f["j"]], rng)
+        bi, bx = bernoulli_hits(lo_b, hi_b, self.salience[f["j"]], rng)
         fi = np.concatenate([np.flatnonzero(forced), bi])
         sess = np.concatenate([lo[forced], bx])
         return {"fact": fi, "sess": sess, "type": np.zeros(len(fi), dtype=np.int8)}
@@ -514,7 +444,7 @@ class _Generator:
         it = {k: v[order] for k, v in it.items()}
         group, sub = group[order], sub[order]
         gkey = it["sess"] * 2 + group
-        rank = np.arange(len(gkey)) - _group_starts(gkey)
+        rank = np.arange(len(gkey)) - group_starts(gkey)
         n0 = np.bincount(it["sess"][group == 0], minlength=S)
         n1 = np.bincount(it["sess"][group == 1], minlength=S)
         nreg = -(-n0 // fpm)
@@ -532,8 +462,8 @@ class _Generator:
         line_order = np.lexsort((m_j, chrono[m_sess], m_ts))
         line_of = np.empty(len(m_sess), dtype=np.int64)
         line_of[line_order] = np.arange(len(m_sess))
-        session_ids = _ids("s", S)[chrono]
-        message_ids = _ids("m", len(m_sess))[line_of]
+        session_ids = numbered_ids("s", S)[chrono]
+        message_ids = numbered_ids("m", len(m_sess))[line_of]
         item_msg = m_off[it["sess"]] + slot * mult
         # -- text ---------------------------------------------------------------------------------
         text = self._texts(it, item_msg, pos, m_sess, m_j, mult, fpm)
@@ -565,29 +495,29 @@ class _Generator:
         rng, sc = self.rng["text"], self.sc
         n_msg = len(m_sess)
         t = self.tmpl_off[it["j"]] + np.floor(rng.random(len(it["j"])) * self.n_tmpl[it["j"]]).astype(np.int64)
-        obj = _col(self.vocab[it["said"]])  # what was said (an extraction error changes only the fact)
-        sentence = _join(_col(self.tmpl_pre[t]), obj, _col(self.tmpl_suf[t]))
+        obj = string_column(self.vocab[it["said"]])  # what was said (an extraction error changes only the fact)
+        sentence = join_strings(string_column(self.tmpl_pre[t]), obj, string_column(self.tmpl_suf[t]))
         corr = np.flatnonzero(it["type"] == 3)
         if len(corr):
             tmpl = sc.messages.correction_template
             a, rest = tmpl.split("{o}", 1) if tmpl.index("{o}") < tmpl.index("{w}") else (None, None)
-            right, wrong = _col(self.vocab[it["obj"][corr]]), _col(self.vocab[it["wrong"][corr]])
+            right, wrong = string_column(self.vocab[it["obj"][corr]]), string_column(self.vocab[it["wrong"][corr]])
             if a is not None and rest is not None:
                 b, c = rest.split("{w}", 1)
-                fixed = _join(pa.scalar(a), right, pa.scalar(b), wrong, pa.scalar(c))
+                fixed = join_strings(pa.scalar(a), right, pa.scalar(b), wrong, pa.scalar(c))
             else:
                 a, rest = tmpl.split("{w}", 1)
                 b, c = rest.split("{o}", 1)
-                fixed = _join(pa.scalar(a), wrong, pa.scalar(b), right, pa.scalar(c))
+                fixed = join_strings(pa.scalar(a), wrong, pa.scalar(b), right, pa.scalar(c))
             sent = np.asarray(sentence.to_numpy(zero_copy_only=False), dtype=object)
             sent[corr] = np.asarray(fixed.to_numpy(zero_copy_only=False), dtype=object)
-            sentence = _col(sent)
+            sentence = string_column(sent)
         # slot matrix of sentences, joined with spaces; skipping empty cells
         grid = np.full((n_msg, fpm), None, dtype=object)
         grid[item_msg, pos] = np.asarray(sentence.to_numpy(zero_copy_only=False), dtype=object)
-        out = _col(grid[:, 0])
+        out = string_column(grid[:, 0])
         for k in range(1, fpm):
-            cell = _col(grid[:, k])
+            cell = string_column(grid[:, k])
             out = pc.if_else(pc.is_null(cell), out, pc.binary_join_element_wise(out, cell, " "))
         text = np.asarray(out.to_numpy(zero_copy_only=False), dtype=object)
         small = np.array(sc.messages.small_talk, dtype=object)
@@ -619,8 +549,8 @@ class _Generator:
             {
                 "subject": self.names[p[o]], "predicate": self.pname[j[o]], "object": self.vocab[obj[o]],
                 "kind": self.kind[j[o]], "valid_from": frm[o],
-                "valid_to": _nullable(to[o]),
-                "relevant_until": _nullable(rel[o]),
+                "valid_to": nullable_int(to[o]),
+                "relevant_until": nullable_int(rel[o]),
                 "noise": noise[o],
             }
         )
@@ -644,7 +574,7 @@ class _Generator:
         arch = a_of[gen]
         return pd.DataFrame(
             {
-                "gen_id": _ids("g", len(persons), width=5)[gen],
+                "gen_id": numbered_ids("g", len(persons), width=5)[gen],
                 "subject": self.names[persons][gen],
                 "predicate": np.array([a.predicate for a in archs], dtype=object)[arch],
                 "object": np.array([a.object for a in archs], dtype=object)[arch],
