@@ -236,10 +236,10 @@ def _frame_to_arrow(df: pd.DataFrame, where: _Locator) -> pa.Table:
 
 
 def _series_to_strings(s: pd.Series, name: str, where: _Locator, *, allow_other: bool) -> pa.Array:
+    if s.dtype != object and pd.api.types.is_string_dtype(s.dtype):  # a string dtype: strings or missing
+        return pa.array(s, type=pa.string(), from_pandas=True)
     if len(s) and s.isna().all():
         return pa.nulls(len(s), pa.string())
-    if s.dtype != object and pd.api.types.is_string_dtype(s.dtype):
-        return pa.array(s, type=pa.string(), from_pandas=True)
     if s.dtype == object:
         if pd.api.types.infer_dtype(s, skipna=True) in ("string", "empty"):
             try:
@@ -280,7 +280,7 @@ def _series_ts(s: pd.Series, where: _Locator) -> pa.Array:
     if pd.api.types.is_bool_dtype(dtype):
         raise InputError(f"{where.origin}: column 'ts' must be integer Unix seconds, got dtype bool")
     if pd.api.types.is_integer_dtype(dtype):
-        if s.isna().any():
+        if isinstance(dtype, pd.api.extensions.ExtensionDtype) and s.isna().any():  # (numpy ints have no NA)
             row = int(np.flatnonzero(s.isna().to_numpy())[0])
             raise InputError(f"{where(row)}: field 'ts' is missing")
         native = s.to_numpy(dtype=getattr(dtype, "numpy_dtype", dtype))
