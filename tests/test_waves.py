@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from factmem.core.codes import MAX_TIME, MIN_TIME, NO_TIME, OPEN, SECONDS_PER_DAY
 from factmem.core.timeutil import grid_index
-from factmem.engine.waves import _eff, first_archive_time
+from factmem.engine.waves import effective_at, first_archive_time
 
 times = st.integers(MIN_TIME, MAX_TIME)
 
@@ -42,7 +42,7 @@ def brute_first_archive(c, rate, last, threshold, grid, upto):
     out = np.full(len(c), OPEN, np.int64)
     for i in range(len(c)):
         for t in grid:
-            if last[i] < t <= upto[i] and _eff(c[i], rate[i], int(t), last[i]) < threshold[i]:
+            if last[i] < t <= upto[i] and effective_at(c[i], rate[i], int(t), last[i]) < threshold[i]:
                 out[i] = t
                 break
     return out
@@ -70,7 +70,7 @@ def test_first_archive_time_is_the_first_consolidation_below_threshold(data, dai
     for i in np.flatnonzero(on):
         t = int(grid[len(grid) // 2])
         if rate[i] > 0 and last[i] < t:
-            threshold[i] = float(_eff(c[i], rate[i], t, last[i]))
+            threshold[i] = float(effective_at(c[i], rate[i], t, last[i]))
     expected = brute_first_archive(c, rate, last, threshold, grid, upto)
     assert np.array_equal(first_archive_time(c, rate, last, threshold, grid, upto), expected)
     archived = expected != OPEN

@@ -35,7 +35,8 @@ from factmem.core.params import MemoryParams
 from factmem.core.timeutil import grid_index
 from factmem.errors import InputError
 
-__all__ = ["ParamArrays", "InitialState", "WaveResult", "first_archive_time", "replay_waves", "grid_between"]
+__all__ = ["ParamArrays", "InitialState", "WaveResult", "effective_at", "first_archive_time", "replay_waves",
+           "grid_between"]
 
 # why a fact's state ended
 
@@ -142,8 +143,10 @@ class WaveResult:
         return getattr(self, name)[:, self.row_of_event]
 
 
-def _eff(c, rate, at, last):
-    """Effective confidence with ages computed as in SQL: (at - last) / 86400 in float64."""
+def effective_at(c, rate, at, last):
+    """Effective confidence with ages computed as in SQL: (at - last) / 86400 in float64 — the very
+    expression consolidate's SQL evaluates (the replay engine and the write-behind state decide
+    archival with it)."""
     return effective_confidence(c, rate, (at - last) / SECONDS_PER_DAY)
 
 
@@ -165,7 +168,7 @@ def first_archive_time(c, rate, last, threshold, grid: np.ndarray, upto, *, know
     c, rate, last, threshold, lo, hi = c[ii], rate[ii], last[ii], threshold[ii], lo[ii], hi[ii]
 
     def below(i, rows=slice(None)):  # the very expression consolidate evaluates (on some rows)
-        return _eff(c[rows], rate[rows], grid[np.minimum(i, grid.size - 1)], last[rows]) < threshold[rows]
+        return effective_at(c[rows], rate[rows], grid[np.minimum(i, grid.size - 1)], last[rows]) < threshold[rows]
 
     # decay is monotone: archived at all iff below at the last chance
     ok = np.ones(c.shape, bool) if known_archived else below(hi - 1)
@@ -205,7 +208,7 @@ def _archived_by(c, rate, last, upto, threshold, grid: np.ndarray):
     tlast = np.where(pos >= 0, grid[np.maximum(pos, 0)], np.iinfo(np.int64).min)
     rows = np.flatnonzero(tlast > last)
     if rows.size:
-        out[rows] = _eff(c[rows], rate[rows], tlast[rows, None], np.asarray(last)[rows, None]) < threshold
+        out[rows] = effective_at(c[rows], rate[rows], tlast[rows, None], np.asarray(last)[rows, None]) < threshold
     return out
 
 
@@ -287,7 +290,7 @@ def replay_waves(key: np.ndarray, obj: np.ndarray, ts: np.ndarray, kind: np.ndar
         base = C
         if eff_cols.size:
             base = C.copy()
-            base[:, eff_cols] = _eff(C[:, eff_cols], R[:, eff_cols], t[:, None], L[:, None])
+            base[:, eff_cols] = effective_at(C[:, eff_cols], R[:, eff_cols], t[:, None], L[:, None])
         k = kind[idx]
         newc = np.where(A, reinforce(base, gain, cap), init_by_kind[k])
         R_new = np.where(A, R, rate_table[rate_class[idx]])

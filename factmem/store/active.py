@@ -25,7 +25,9 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from factmem.core.codes import KINDS, NO_TIME, Status
+from factmem.core.codes import KINDS, NO_TIME, SECONDS_PER_DAY, Status
+from factmem.core.decay import days_to_threshold
+from factmem.engine.waves import effective_at
 from factmem.errors import StoreError
 
 __all__ = ["ActiveState", "key_hashes"]
@@ -289,31 +291,24 @@ class ActiveState:
         c = self.col
         conf, rate, last = c["confidence"][rows], c["rate"][rows], c["last"][rows]
         thr = self.archive_threshold
-        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            days = np.log(conf / thr) / rate
-        guess = last + np.where(np.isfinite(days), days, np.inf) * 86400.0 * (1 - 1e-9) - 86400.0
-        guess = np.where(conf < thr, -np.inf, guess)
-        guess = np.where((rate <= 0) & ~(conf < thr), np.inf, guess)
+        # a day early, and a relative margin: rounding cannot put the exact crossing before the guess
+        guess = last + days_to_threshold(conf, rate, thr) * (SECONDS_PER_DAY * (1 - 1e-9)) - SECONDS_PER_DAY
+        guess = np.where(conf < thr, -np.inf, guess)  # below already, even before last_reinforced
         self.archive_guess[rows] = np.where(np.isnan(guess), -np.inf, guess)
 
     def due(self, at: int, threshold: float) -> np.ndarray:
         """Rows of the active facts whose effective confidence at ``at`` is below ``threshold`` — by
         the engine's expression, the one consolidate's SQL evaluates."""
-        from factmem.engine.waves import _eff
-
         c = self.col
         if self.archive_threshold != threshold or len(self.archive_guess) < len(c["id"]):
             self.archive_threshold = threshold
             self.archive_guess = np.full(len(c["id"]), np.inf)
             self._guess(np.arange(self.n))
         cand = np.flatnonzero((self.archive_guess[:self.n] <= at) & (c["status"][:self.n] == Status.ACTIVE))
-        below = _eff(c["confidence"][cand], c["rate"][cand], at, c["last"][cand]) < threshold
+        below = effective_at(c["confidence"][cand], c["rate"][cand], at, c["last"][cand]) < threshold
         return cand[below]
 
     # -- flushing ---------------------------------------------------------------------------------
-
-    def pending(self) -> bool:
-        return bool(self.calls)
 
     def flush(self, con: duckdb.DuckDBPyConnection, journal_applied: int | None) -> None:
         """Write the pending calls' effects set-based, inside a transaction the caller holds open:
