@@ -25,16 +25,15 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from factmem.core.codes import KINDS, NO_TIME, SECONDS_PER_DAY, Status
+from factmem.core.codes import NO_TIME, SECONDS_PER_DAY, Status
 from factmem.core.decay import days_to_threshold
 from factmem.engine.waves import effective_at
 from factmem.errors import StoreError
+from factmem.store.schema import KIND_LABELS, REASON_LABELS, STATUS_LABELS, text_column
 
 __all__ = ["ActiveState", "key_hashes"]
 
 _KEY_SQL = "subject || chr(0) || predicate"
-_REASONS = (None, "contradiction", "decay")  # by status code (Status.ACTIVE / SUPERSEDED / ARCHIVED)
-_STATUS_WORDS = tuple(Status(i).label for i in range(3))
 
 
 def _expand(sorted_values: np.ndarray, wanted: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -321,18 +320,19 @@ class ActiveState:
         tables = [t.cast(_FACTS_SCHEMA) if t.schema != _FACTS_SCHEMA else t for t in self.new_chunks]
         if len(new):
             sup = c["supersedes"][new]
-            tables.append(pa.table({
+            made = pa.table({
                 "id": pa.array(c["id"][new]),
                 "subject": pa.array(c["subject"][new], pa.string()),
                 "predicate": pa.array(c["predicate"][new], pa.string()),
                 "object": pa.array(c["object"][new], pa.string()),
                 "note": pa.array(c["note"][new], pa.string()),
-                "kind": pa.array(np.asarray(KINDS, object)[c["kind"][new]], pa.string()),
+                "kind": text_column(c["kind"][new], KIND_LABELS),
                 "first_seen": pa.array(c["first_seen"][new]),
                 "decay_rate": pa.array(c["rate"][new]),
                 "supersedes_id": pa.array(sup, mask=sup == _NONE),
                 **self._changing_columns(new),
-            }, schema=_FACTS_SCHEMA))  # (the schema puts the columns in the table's order)
+            })
+            tables.append(made.select(_FACTS_SCHEMA.names).cast(_FACTS_SCHEMA))  # the table's column order
         if tables:
             new_facts = pa.concat_tables(tables)  # noqa: F841 - read by DuckDB (replacement scan)
             # in id order: the store reads facts in storage order and relies on it being id order
@@ -362,9 +362,9 @@ class ActiveState:
             "confidence": pa.array(c["confidence"][rows]),
             "reinforcement_count": pa.array(c["count"][rows]),
             "last_reinforced": pa.array(c["last"][rows]),
-            "status": pa.array(np.asarray(_STATUS_WORDS, object)[status], pa.string()),
+            "status": text_column(status, STATUS_LABELS),
             "status_changed_at": pa.array(changed, mask=changed == _NONE),
-            "status_reason": pa.array(np.asarray(_REASONS, object)[status], pa.string()),
+            "status_reason": text_column(status - 1, REASON_LABELS, null=status == Status.ACTIVE),
         }
 
     def add_evidence(self, rows: pa.Table) -> None:

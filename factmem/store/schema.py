@@ -16,14 +16,38 @@ one transaction (:func:`factmem.store.examined.migrate_examined`: its rows becom
 
 No index or key constraint sits on ``memory_facts``: ids are assigned by the store, and DuckDB
 bulk-loads and scans much faster without an ART index (which would also hold every id in memory).
+
+**Text columns from codes.** The low-cardinality text columns (``status``, ``status_reason``,
+``kind``, evidence ``action`` and ``source``) are written from the engines' integer codes as
+dictionary arrays (:func:`text_column` over :data:`STATUS_LABELS` and its siblings): DuckDB stores
+small integers plus a few words far faster than a string a row.
 """
 
 from __future__ import annotations
 
-from factmem.core.codes import STATUSES  # noqa: F401 - part of the schema's vocabulary
+import numpy as np
+import pyarrow as pa
+
+from factmem.core.codes import KINDS, STATUSES, Status
 
 __all__ = ["SCHEMA_VERSION", "SEED_FACT_COLUMNS", "FACT_COLUMNS", "EVIDENCE_COLUMNS", "LINK_COLUMNS", "DDL",
-    "TABLES", "effective_sql"]
+    "TABLES", "effective_sql", "text_column", "STATUS_LABELS", "REASON_LABELS", "KIND_LABELS", "ACTION_LABELS",
+    "SOURCE_LABELS"]
+
+#: the words of the text columns, indexed by the engines' codes (:func:`text_column`)
+STATUS_LABELS = pa.array([Status(i).label for i in range(len(STATUSES))], pa.string())  # by Status
+REASON_LABELS = pa.array(["contradiction", "decay"], pa.string())  # by Status - 1 (active has none)
+KIND_LABELS = pa.array(list(KINDS), pa.string())  # by KIND_CODES
+ACTION_LABELS = pa.array(["insert", "reinforce"], pa.string())
+SOURCE_LABELS = pa.array(["observation"], pa.string())
+
+
+def text_column(codes: np.ndarray, words: pa.Array, null: np.ndarray | None = None) -> pa.DictionaryArray:
+    """A text column as a dictionary array: ``words[codes]``, null where ``null``."""
+    indices = codes.astype(np.int8)
+    if null is not None:
+        indices = np.where(null, 0, indices).astype(np.int8)
+    return pa.DictionaryArray.from_arrays(pa.array(indices, mask=null), words)
 
 SCHEMA_VERSION = 2
 

@@ -15,11 +15,12 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from factmem.core.codes import KINDS, NO_TIME, OPEN, EndReason, Status
+from factmem.core.codes import NO_TIME, OPEN, EndReason, Status
 from factmem.core.timeutil import check_times, to_seconds
 from factmem.engine import kernel as K
 from factmem.store.base import StoreBase
 from factmem.store.batch import Batch, load_batch
+from factmem.store.schema import ACTION_LABELS, KIND_LABELS, REASON_LABELS, SOURCE_LABELS, STATUS_LABELS, text_column
 
 if TYPE_CHECKING:
     from factmem.store.writebehind import ActiveState
@@ -30,16 +31,6 @@ BEHIND_MAX_EVENTS = 65_536
 
 __all__ = ["IngestResult", "ReplayResult", "BatchWrites"]
 
-# SQL spelling of the kernel's status codes (K.STATUS_*)
-_STATUS_SQL = "CASE status WHEN 0 THEN 'active' WHEN 1 THEN 'superseded' ELSE 'archived' END"
-_REASON_SQL = "CASE status WHEN 1 THEN 'contradiction' WHEN 2 THEN 'decay' END"
-# The same words as dictionaries indexed by those codes: low-cardinality text columns go to DuckDB
-# dictionary-encoded (small integers plus a few words), which it stores far faster than a string a row.
-_STATUS_LABELS = pa.array([Status(i).label for i in range(3)], pa.string())
-_REASON_LABELS = pa.array(["contradiction", "decay"], pa.string())  # codes 1, 2; active has none
-_ACTION_LABELS = pa.array(["insert", "reinforce"], pa.string())
-_SOURCE_LABELS = pa.array(["observation"], pa.string())
-_KIND_LABELS = pa.array(list(KINDS), pa.string())
 #: keys are packed as (subject, predicate, object) codes in one int64 while the product of the
 #: dictionaries' sizes stays below this; beyond it the (subject, predicate) pairs are numbered first
 _PACKED_LIMIT = 2 ** 62
@@ -272,16 +263,16 @@ class BatchWrites(StoreBase):
                 "predicate": t.column("predicate").take(rows),
                 "object": t.column("object").take(rows),
                 "note": t.column("note").take(rows),
-                "kind": _labels(batch.kind_codes()[new["row"]], _KIND_LABELS),
+                "kind": text_column(batch.kind_codes()[new["row"]], KIND_LABELS),
                 "confidence": pa.array(new["confidence"]),
                 "reinforcement_count": pa.array(new["count"]),
                 "first_seen": t.column("ts").take(rows),
                 "last_reinforced": pa.array(new["last_reinforced"]),
                 "decay_rate": pa.array(new["decay_rate"]),
-                "status": _labels(codes, _STATUS_LABELS),
+                "status": text_column(codes, STATUS_LABELS),
                 "supersedes_id": pa.array(sup, mask=sup == K.NO_REF),
                 "status_changed_at": pa.array(changed, mask=changed == NO_TIME),
-                "status_reason": _labels(codes - 1, _REASON_LABELS, null=codes == Status.ACTIVE),
+                "status_reason": text_column(codes - 1, REASON_LABELS, null=codes == Status.ACTIVE),
             })
         was = ~is_new
         old = {c: v[was] for c, v in facts.items()}
@@ -303,9 +294,9 @@ class BatchWrites(StoreBase):
                 changed = old["status_changed_at"][left]
                 gone = pa.table({
                     "id": pa.array(old_id[left]),
-                    "status": _labels(codes[left], _STATUS_LABELS),
+                    "status": text_column(codes[left], STATUS_LABELS),
                     "status_changed_at": pa.array(changed, mask=changed == NO_TIME),
-                    "status_reason": _labels(codes[left] - 1, _REASON_LABELS),
+                    "status_reason": text_column(codes[left] - 1, REASON_LABELS),
                 })
         # evidence: one row per event, numbered in global order (sg is a permutation: invert it)
         by_g = np.empty(len(sg), np.int64)
@@ -322,9 +313,9 @@ class BatchWrites(StoreBase):
             "session_id": sess,
             "message_id": msg,
             "observed_at": obs,
-            "action": _labels(np.where(ev_ins[by_g], 0, 1).astype(np.int8), _ACTION_LABELS),
+            "action": text_column(np.where(ev_ins[by_g], 0, 1).astype(np.int8), ACTION_LABELS),
             "confidence": pa.array(ev_conf[by_g]),
-            "source": _labels(np.zeros(len(by_g), np.int8), _SOURCE_LABELS),
+            "source": text_column(np.zeros(len(by_g), np.int8), SOURCE_LABELS),
         })
         if state is None:
             self._write_tables(new_tbl, upd, gone, ev_tbl)
@@ -537,11 +528,3 @@ def _consolidation_times(consolidate_at: Any) -> np.ndarray:
         check_times(given.ravel(), lambda i: f"consolidate_at[{i}]", field="time")
         return np.unique(given.ravel().astype(np.int64))
     return np.unique(np.asarray([to_seconds(t, name="consolidate_at") for t in given.ravel()], dtype=np.int64))
-
-
-def _labels(codes: np.ndarray, words: pa.Array, null: np.ndarray | None = None) -> pa.DictionaryArray:
-    """A text column as a dictionary array: ``words[codes]``, null where ``null``."""
-    indices = codes.astype(np.int8)
-    if null is not None:
-        indices = np.where(null, 0, indices).astype(np.int8)
-    return pa.DictionaryArray.from_arrays(pa.array(indices, mask=null), words)
