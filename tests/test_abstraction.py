@@ -594,7 +594,7 @@ def test_cli_abstract(llm_server, tmp_path, capsys):
     llm_server.stop()
     # replay offline from the cassette: bob's recorded 500 again, ada unchanged now
     assert main(argv[:-1] + ["replay", "--json", "--at", str(AT + 1)]) == 0
-    res = json.loads(capsys.readouterr().out)
+    res = json.loads(capsys.readouterr().out)["result"]
     assert (res["unchanged"], res["skipped"], res["calls"]) == (1, 1, 1)
     assert main(["abstract", str(tmp_path / "none.duckdb"), "--provider", "openai", "--model", "m"]) == 2
     assert "no such store file" in capsys.readouterr().err
@@ -611,7 +611,7 @@ def test_cli_oracle(tiny, tmp_path, capsys):
     s.close()
     assert main(["abstract", str(db), "--provider", "oracle", "--dataset", str(folder), "--at", str(tiny.end),
                  "--json"]) == 0
-    assert json.loads(capsys.readouterr().out)["created"] == len(want)
+    assert json.loads(capsys.readouterr().out)["result"]["created"] == len(want)
     assert main(["abstract", str(db), "--provider", "oracle", "--dataset", str(folder), "--oracle-errors", "prose",
                  "-q"]) == 2
 

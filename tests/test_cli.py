@@ -92,14 +92,14 @@ def test_simulate_command_with_abstraction(tiny_dir, capsys):
 
 def test_sweep_command(tiny_dir, tmp_path, capsys):
     code = main(["sweep", "--log", str(tiny_dir), "--param", "decay_rate.episodic=0.1,0.5", "--workers", "0",
-                 "-q", "--out", str(tmp_path / "sw")])
+                 "--out", str(tmp_path / "sw")])
     assert code == 0 and (tmp_path / "sw" / "sweep.parquet").exists()
     assert "all.utility@20" in capsys.readouterr().out
 
 
 def test_tune_command(tiny_dir, tmp_path, capsys):
     code = main(["tune", "--log", str(tiny_dir), "--param", "decay_rate.explicit=0.005:0.3:log", "--n", "6",
-                 "--refine", "2", "--budget", "5,10", "--bootstrap", "50", "--workers", "0", "-q",
+                 "--refine", "2", "--budget", "5,10", "--bootstrap", "50", "--workers", "0",
                  "--out", str(tmp_path / "t")])
     assert code == 0
     out = capsys.readouterr().out

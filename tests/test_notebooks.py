@@ -87,6 +87,27 @@ def test_committed_without_outputs(path):
     for i, cell in enumerate(code_cells(nb)):
         assert cell.outputs == [], f"{path.name}: code cell {i} was committed with outputs"
         assert cell.execution_count is None, f"{path.name}: code cell {i} has an execution count"
+    assert "widgets" not in nb.metadata, f"{path.name}: saved widget state (progress bars read 0% offline)"
+
+
+def test_the_clean_filter_strips_what_jupyterlab_writes():
+    """notebooks/strip_outputs.py (git's clean filter, .gitattributes) leaves a committed notebook
+    byte for byte and strips outputs, counts and widget state from an executed one."""
+    import json
+    import subprocess
+
+    script = NOTEBOOK_DIR / "strip_outputs.py"
+    assert "filter=strip-notebook-outputs" in (ROOT / ".gitattributes").read_text(encoding="utf-8")
+    committed = NOTEBOOKS[0].read_text(encoding="utf-8")
+    run = lambda text: subprocess.run([sys.executable, str(script)], input=text, capture_output=True, text=True,
+                                      check=True, timeout=60).stdout
+    assert run(committed) == committed
+    executed = json.loads(committed)
+    executed["metadata"]["widgets"] = {"application/vnd.jupyter.widget-state+json": {"state": {}}}
+    code = next(c for c in executed["cells"] if c["cell_type"] == "code")
+    code["execution_count"] = 3
+    code["outputs"] = [{"output_type": "stream", "name": "stdout", "text": ["0%|          | 0/10\n"]}]
+    assert run(json.dumps(executed)) == committed
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=NAMES)

@@ -561,3 +561,45 @@ def test_functions_draw_into_a_given_axes():
     fig2 = Figure()
     ax2 = fig2.add_subplot()
     assert plots.sweep_heatmap(_sweep(), "decay_rate.episodic", "reinforce_gain", "recall", ax=ax2) is fig2
+
+
+def test_roles_have_one_marker_in_every_tuning_figure():
+    """The star is the recommendation and the diamond the baseline in slices and Pareto alike, in
+    whatever order `highlight` names them (report.md and notebook 04 say so)."""
+    from matplotlib.markers import MarkerStyle
+
+    from factmem.plots.common import ROLE_STYLE
+
+    rng = np.random.default_rng(2)
+    table = pd.DataFrame({"decay_rate.episodic": rng.uniform(0, 1, 30), "all.utility@20": rng.uniform(0, 1, 30),
+                          "charged": rng.uniform(0, 1, 30), "recall": rng.uniform(0, 1, 30)})
+    figures = [
+        plots.slices(table, ["decay_rate.episodic"], "all.utility@20", highlight={"baseline": 0, "recommended": 7}),
+        plots.slices(table, ["decay_rate.episodic"], "all.utility@20", highlight={"recommended": 7, "baseline": 0}),
+        plots.pareto(table, "charged", "recall", highlight={"baseline": 0, "recommended": 7}),
+        plots.pareto(table, "charged", "recall", highlight={"recommended": 7, "baseline": 0}),
+    ]
+    for fig in figures:
+        ax = fig.axes[0]
+        handles, labels = ax.get_legend_handles_labels()
+        for role in ("recommended", "baseline"):
+            handle = handles[labels.index(role)]
+            style = MarkerStyle(ROLE_STYLE[role]["marker"])
+            want = style.get_path().transformed(style.get_transform())
+            got = handle.get_paths()[0].vertices
+            np.testing.assert_allclose(got / np.abs(got).max(), want.vertices / np.abs(want.vertices).max(),
+                                       atol=1e-12)  # the same shape (legend markers are scaled)
+    # axis labels in words, not column names
+    assert "all.utility@20" not in figures[0].axes[0].get_ylabel()
+    assert figures[0].axes[0].get_ylabel().startswith("utility, context of 20 facts")
+
+
+def test_budget_curves_draw_the_interval_band():
+    k = np.arange(1, 11)
+    curves = pd.concat([pd.DataFrame({"k": k, "value": k / 20, "low": k / 20 - 0.05, "high": k / 20 + 0.05,
+                                      "params": role}) for role in ("recommended", "baseline")])
+    fig = plots.budget_curves(curves, budgets=[5])
+    ax = fig.axes[0]
+    bands = [c for c in ax.collections if c.get_label() and not c.get_label().startswith("_")]
+    assert [c.get_label() for c in bands] == ["95% interval over people"]
+    assert len(ax.collections) == 3  # one band per line, and the legend's entry

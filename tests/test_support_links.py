@@ -369,7 +369,7 @@ def test_cli_link_scope(tmp_path, llm_server, capsys):
     llm_server.handler = lambda request: answer(item(support=[4]))
     assert main(["abstract", str(db), "--provider", "openai", "--base-url", llm_server.url, "--model", "m",
                  "--at", str(AT), "--link-scope", "support", "--json"]) == 0
-    out = json.loads(capsys.readouterr().out)
+    out = json.loads(capsys.readouterr().out)["result"]
     assert out["created"] == 1 and len(out["outcomes"][0]["linked_ids"][0]) == 1
     assert "index" in llm_server.requests[0].json["messages"][1]["content"]
 

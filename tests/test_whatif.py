@@ -364,11 +364,20 @@ def test_the_figures_draw_both_sides(tmp_path):
 
     result = whatif(_hand_built(tmp_path / "hand.sqlite"), MemoryParams(decay_rate={"user_preference": 0.2}),
                     bootstrap=0)
-    fig = plots.believed_over_time(result.over_time)
+    table = result.over_time
+    # here the active set is the believed set: one line per side and a note, not four entries
+    assert (table["held_new"] == table["believed_new"]).all()
+    fig = plots.believed_over_time(table)
     lines = fig.axes[0].get_lines()
-    assert len(lines) == 4  # believed and active, per side
-    believed_new = next(line for line in lines if line.get_label() == "believed — new parameters")
-    assert list(believed_new.get_ydata()) == list(result.over_time["believed_new"])
+    assert [line.get_label() for line in lines] == ["believed — current parameters", "believed — new parameters"]
+    assert "active set = believed set" in fig.axes[0].texts[0].get_text()
+    believed_new = lines[1]
+    assert list(believed_new.get_ydata()) == list(table["believed_new"])
+    apart = table.assign(held_current=table["held_current"] + 50, held_new=table["held_new"] + 60)
+    assert len(plots.believed_over_time(apart).axes[0].get_lines()) == 4  # believed and active, per side
+    same = table.assign(believed_new=table["believed_current"], held_new=table["held_current"])
+    one = plots.believed_over_time(same).axes[0]
+    assert [line.get_label() for line in one.get_lines()] == ["believed — current parameters and new parameters"]
     fig = plots.subject_changes(result.subjects, budget=20)
     assert len(fig.axes) == 2 and fig.axes[0].get_ylabel() == "people"
     with pytest.raises(ValueError, match="believed_current"):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from factmem.cli.output import Output, output_args
 from factmem.errors import InputError
 
 __all__ = ["add_abstract"]
@@ -46,13 +47,11 @@ def add_abstract(sub: argparse._SubParsersAction) -> None:
                         "(default: the store's parameters)")
     p.add_argument("--pass-id", default=None, metavar="ID", help="names the pass in evidence (default: the time)")
     p.add_argument("--no-prune", action="store_true", help="do not archive the children of validated derived facts")
-    p.add_argument("--json", action="store_true", help="print the result (counters and per-cluster outcomes) as JSON")
-    p.add_argument("-q", "--quiet", action="store_true", help="print nothing on success")
+    output_args(p)
     p.set_defaults(func=_run_abstract)
 
 
 def _run_abstract(args: argparse.Namespace) -> int:
-    import json
     from pathlib import Path
 
     from factmem.abstraction.oracle import parse_error_rates
@@ -88,16 +87,15 @@ def _run_abstract(args: argparse.Namespace) -> int:
             close = getattr(obj, "close", None)
             if callable(close):
                 close()
+    say = Output(args)
     if args.json:
-        print(json.dumps(result.to_dict(), ensure_ascii=False))
-        return 0
+        return say.result(result, [db])
     trouble = [o for o in result.outcomes if o.outcome in ("skipped", "failed")]
     for o in trouble[:10]:
         print(f"{o.outcome} {o.subject}: {o.error}", file=sys.stderr)
     if len(trouble) > 10:
         print(f"... and {len(trouble) - 10} more skipped or failed clusters", file=sys.stderr)
-    if not args.quiet:
-        print(f"{db}: abstraction pass {result.pass_id} (model {result.model})")
-        for name, value in result.counters().items():
-            print(f"  {name:14s} {value}")
-    return 0
+    say.say(f"{db}: abstraction pass {result.pass_id} (model {result.model})")
+    for name, value in result.counters().items():
+        say.say(f"  {name:14s} {value}")
+    return say.result(result, [db])

@@ -7,9 +7,11 @@ import argparse
 import sys
 import time
 
+from factmem.cli.options import files_in
+from factmem.cli.output import Output, output_args
 from factmem.errors import InputError
 
-__all__ = ["add_generate", "add_import_triples"]
+__all__ = ["add_generate", "add_import_triples", "add_import_log"]
 
 
 def add_generate(sub: argparse._SubParsersAction) -> None:
@@ -32,7 +34,7 @@ def add_generate(sub: argparse._SubParsersAction) -> None:
                    help="number of personas (default: the scenario's; recorded in the written scenario.toml)")
     p.add_argument("--out", required=False, metavar="DIR", help="output folder (created; dataset files replaced)")
     p.add_argument("--list-presets", action="store_true", help="list the presets and exit")
-    p.add_argument("-q", "--quiet", action="store_true", help="print nothing on success")
+    output_args(p)
     p.set_defaults(func=_run_generate)
 
 
@@ -40,10 +42,11 @@ def _run_generate(args: argparse.Namespace) -> int:
     from factmem.data.generate import generate, write
     from factmem.data.presets import PRESETS
 
+    say = Output(args)
     if args.list_presets:
         for name, desc in PRESETS.items():
-            print(f"{name:15s} {desc}")
-        return 0
+            say.say(f"{name:15s} {desc}")
+        return say.result({"presets": dict(PRESETS)})
     if not args.out:
         raise InputError("--out DIR is required")
     t0 = time.perf_counter()
@@ -55,14 +58,13 @@ def _run_generate(args: argparse.Namespace) -> int:
         spec = args.preset or "small"
     ds = generate(spec, seed=args.seed, personas=args.personas)
     out = write(ds, args.out)
-    if not args.quiet:
-        info = ds.to_dict()
-        print(
-            f"wrote {out}: {info['mentions']} mentions in {info['messages']} messages, {info['sessions']} sessions, "
-            f"{info['subjects']} subjects, {info['truth_rows']} truth rows, {info['generalizations']} generalizations "
-            f"({time.perf_counter() - t0:.1f}s); sha256 {info['sha256'][:16]}"
-        )
-    return 0
+    info = ds.to_dict()
+    say.say(
+        f"wrote {out}: {info['mentions']} mentions in {info['messages']} messages, {info['sessions']} sessions, "
+        f"{info['subjects']} subjects, {info['truth_rows']} truth rows, {info['generalizations']} generalizations "
+        f"({time.perf_counter() - t0:.1f}s); sha256 {info['sha256'][:16]}"
+    )
+    return say.result(info, files_in(out))
 
 
 def add_import_triples(sub: argparse._SubParsersAction) -> None:
@@ -83,7 +85,7 @@ def add_import_triples(sub: argparse._SubParsersAction) -> None:
                    help="kind of every imported fact (default explicit)")
     p.add_argument("--open-start", default="skip", choices=("skip", "log_start"),
                    help="facts with an unknown start: skip them (reported) or let them hold from the log's start")
-    p.add_argument("-q", "--quiet", action="store_true", help="print nothing on success (skips still go to stderr)")
+    output_args(p)
     p.set_defaults(func=_run_import_triples)
 
 
@@ -93,11 +95,40 @@ def _run_import_triples(args: argparse.Namespace) -> int:
 
     ds, report = import_triples(args.file, mention_rate=args.rate, seed=args.seed, kind=args.kind,
                                 open_start=args.open_start)
+    say = Output(args)
     out = save(ds, args.out)
     if report.skipped_total:
-        print(str(report), file=sys.stderr)
-    elif not args.quiet:
-        print(str(report))
-    if not args.quiet:
-        print(f"wrote {out}")
-    return 0
+        print(str(report), file=sys.stderr)  # skipped input is a warning: it prints even under -q
+    else:
+        say.say(str(report))
+    say.say(f"wrote {out}")
+    return say.result({"report": report, "dataset": ds.to_dict()}, files_in(out))
+
+
+def add_import_log(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "import-log",
+        help="bring your own conversation log (JSONL, one message a line) as a dataset folder",
+        description="Read a conversation log in the log.jsonl format (session_id, message_id, ts in Unix seconds, "
+        "speaker, text, facts with subject, predicate, object, kind) and write it as a dataset folder that tune, "
+        "sweep, simulate and fit read with --log. --default-kind gives a kind to every fact that has none. The "
+        "file is validated first; an error names its line, field and value, and nothing is written.",
+    )
+    p.add_argument("file", metavar="FILE", help="JSONL conversation log")
+    p.add_argument("--out", required=True, metavar="DIR", help="dataset folder to write (new or empty)")
+    p.add_argument("--default-kind", choices=("explicit", "user_preference", "episodic"), default=None,
+                   help="kind of every fact that carries none (default: a fact without a kind is an error)")
+    p.add_argument("--force", action="store_true", help="replace the dataset in --out")
+    output_args(p)
+    p.set_defaults(func=_run_import_log)
+
+
+def _run_import_log(args: argparse.Namespace) -> int:
+    from factmem.data.import_log import import_log
+
+    say = Output(args)
+    ds = import_log(args.file, args.out, default_kind=args.default_kind, force=args.force)
+    info = ds.to_dict()
+    say.say(f"wrote {args.out}: {info['mentions']} mentions in {info['messages']} messages, {info['sessions']} "
+            f"sessions, {info['subjects']} subjects (no truth: tune judges by the sessions that follow)")
+    return say.result(info, files_in(args.out))

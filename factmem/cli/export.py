@@ -5,7 +5,9 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
+from factmem.cli.output import Output, output_args
 from factmem.errors import InputError
 
 __all__ = ["add_export", "add_params", "add_export_db", "add_import_db"]
@@ -29,7 +31,7 @@ def add_export(sub: argparse._SubParsersAction) -> None:
                    "compiles standalone")
     p.add_argument("--enum-path", default="super::FactKind", metavar="PATH",
                    help="rust with --no-enum: path of your FactKind (default super::FactKind)")
-    p.add_argument("-q", "--quiet", action="store_true", help="print nothing on success")
+    output_args(p)
     p.set_defaults(func=_run_export)
 
 
@@ -42,10 +44,10 @@ def _run_export(args: argparse.Namespace) -> int:
         opts = {"with_enum": False, "enum_path": args.enum_path}
     elif args.enum_path != "super::FactKind":
         raise InputError("--enum-path applies only with --no-enum")
+    say = Output(args)
     out = export_params(args.params, args.out, fmt, **opts)
-    if not args.quiet:
-        print(f"wrote {out}")
-    return 0
+    say.say(f"wrote {out}")
+    return say.result({"params": args.params, "format": fmt or Path(out).suffix.lstrip("."), "out": str(out)}, [out])
 
 
 def add_params(sub: argparse._SubParsersAction) -> None:
@@ -59,36 +61,42 @@ def add_params(sub: argparse._SubParsersAction) -> None:
     d.add_argument("b", metavar="B", help="proposed params file")
     d.add_argument("--all", action="store_true", help="list every parameter, changed or not")
     d.add_argument("--csv", metavar="FILE", help="also write the parameter table as CSV")
-    d.set_defaults(func=_run_params_diff)
+    output_args(d)
+    d.set_defaults(func=_run_params_diff, command="params diff")
     s = psub.add_parser("show", help="validate a params file and print its parameters and provenance",
                         description="Validate a params file (exit 2 naming the key and value if invalid) and print it.")
     s.add_argument("file", metavar="FILE", help="params file (.toml or .json)")
-    s.set_defaults(func=_run_params_show)
+    output_args(s)
+    s.set_defaults(func=_run_params_show, command="params show")
 
 
 def _run_params_diff(args: argparse.Namespace) -> int:
     from factmem.export import diff_params, read_params_document, render_diff
 
+    say = Output(args)
     a, b = read_params_document(args.a), read_params_document(args.b)
-    print(render_diff(a, b, all=args.all), end="")
+    if not say.quiet:
+        print(render_diff(a, b, all=args.all), end="")
+    table = diff_params(a, b, all=args.all)
     if args.csv:
-        from pathlib import Path
-
         from factmem.export import atomic_write
 
-        table = diff_params(a, b, all=args.all)
         atomic_write(Path(args.csv), lambda tmp: table.to_csv(tmp, index=False))
-    return 0
+    return say.result({"a": args.a, "b": args.b, "parameters": table}, [args.csv] if args.csv else [])
 
 
 def _run_params_show(args: argparse.Namespace) -> int:
     from factmem.export import params_fingerprint, read_params_document
 
+    say = Output(args)
     doc = read_params_document(args.file)
-    print(f"{args.file}: valid {'legacy (no schema key)' if doc.legacy else doc.schema}; "
-          f"fingerprint {params_fingerprint(doc.params)}")
-    print(doc.to_toml(), end="")
-    return 0
+    say.say(f"{args.file}: valid {'legacy (no schema key)' if doc.legacy else doc.schema}; "
+            f"fingerprint {params_fingerprint(doc.params)}")
+    if not say.quiet:
+        print(doc.to_toml(), end="")
+    return say.result({"file": args.file, "schema": None if doc.legacy else doc.schema,
+                       "fingerprint": params_fingerprint(doc.params), "params": doc.params.to_dict(),
+                       "provenance": getattr(doc, "provenance", None)})
 
 
 def add_export_db(sub: argparse._SubParsersAction) -> None:
@@ -102,17 +110,17 @@ def add_export_db(sub: argparse._SubParsersAction) -> None:
     p.add_argument("db", metavar="DB", help="store file (DuckDB), e.g. memory.duckdb")
     p.add_argument("--out", required=True, metavar="FILE", help="SQLite file to write, e.g. prod.sqlite")
     p.add_argument("--force", action="store_true", help="replace --out if it exists")
-    p.add_argument("-q", "--quiet", action="store_true", help="print nothing on success")
+    output_args(p)
     p.set_defaults(func=_run_export_db)
 
 
 def _run_export_db(args: argparse.Namespace) -> int:
     from factmem.export.sqlite import export_db
 
-    result = export_db(args.db, args.out, overwrite=args.force, progress=False if args.quiet else None)
-    if not args.quiet:
-        print(result)
-    return 0
+    say = Output(args)
+    result = export_db(args.db, args.out, overwrite=args.force, progress=False if say.quiet else None)
+    say.say(str(result))
+    return say.result(result, [args.out])
 
 
 def add_import_db(sub: argparse._SubParsersAction) -> None:
@@ -134,7 +142,7 @@ def add_import_db(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--allow-multiple-active", action="store_true",
                    help="keep several active facts of one single-valued (subject, predicate) as stored instead of "
                    "refusing the file")
-    p.add_argument("-q", "--quiet", action="store_true", help="print nothing on success")
+    output_args(p)
     p.set_defaults(func=_run_import_db)
 
 
@@ -143,8 +151,8 @@ def _run_import_db(args: argparse.Namespace) -> int:
     from factmem.export.sqlite import import_db
 
     params = load_params_file(args.params)[0] if args.params else None
+    say = Output(args)
     result = import_db(args.sqlite, args.out, params=params, overwrite=args.force,
-                       progress=False if args.quiet else None, allow_multiple_active=args.allow_multiple_active)
-    if not args.quiet:
-        print(result)
-    return 0
+                       progress=False if say.quiet else None, allow_multiple_active=args.allow_multiple_active)
+    say.say(str(result))
+    return say.result(result, [args.out])

@@ -14,7 +14,8 @@ import argparse
 import math
 from pathlib import Path
 
-from factmem.cli.options import load_log, log_arg
+from factmem.cli.options import check_out, files_in, load_log, log_arg
+from factmem.cli.output import Output, output_args
 from factmem.errors import InputError
 
 __all__ = ["add_fit"]
@@ -29,7 +30,8 @@ def add_fit(sub: argparse._SubParsersAction) -> None:
                     "log alone. Writes estimates.csv, predicate_rates.csv, params.toml (ready for "
                     "`factmem export`), report.md and figures to --out.")
     log_arg(p)
-    p.add_argument("--out", metavar="DIR", required=True, help="output folder (created; its fit files replaced)")
+    p.add_argument("--out", metavar="DIR", required=True, help="output folder, new or empty (created)")
+    p.add_argument("--force", action="store_true", help="write into --out even if it holds files (replacing them)")
     p.add_argument("--source", choices=("auto", "truth", "log"), default="auto",
                    help="truth, log, or auto (default: both when the dataset has truth; params from truth)")
     p.add_argument("--min-observations", type=int, default=50, metavar="N",
@@ -43,7 +45,7 @@ def add_fit(sub: argparse._SubParsersAction) -> None:
                    help="params file the fitted values replace theirs in (default: the seed's defaults)")
     p.add_argument("--created-at", metavar="ISO", help="timestamp written into params.toml (for byte-identical reruns)")
     p.add_argument("--no-figures", action="store_true", help="skip the PNG figures")
-    p.add_argument("-q", "--quiet", action="store_true", help="print nothing on success")
+    output_args(p)
     p.set_defaults(func=_run_fit)
 
 
@@ -53,19 +55,20 @@ def _run_fit(args: argparse.Namespace) -> int:
     log, out = load_log(args.log), Path(args.out)
     if not log.is_dir():
         raise InputError(f"--log {log}: not a dataset folder")
-    if out.exists() and not out.is_dir():
-        raise InputError(f"--out {out}: exists and is not a folder")
+    check_out(out, args.force)
     base = None
     if args.base:
         from factmem.export import load_params_file
 
         base = load_params_file(args.base)[0]
+    say = Output(args)
+    say.status(f"fitting {log} ({args.bootstrap} bootstrap resamples; about half a minute on the bundled small)")
     result = fit(log, source=args.source, min_observations=args.min_observations, bootstrap=args.bootstrap,
                  seed=args.seed, base=base)
+    say.status(f"fitted in {result.seconds:.1f} s; writing {out}/")
     result.write(out, created_at=args.created_at, figures=not args.no_figures)
-    if not args.quiet:
-        print(summary(result, out))
-    return 0
+    say.say(summary(result, out))
+    return say.result(result, files_in(out))
 
 
 def _num(x: float, digits: int = 3) -> str:

@@ -8,7 +8,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-__all__ = ["schedule_args", "schedule_of", "search_args", "settings_of", "log_arg", "load_log", "executor_of", "space_of", "params_arg"]
+__all__ = ["check_out", "budgets_of", "files_in", "schedule_args", "schedule_of", "search_args", "settings_of", "log_arg", "load_log", "executor_of", "space_of", "params_arg"]
 
 
 def schedule_args(p: argparse.ArgumentParser) -> None:
@@ -84,12 +84,7 @@ def settings_of(args: argparse.Namespace) -> tuple[Any, Any, Any, Any]:
     """(Search, Objective, Holdout, Compute) from the shared options."""
     from factmem.tuning.settings import Compute, Holdout, Objective, Search
 
-    try:
-        budgets = tuple(int(x) for x in str(args.budget).split(","))
-    except ValueError:
-        from factmem.errors import InputError
-
-        raise InputError(f"--budget {args.budget!r}: expected K or K1,K2,... (integers)") from None
+    budgets = budgets_of(args.budget)
     if args.holdout and args.split is not None:
         from factmem.errors import InputError
 
@@ -101,7 +96,8 @@ def settings_of(args: argparse.Namespace) -> tuple[Any, Any, Any, Any]:
                           max_points_per_subject=args.max_points)
     holdout = Holdout(mode=mode, folds=args.folds, split=args.split if args.split is not None else 2 / 3,
                       log=args.holdout, bootstrap=args.bootstrap, seed=args.seed)
-    compute = Compute(workers=args.workers, executor=executor_of(args), progress=not getattr(args, "quiet", False))
+    quiet = getattr(args, "quiet", False) or getattr(args, "json", False)
+    compute = Compute(workers=args.workers, executor=executor_of(args), progress=not quiet)
     return search, objective, holdout, compute
 
 
@@ -138,3 +134,34 @@ def params_arg(path: str | None) -> Any:
     from factmem.export import load_params_file
 
     return load_params_file(path)[0]
+
+
+def files_in(folder: Path | str | None) -> list[str]:
+    """Every file below ``folder``, sorted (what ``--json`` lists as written); empty for None."""
+    if folder is None:
+        return []
+    root = Path(folder)
+    return sorted(str(f) for f in root.rglob("*") if f.is_file()) if root.is_dir() else []
+
+
+def budgets_of(text: str) -> tuple[int, ...]:
+    """``--budget K[,K...]`` as integers."""
+    from factmem.errors import InputError
+
+    try:
+        return tuple(int(x) for x in str(text).split(","))
+    except ValueError:
+        raise InputError(f"--budget {text!r}: expected K or K1,K2,... (integers)") from None
+
+
+def check_out(out: Path, force: bool) -> None:
+    """What ``--out`` means in every command: a new or empty folder, or — with ``--force`` — one whose
+    files the command replaces. A file in its place, or a folder with something in it and no
+    ``--force``, is refused before any work (:class:`~factmem.errors.InputError`)."""
+    from factmem.errors import InputError
+
+    if out.exists() and not out.is_dir():
+        raise InputError(f"--out {out}: exists and is not a folder")
+    if not force and out.is_dir() and any(out.iterdir()):
+        raise InputError(f"--out {out}: the folder is not empty; choose a new or empty folder, or pass --force to "
+                         "replace what is there")

@@ -14,7 +14,8 @@ import argparse
 import math
 from pathlib import Path
 
-from factmem.errors import InputError
+from factmem.cli.options import budgets_of, check_out, files_in
+from factmem.cli.output import Output, output_args
 
 __all__ = ["add_whatif", "summary"]
 
@@ -47,9 +48,10 @@ def add_whatif(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-points", type=int, default=None, metavar="N",
                    help="sample at most N session starts per person (seeded; default: all)")
     p.add_argument("--top", type=int, default=10, help="most affected people listed in the report (default 10)")
-    p.add_argument("--out", metavar="DIR", required=True, help="output folder (created; its what-if files replaced)")
+    p.add_argument("--out", metavar="DIR", required=True, help="output folder, new or empty (created)")
+    p.add_argument("--force", action="store_true", help="write into --out even if it holds files (replacing them)")
     p.add_argument("--no-figures", action="store_true", help="skip the PNG figures")
-    p.add_argument("-q", "--quiet", action="store_true", help="print nothing on success")
+    output_args(p)
     p.set_defaults(func=_run_whatif)
 
 
@@ -57,21 +59,17 @@ def _run_whatif(args: argparse.Namespace) -> int:
     from factmem.core.timeutil import parse_time
     from factmem.production.whatif import whatif
 
-    try:
-        budgets = tuple(int(x) for x in str(args.budget).split(","))
-    except ValueError:
-        raise InputError(f"--budget {args.budget!r}: expected K or K1,K2,... (integers)") from None
+    budgets = budgets_of(args.budget)
     out = Path(args.out)
-    if out.exists() and not out.is_dir():
-        raise InputError(f"--out {out}: exists and is not a folder")
+    check_out(out, args.force)
     at = parse_time(args.at, name="--at") if args.at is not None else None
     result = whatif(args.production, args.params, current=args.current, budgets=budgets, at=at, needed=args.needed,
                     consolidate_every_hours=args.consolidate_every, stale_cost=args.stale_cost,
                     bootstrap=args.bootstrap, seed=args.seed, max_points_per_subject=args.max_points, top=args.top,
                     out=out, figures=not args.no_figures)
-    if not args.quiet:
-        print(summary(result))
-    return 0
+    say = Output(args)
+    say.say(summary(result))
+    return say.result(result, files_in(out))
 
 
 def _fmt(v: float) -> str:

@@ -11,6 +11,8 @@ from __future__ import annotations
 import pandas as pd
 
 from factmem.cli.options import (
+    budgets_of,
+    files_in,
     load_log,
     log_arg,
     params_arg,
@@ -19,6 +21,7 @@ from factmem.cli.options import (
     search_args,
     settings_of,
 )
+from factmem.cli.output import EXIT_NOT_PROMOTED, EXIT_OK, Output, output_args
 from factmem.core.params import MemoryParams
 from factmem.errors import InputError
 
@@ -46,7 +49,9 @@ def add_tune(sub) -> None:
     p.add_argument("--calibrate-all", action="store_true",
                    help="score calibration (log loss, Brier, AUC, RMSE(bins)) for every candidate, not only for the "
                         "rows the report shows (slower; the sweep table then has them for every row)")
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--fail-if-not-promoted", action="store_true",
+                   help="exit with status 3 when nothing is promoted (for CI gates; default: 0 either way)")
+    output_args(p)
     p.set_defaults(func=_run_tune)
 
 
@@ -67,28 +72,31 @@ def _start_of(args, log_dir) -> MemoryParams | None:
 def _run_tune(args) -> int:
     from factmem.tuning.tune import tune
 
+    say = Output(args)
     search, objective, holdout, compute = settings_of(args)
     log_dir = load_log(args.log)
     res = tune(log_dir, out=args.out, search=search, objective=objective, holdout=holdout, compute=compute,
                schedule=schedule_of(args, log=log_dir), current=params_arg(args.current), start=_start_of(args, log_dir),
                force=args.force, calibrate_all=args.calibrate_all)
-    print(f"\n{len(res.sweep.params)} candidates in {res.seconds:.0f} s")
+    say.say(f"\n{len(res.sweep.params)} candidates in {res.seconds:.0f} s")
     for k, rec in res.recommendations.items():
         t = rec.heldout.copy()
         for c in t.columns:
             if c not in ("metric", "key", "better", "scope"):
                 t[c] = t[c].map(lambda v: f"{v:.4g}")
-        print(f"\nbudget k = {k}: held-out metrics\n")
-        print(t.drop(columns=["key", "better", "scope"]).to_string(index=False))
+        say.say(f"\nbudget k = {k}: held-out metrics\n")
+        say.say(t.drop(columns=["key", "better", "scope"]).to_string(index=False))
         changed = rec.params.changes_from(MemoryParams())
-        print("\nrecommended changes: " + (", ".join(f"{n} {a:.4g} -> {b:.4g}" if isinstance(a, float) else f"{n} {a} -> {b}"
-                                                     for n, (a, b) in changed.items()
-                                                     if n != "multi_valued_predicates") or "none"))
-        print(f"\n{rec.decision}")
+        say.say("\nrecommended changes: " + (", ".join(f"{n} {a:.4g} -> {b:.4g}" if isinstance(a, float) else f"{n} {a} -> {b}"
+                                                       for n, (a, b) in changed.items()
+                                                       if n != "multi_valued_predicates") or "none"))
+        say.say(f"\n{rec.decision}")
         for n in rec.notes:
-            print("note: " + n.replace("`", ""))
-    print(f"\nwrote {res.out}/ (report.md, params.toml, figures, results)")
-    return 0
+            say.say("note: " + n.replace("`", ""))
+    say.say(f"\nwrote {res.out}/ (report.md, params.toml, figures, results)")
+    code = EXIT_NOT_PROMOTED if args.fail_if_not_promoted and not res.promoted else EXIT_OK
+    return say.result(res, files_in(res.out), exit_code=code,
+                      decision={"promoted": res.promoted, "budget": res.primary.budget, "text": res.decision})
 
 
 def add_simulate(sub) -> None:
@@ -108,6 +116,9 @@ def add_simulate(sub) -> None:
     p.add_argument("--base-url", help="provider URL (openai, ollama)")
     p.add_argument("--model", help="model name")
     p.add_argument("--cassette", metavar="FILE", help="record/replay provider answers in this JSONL file")
+    p.add_argument("--budget", default="20", metavar="K[,K...]",
+                   help="context budget(s) k for the budgeted context metrics printed (default 20)")
+    output_args(p)
     p.set_defaults(func=_run_simulate)
 
 
@@ -116,43 +127,72 @@ def _run_simulate(args) -> int:
     from factmem.tuning.runs import manifest, run_folder, write_run
     from factmem.tuning.tune import base_params
 
+    say = Output(args)
+    budgets = budgets_of(args.budget)
     log = load_log(args.log)
-    P = prepare(log)
-    params = params_arg(args.params) or base_params(P)
+    prepared = prepare(log)
+    params = params_arg(args.params) or base_params(prepared)
     provider = None
     if args.abstract_every:
         from factmem.abstraction.providers import make_provider
 
-        dataset = str(P.dataset.path) if args.provider == "oracle" else None
+        dataset = str(prepared.dataset.path) if args.provider == "oracle" else None
         provider = make_provider(args.provider, base_url=args.base_url, model=args.model, cassette=args.cassette,
                                  dataset=dataset)
     schedule = schedule_of(args, args.abstract_every, log)
     if not args.out:
-        run = simulate(P, params, schedule, provider=provider, model=args.model)
-        _print_simulation(run)
-        run.store.close()
-        return 0
-    with run_folder(args.out, force=args.force) as out:
-        run = simulate(P, params, schedule, provider=provider, model=args.model, store_path=out / "memory.duckdb")
+        run = simulate(prepared, params, schedule, provider=provider, model=args.model)
         try:
-            _print_simulation(run)
-            write_run(out, manifest("simulate", dataset={"path": str(P.dataset.path), "sha256": P.sha256},
-                                    params=params.to_dict(), schedule=run.schedule.to_dict(), summary=run.summary),
+            context = context_metrics(prepared, params, schedule, budgets)
+            say.say(_simulation_text(run, context))
+        finally:
+            run.store.close()
+        return say.result({**run.to_dict(), "context": context})
+    with run_folder(args.out, force=args.force) as out:
+        run = simulate(prepared, params, schedule, provider=provider, model=args.model,
+                       store_path=out / "memory.duckdb")
+        try:
+            context = context_metrics(prepared, params, schedule, budgets)
+            say.say(_simulation_text(run, context))
+            write_run(out, manifest("simulate", dataset={"path": str(prepared.dataset.path), "sha256": prepared.sha256},
+                                    params=params.to_dict(), schedule=run.schedule.to_dict(), summary=run.summary,
+                                    context=context),
                       {"checkpoints": run.checkpoints, "lost": run.evaluation.lost, "passes": run.passes,
                        "cardinality": run.cardinality, "trajectories": run.trajectories,
                        "reliability": run.evaluation.reliability}, finish=False)
         finally:
             run.store.close()
-    print(f"\nwrote {out}/")
-    return 0
+    say.say(f"\nwrote {out}/")
+    return say.result({**run.to_dict(), "context": context}, files_in(out))
 
 
-def _print_simulation(run) -> None:
+CONTEXT_METRICS = ("utility", "recall", "precision", "stale", "false", "context")
+
+
+def context_metrics(prepared, params: MemoryParams, schedule, budgets: tuple[int, ...]) -> dict[str, dict[str, float]]:
+    """The budgeted context metrics of one parameter set at every session start (what tune's
+    decisions rest on), by budget: ``{"20": {"utility": ..., "recall": ..., ...}}``."""
+    from factmem.tuning.settings import Compute, Objective
+    from factmem.tuning.sweep import sweep
+
+    res = sweep(prepared, [params], schedule=schedule, objective=Objective(budgets=budgets),
+                compute=Compute(workers=0, progress=False))
+    row = res.table.iloc[0]
+    return {str(k): {m: float(row[f"all.{m}@{k}"]) for m in CONTEXT_METRICS if f"all.{m}@{k}" in row.index}
+            for k in budgets}
+
+
+def _simulation_text(run, context: dict[str, dict[str, float]]) -> str:
     s = run.summary
-    print(pd.Series({k: s[k] for k in ("log_loss", "brier", "auc", "rmse_bins", "precision", "recall", "believed",
-                                       "stale", "lost")}).to_string())
+    lines = ["whole memory, at the daily checkpoints:",
+             pd.Series({k: s[k] for k in ("log_loss", "brier", "auc", "rmse_bins", "precision", "recall", "believed",
+                                          "stale", "lost")}).to_string()]
+    for k, values in context.items():
+        lines += ["", f"context of k = {k} facts per person, at every session start:",
+                  pd.Series({f"{m}@{k}": v for m, v in values.items()}).to_string()]
     if len(run.passes):
-        print("\nabstraction passes:\n" + run.passes.to_string(index=False))
+        lines.append("\nabstraction passes:\n" + run.passes.to_string(index=False))
+    return "\n".join(lines)
 
 
 def add_sweep(sub) -> None:
@@ -167,7 +207,7 @@ def add_sweep(sub) -> None:
     p.add_argument("--out", metavar="DIR", help="write results (Parquet, DuckDB) and manifest here (new or empty)")
     p.add_argument("--force", action="store_true", help="replace --out if it holds a previous run")
     schedule_args(p)
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    output_args(p)
     p.set_defaults(func=_run_sweep)
 
 
@@ -179,28 +219,33 @@ def _run_sweep(args) -> int:
     from factmem.tuning.sweep import sweep
     from factmem.tuning.tune import base_params
 
+    say = Output(args)
     search, objective, holdout, compute = settings_of(args)
     if search.space is None:
         raise InputError("nothing to sweep: give --param NAME=VALUES or --space FILE")
     # the output folder is checked (and marked INCOMPLETE) before the sweep, not after it
     with run_folder(args.out, force=args.force) if args.out else nullcontext(None) as out:
         log = load_log(args.log)
-        P = prepare(log)
-        res = sweep(P, search.space, base=base_params(P), schedule=schedule_of(args, log=log), objective=objective,
-                    holdout=holdout, search=search, compute=compute)
+        prepared = prepare(log)
+        res = sweep(prepared, search.space, base=base_params(prepared), schedule=schedule_of(args, log=log),
+                    objective=objective, holdout=holdout, search=search, compute=compute)
         part = "all" if holdout.mode == "subjects" else "train"
         col = objective.column(part)
-        cols = ["run_id", "baseline", *[c for c in search.space if c in res.table.columns], col]
-        print(res.table.sort_values(col, ascending=objective.lower_is_better)[cols].head(10).to_string(index=False))
+        # `threshold` is stored as the two thresholds it sets (they are equal)
+        swept = [("archive_threshold" if c == "threshold" else c) for c in search.space]
+        cols = ["run_id", "baseline", "seed_defaults", *[c for c in swept if c in res.table.columns], col]
+        top = res.table.sort_values(col, ascending=objective.lower_is_better)[cols].head(10)
+        say.say(top.rename(columns={"archive_threshold": "threshold"} if "threshold" in search.space else {})
+                .to_string(index=False))
         if out is not None:
-            write_run(out, manifest("sweep", dataset={"path": str(P.dataset.path), "sha256": P.sha256},
+            write_run(out, manifest("sweep", dataset={"path": str(prepared.dataset.path), "sha256": prepared.sha256},
                                     schedule=res.schedule.to_dict(), split_at=res.split_at,
                                     objective=objective.to_dict(), holdout=holdout.to_dict(),
                                     search=search.to_dict()),
                       {"sweep": res.table}, finish=False)
     if out is not None:
-        print(f"\nwrote {out}/")
-    return 0
+        say.say(f"\nwrote {out}/")
+    return say.result({"objective": col, "candidates": len(res.table), "top": top}, files_in(out))
 
 
 def add_cardinality(sub) -> None:
@@ -223,6 +268,7 @@ def add_cardinality(sub) -> None:
     p.add_argument("--seed", type=int, default=0, help="seed of the folds and the bootstrap (default 0)")
     p.add_argument("--threshold", type=float, default=0.2,
                    help="overlap share of the previous suggestion, shown for reference by --compare (default 0.2)")
+    output_args(p)
     p.set_defaults(func=_run_cardinality)
 
 
@@ -242,10 +288,13 @@ def _run_cardinality(args) -> int:
                                                 table["still_valid_high"])])
     if "informative" in table.columns:
         shown.insert(5, "informative", table["informative"])
-    print(shown.to_string(index=False))
-    print(f"\nsuggested multi_valued_predicates = {sorted(multi_valued_of(table))}")
+    say = Output(args)
+    say.say(shown.to_string(index=False))
+    say.say(f"\nsuggested multi_valued_predicates = {sorted(multi_valued_of(table))}")
+    cmp = None
     if args.compare:
         cmp = compare_policies(ds, rule=args.rule, weights=weights, folds=args.folds, seed=args.seed,
                                window_days=args.window_days, threshold=args.threshold)
-        print(f"\n{cmp}")
-    return 0
+        say.say(f"\n{cmp}")
+    return say.result({"multi_valued_predicates": sorted(multi_valued_of(table)), "predicates": table,
+                       "comparison": cmp})

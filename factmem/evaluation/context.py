@@ -204,6 +204,12 @@ class ContextEvaluator:
         sel = self._pt_valid if part is None else self._pt_valid & (self._pt_part == self.parts.index(part))
         return int(sel.sum())
 
+    def points_per_subject(self, part: str | None = None) -> np.ndarray:
+        """Scored points of each subject (in :attr:`subjects` order), in a part or all: the
+        denominators of per-subject sums, for bootstrap resamples over people."""
+        sel = self._pt_valid if part is None else self._pt_valid & (self._pt_part == self.parts.index(part))
+        return np.bincount(self._pt_subject[sel], minlength=len(self.subjects)).astype(np.int64)
+
     def _prepare_scoring(self) -> None:
         """What the scorer reads: the scored points alone (valid, in a part), each triple's rank in
         (subject, triple) order, and with truth the times at which a triple's flags may change."""

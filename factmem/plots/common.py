@@ -193,6 +193,38 @@ def threshold_line(ax: Axes, threshold: float | None, what: str = "archive thres
 
 
 #: the light grid lines of every figure
+#: How a named parameter set is drawn in every figure of a tuning run (slices, Pareto, budget
+#: curves): the same role has the same marker and colour everywhere, whatever order it is passed in.
+ROLE_STYLE: dict[str, dict[str, Any]] = {
+    "recommended": {"marker": "*", "color": "#0072B2", "lw": 2.2, "ls": "-", "size": 170},
+    "baseline": {"marker": "D", "color": "#555555", "lw": 1.8, "ls": "--", "size": 70},
+    "seed defaults": {"marker": "P", "color": "#E69F00", "lw": 1.6, "ls": ":", "size": 80},
+    "current": {"marker": "s", "color": "#009E73", "lw": 1.8, "ls": "-.", "size": 70},
+    "empty": {"marker": "X", "color": "#CC3311", "lw": 1.4, "ls": (0, (1, 2)), "size": 80},
+    "keep everything": {"marker": "v", "color": "#AA4499", "lw": 1.4, "ls": (0, (5, 2, 1, 2)), "size": 80},
+}
+
+_COLUMN_WORDS = {
+    "utility": "utility", "recall": "recall: needed facts in the context (share)",
+    "precision": "precision: context facts that are needed (share)", "stale": "stale facts in the context (share)",
+    "false": "false facts in the context (share)", "charged": "charged facts in the context (share)",
+    "context": "facts in the context", "needed": "needed facts", "log_loss": "log loss (nats)",
+}
+_PART_WORDS = {"all": "", "train": ", tuning period", "test": ", held out"}
+
+
+def column_label(column: str) -> str:
+    """Words for a result column: ``all.utility@20`` -> ``utility of a 20-fact context``;
+    anything else is returned as it is."""
+    part, _, rest = column.partition(".")
+    if not rest or part not in _PART_WORDS:
+        part, rest = "all", column
+    metric, at, k = rest.partition("@")
+    if not at or metric not in _COLUMN_WORDS or not k.isdigit():
+        return column
+    return f"{_COLUMN_WORDS[metric]}, context of {k} facts{_PART_WORDS[part]}"
+
+
 GRID_STYLE: dict[str, Any] = {"color": "#e6e6e6", "lw": 0.8}
 
 

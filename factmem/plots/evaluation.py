@@ -21,6 +21,7 @@ from matplotlib.transforms import ScaledTranslation
 from factmem.errors import InputError
 from factmem.plots.common import (
     KIND_COLORS,
+    ROLE_STYLE,
     PlotFigure,
     TimeAxis,
     kind_order,
@@ -329,8 +330,11 @@ def pareto(results: pd.DataFrame, x: str = "believed", y: str = "recall", *, min
     colors = ["#DDAA33", "#004488", "#BB5566", "#88CCEE", "#999933", "#000000"]
     for i, (name, sel) in enumerate((highlight or {}).items()):  # a few named parameter sets
         rows = _highlight_rows(results, name, sel)
-        ax.scatter(xv[rows], yv[rows], s=170 if markers[i % 6] == "*" else 80, marker=markers[i % 6],
-                   c=colors[i % 6], edgecolors="black", linewidths=0.8, zorder=6, label=str(name))
+        # a role (recommended, baseline, ...) is drawn as in every other figure of a tuning run
+        role = ROLE_STYLE.get(str(name), {"marker": markers[i % 6], "color": colors[i % 6],
+                                          "size": 170 if markers[i % 6] == "*" else 80})
+        ax.scatter(xv[rows], yv[rows], s=role["size"], marker=role["marker"], c=role["color"], edgecolors="black",
+                   linewidths=0.8, zorder=6, label=str(name))
     ax.set_xlabel(_metric_label(x) + (" — lower is better" if minimize_x else " — higher is better"))
     ax.set_ylabel(_metric_label(y) + (" — higher is better" if maximize_y else " — lower is better"))
     light_grid(ax)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -16,30 +15,30 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from factmem.errors import InputError
-from factmem.plots.common import PlotFigure, legend_outside, light_grid, new_axes, require
+from factmem.plots.common import ROLE_STYLE, PlotFigure, column_label, legend_outside, light_grid, new_axes, require
 
 __all__ = ["budget_curves", "slices"]
-
-_ROLE_STYLE: dict[str, dict[str, Any]] = {
-    "recommended": {"color": "#0072B2", "lw": 2.2, "ls": "-"},
-    "baseline": {"color": "#555555", "lw": 1.8, "ls": "--"},
-    "seed defaults": {"color": "#E69F00", "lw": 1.6, "ls": ":"},
-    "current": {"color": "#009E73", "lw": 1.8, "ls": "-."},
-}
-
 
 def budget_curves(curves: pd.DataFrame, *, budgets: Sequence[int] = (), ax: Axes | None = None,
                   title: str | None = None, ylabel: str = "utility@k (held out)") -> Figure:
     """Utility@k (or any metric) against the budget k, one line per parameter set.
 
     ``curves``: columns ``k``, ``value``, ``params`` (the line's role: recommended, baseline, seed
-    defaults, current, or any name). ``budgets``: k values to mark (the ones the tune chose for)."""
+    defaults, current, or any name), and optionally ``low``/``high``: an interval drawn as a band
+    around the line. ``budgets``: k values to mark (the ones the tune chose for)."""
     require(curves, ["k", "value", "params"], "curves")
     fig, ax = new_axes(ax, (7.6, 4.6))
+    banded = {"low", "high"} <= set(curves.columns)
     for name, g in curves.groupby("params", sort=False):
         g = g.sort_values("k")
-        style = _ROLE_STYLE.get(str(name), {"lw": 1.5})
-        ax.plot(g["k"].to_numpy(), g["value"].to_numpy(), label=str(name), **style)
+        role = ROLE_STYLE.get(str(name), {"lw": 1.5})
+        style = {key: role[key] for key in ("color", "lw", "ls") if key in role}
+        line, = ax.plot(g["k"].to_numpy(), g["value"].to_numpy(), label=str(name), **style)
+        if banded:
+            ax.fill_between(g["k"].to_numpy(), g["low"].to_numpy(np.float64), g["high"].to_numpy(np.float64),
+                            color=line.get_color(), alpha=0.15, lw=0, zorder=0)
+    if banded:
+        ax.fill_between([], [], [], color="#999999", alpha=0.3, lw=0, label="95% interval over people")
     for k in budgets:
         ax.axvline(k, color="#bbbbbb", lw=0.8, zorder=0)
         ax.annotate(f"k = {k}", (k, 1.0), xycoords=("data", "axes fraction"), xytext=(3, -12),
@@ -81,17 +80,17 @@ def slices(results: pd.DataFrame, parameters: Sequence[str], metric: str, *, hig
         x = pd.to_numeric(results[name], errors="coerce").to_numpy(np.float64)
         ax.scatter(x, y, s=9, color="#999999", alpha=0.6, lw=0, label="candidates")
         for label, row in marks.items():
-            style = _ROLE_STYLE.get(label, {"color": "black"})
-            ax.scatter([x[row]], [y[row]], s=70 if label == "recommended" else 45, color=style["color"],
-                       marker="*" if label == "recommended" else "D", edgecolor="black", lw=0.6, zorder=5,
-                       label=label)
+            style = ROLE_STYLE.get(label, {"color": "black", "marker": "o", "size": 45})
+            ax.scatter([x[row]], [y[row]], s=style["size"] * 0.6, color=style["color"], marker=style["marker"],
+                       edgecolor="black", lw=0.6, zorder=5, label=label)
         if name in log_params and np.nanmin(x) > 0:
             ax.set_xscale("log")
-        ax.set_xlabel(name, fontsize="small")
+        ax.set_xlabel(name.replace("_", " "), fontsize="small")
         ax.tick_params(labelsize="small")
         ax.grid(True, color="#eeeeee", lw=0.6)
         ax.set_axisbelow(True)
-    panel_axes[0].set_ylabel(f"{metric} ({'lower' if lower_is_better else 'higher'} is better)", fontsize="small")
+    panel_axes[0].set_ylabel(f"{column_label(metric)}\n({'lower' if lower_is_better else 'higher'} is better)",
+                             fontsize="small")
     handles, labels = panel_axes[0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="outside lower center", ncols=len(labels), fontsize="small", frameon=False)
     return fig

@@ -39,12 +39,27 @@ def believed_over_time(table: pd.DataFrame, *, ax: Axes | None = None, held: boo
     axis = TimeAxis(t, mode=time)
     x = axis.x(t)
     names = {"current": "current parameters", "new": "new parameters", **(labels or {})}
-    for side in ("current", "new"):
-        style = SIDE_STYLE[side]
-        ax.plot(x, numbers(table, f"believed_{side}", "table"), label=f"believed — {names[side]}", **style)
+    lines = {f"{what}_{side}": numbers(table, f"{what}_{side}", "table")
+             for what in (("believed", "held") if held else ("believed",)) for side in ("current", "new")}
+    notes = []
+    # lines that coincide are drawn once, with a note: four legend entries over one line say nothing
+    if held and all(_same(lines[f"believed_{side}"], lines[f"held_{side}"]) for side in ("current", "new")):
+        held = False
+        notes.append("active set = believed set (the thresholds are equal)")
+    sides: list[tuple[str, ...]] = [("current",), ("new",)]
+    if _same(lines["believed_current"], lines["believed_new"]) and (
+            not held or _same(lines["held_current"], lines["held_new"])):
+        sides = [("current", "new")]
+        notes.append("the new parameters give the same sizes as the current ones")
+    for group in sides:
+        style = SIDE_STYLE[group[-1]]
+        who = " and ".join(names[side] for side in group)
+        ax.plot(x, lines[f"believed_{group[0]}"], label=f"believed — {who}", **style)
         if held:
-            ax.plot(x, numbers(table, f"held_{side}", "table"), label=f"active — {names[side]}",
-                    color=style["color"], lw=0.9, ls=":", alpha=0.9)
+            ax.plot(x, lines[f"held_{group[0]}"], label=f"active — {who}", color=style["color"], lw=0.9, ls=":",
+                    alpha=0.9)
+    if notes:
+        ax.annotate("; ".join(notes), (0.01, 0.02), xycoords="axes fraction", fontsize="small", color="#555555")
     axis.decorate(ax)
     ax.set_ylabel("facts")
     ax.set_ylim(bottom=0)
@@ -52,6 +67,12 @@ def believed_over_time(table: pd.DataFrame, *, ax: Axes | None = None, held: boo
     ax.set_title(title or "Believed-set size over time", loc="left", fontsize="medium")
     legend_outside(ax)
     return fig
+
+
+def _same(a: np.ndarray, b: np.ndarray) -> bool:
+    """Whether two lines would look like one: within 0.5% of the larger one's peak everywhere."""
+    scale = max(float(np.nanmax(np.abs(a), initial=0.0)), float(np.nanmax(np.abs(b), initial=0.0)), 1.0)
+    return bool(np.nanmax(np.abs(a - b), initial=0.0) <= 0.005 * scale)
 
 
 def subject_changes(subjects: pd.DataFrame, *, axes: Sequence[Axes] | None = None, budget: int | None = None,

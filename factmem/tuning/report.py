@@ -34,6 +34,8 @@ __all__ = ["write_tune_run", "budget_curve_table", "render_report", "CURVE_K"]
 
 #: the largest budget the utility-against-budget figure shows
 CURVE_K = 100
+#: bootstrap resamples of people for the band of the utility-against-budget figure (at most)
+CURVE_RESAMPLES = 400
 
 
 def _date(ts: int) -> str:
@@ -51,7 +53,8 @@ def _fmt(v: Any, digits: int = 4) -> str:
 def budget_curve_table(result: TuneResult, P: PreparedLog) -> pd.DataFrame:
     """Held-out utility@k for k = 1 … :data:`CURVE_K` of the recommendation (as judged: each subject
     by its fold's choice), the baseline and the seed defaults (and current): columns k, value, params,
-    budget (the budget whose recommendation it is)."""
+    budget (the budget whose recommendation it is), and ``low``/``high``: the 95% bootstrap band over
+    people (at most :data:`CURVE_RESAMPLES` seeded resamples, the same for every line)."""
     res = result.sweep
     obj, ho = res.objective, res.holdout
     part = "all" if ho.mode == "subjects" else "test"
@@ -75,22 +78,37 @@ def budget_curve_table(result: TuneResult, P: PreparedLog) -> pd.DataFrame:
             cache[index] = sc.curve[0]
         return cache[index]
 
-    total = ctx.scored_points(part if part in ctx.parts else None)
+    scope = part if part in ctx.parts else None
+    total = ctx.scored_points(scope)
+    points = ctx.points_per_subject(scope)
+    # one seeded set of resamples of people for every line (paired, as the report's intervals are)
+    resamples = min(ho.bootstrap, CURVE_RESAMPLES)
+    weights = None
+    if resamples > 0 and len(points) > 1:
+        rng = np.random.default_rng(ho.seed)
+        draws = rng.integers(0, len(points), size=(resamples, len(points)))
+        weights = np.stack([np.bincount(d, minlength=len(points)) for d in draws]).astype(np.float64)
     rows = []
     for k, rec in result.recommendations.items():
         if rec.fold_choices:
             folds = ho.subject_folds(len(ctx.subjects))
-            held = sum(curve_of(c)[folds == f].sum(axis=0) for f, c in enumerate(rec.fold_choices))
+            held = np.zeros_like(curve_of(rec.index), dtype=np.float64)
+            for f, c in enumerate(rec.fold_choices):
+                held[folds == f] = curve_of(c)[folds == f]
         else:
-            held = curve_of(rec.index).sum(axis=0)
-        roles = {"recommended": held, "baseline": curve_of(0).sum(axis=0)}
+            held = curve_of(rec.index)
+        roles = {"recommended": held, "baseline": curve_of(0)}
         i_def = next(i for i, p in enumerate(res.params) if p == MemoryParams())
-        roles["seed defaults"] = curve_of(i_def).sum(axis=0)
+        roles["seed defaults"] = curve_of(i_def)
         if result.current is not None:
-            roles["current"] = curve_of(res.params.index(result.current)).sum(axis=0)
-        for name, curve in roles.items():
-            rows.append(pd.DataFrame({"k": np.arange(1, CURVE_K + 1), "value": curve / max(total, 1),
-                                      "params": name, "budget": k}))
+            roles["current"] = curve_of(res.params.index(result.current))
+        for name, per_subject in roles.items():
+            frame = {"k": np.arange(1, CURVE_K + 1), "value": per_subject.sum(axis=0) / max(total, 1),
+                     "params": name, "budget": k}
+            if weights is not None:
+                sampled = (weights @ per_subject) / np.maximum(weights @ points, 1)[:, None]
+                frame["low"], frame["high"] = np.quantile(sampled, [0.025, 0.975], axis=0)
+            rows.append(pd.DataFrame(frame))
     return pd.concat(rows, ignore_index=True)
 
 
@@ -124,7 +142,7 @@ def write_tune_run(result: TuneResult, P: PreparedLog, out: Path) -> Path:
     if px in tab.columns:
         fig = plots.pareto(tab.rename(columns={px: "stale or false in context", py: "recall@k"}),
                            x="stale or false in context", y="recall@k",
-                           highlight={"baseline": 0, "recommended": primary.index},
+                           highlight={"recommended": primary.index, "baseline": 0},
                            title=f"Every candidate: stale or false facts against needed facts in a context of {primary.budget}")
         figs["pareto"] = plots.save(fig, out / "pareto.png")
 

@@ -14,6 +14,7 @@ Each is a frozen dataclass with a plain-dict form (:meth:`to_dict`) recorded in 
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
@@ -215,4 +216,17 @@ class Compute:
 
     def to_dict(self) -> dict[str, Any]:
         return {"workers": self.workers, "executor": None if self.executor is None else type(self.executor).__name__,
-                "chunk_size": self.chunk_size}
+                "address": self.address, "chunk_size": self.chunk_size}
+
+    @property
+    def address(self) -> str | None:
+        """The Dask scheduler's address when the executor is one :func:`~factmem.tuning.sweep.dask_executor`
+        made (recorded in the manifest, shown on the progress bar)."""
+        return getattr(self.executor, "factmem_address", None)
+
+    @property
+    def where(self) -> str:
+        """Where the work runs, in words (the progress bar's label)."""
+        if self.executor is not None:
+            return f"on Dask at {self.address}" if self.address else f"on {type(self.executor).__name__}"
+        return "in this process" if self.workers == 0 else f"on {self.workers or os.cpu_count() or 1} local processes"

@@ -317,7 +317,7 @@ def sweep(log: Any, space: Mapping[str, Any] | Sequence[MemoryParams], *, base: 
         if isinstance(ref, str) and prep is not None and ref not in _CACHE:
             _CACHE[ref] = prep
             lent.append(ref)
-    bar = tqdm(total=len(points), desc="sweep", unit="params", disable=not compute.progress)
+    bar = tqdm(total=len(points), desc=f"sweep {compute.where}", unit="params", disable=not compute.progress)
     executor, own = compute.executor, None
     if executor is None and (compute.workers is None or compute.workers > 0) and len(chunks) > 1:
         own = executor = ProcessPoolExecutor(max_workers=compute.workers or min(len(chunks), os.cpu_count() or 1))
@@ -381,4 +381,6 @@ def dask_executor(address: str) -> Executor:
         from distributed import Client
     except ImportError:  # pragma: no cover - depends on the extra
         raise InputError("--dask needs the 'dask' extra: pip install 'factmem[dask]'") from None
-    return Client(address).get_executor()
+    executor = Client(address).get_executor()
+    executor.factmem_address = address  # for the manifest and the progress bar
+    return executor

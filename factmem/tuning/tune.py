@@ -115,6 +115,19 @@ class Recommendation:
 
     _kept: MemoryParams = field(default_factory=MemoryParams, repr=False)
 
+    def to_dict(self) -> dict[str, Any]:
+        """Plain-dict form (``factmem tune --json``): the decision, the parameters kept and the
+        held-out comparisons, as the report states them."""
+        def comparison(c: Comparison | None) -> dict[str, float] | None:
+            return None if c is None else c.to_dict()
+
+        return {"budget": self.budget, "promoted": self.promoted, "keep": self.keep, "decision": self.decision,
+                "params": self.chosen.to_dict(), "recommended": self.params.to_dict(),
+                "versus_baseline": comparison(self.versus_baseline), "versus_defaults": comparison(self.versus_defaults),
+                "versus_current": comparison(self.versus_current), "versus_start": comparison(self.versus_start),
+                "stability": self.stability, "fold_choices": list(self.fold_choices),
+                "heldout": self.heldout.to_dict(orient="records"), "notes": list(self.notes)}
+
 
 @dataclass
 class TuneResult:
@@ -155,6 +168,14 @@ class TuneResult:
     @property
     def heldout(self) -> pd.DataFrame:
         return self.primary.heldout
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain-dict form (``factmem tune --json``); ``recommendations`` keyed by the budget as text."""
+        return {"out": None if self.out is None else str(self.out), "seconds": self.seconds,
+                "candidates": len(self.sweep.params), "primary_budget": self.primary.budget,
+                "promoted": self.promoted, "decision": self.decision,
+                "recommendations": {str(k): rec.to_dict() for k, rec in self.recommendations.items()},
+                "notes": list(self.notes)}
 
 
 def base_params(P: PreparedLog) -> MemoryParams:
