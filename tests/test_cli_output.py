@@ -189,3 +189,23 @@ def test_bring_your_own_data_runs_as_printed(tmp_path):
     assert (tmp_path / "runs" / "mylog-tune" / "params.toml").exists()
     assert (tmp_path / "runs" / "whatif" / "report.md").exists()
     assert (tmp_path / "runs" / "prod.duckdb").exists()
+
+
+def test_result_files_need_no_quoting_and_read_back_exactly(tmp_path):
+    import duckdb
+    import numpy as np
+    import pandas as pd
+
+    from factmem.tuning.runs import load_run, write_run
+
+    frame = pd.DataFrame({"run_id": ["a", "b"], "decay_rate.episodic": [0.1, 0.3], "all.utility@20": [0.5, np.nan],
+                          "t": np.array([1_704_067_200, 2**63 - 1], dtype=np.int64)})
+    write_run(tmp_path / "r", {"kind": "demo"}, {"sweep": frame})
+    on_file = pd.read_parquet(tmp_path / "r" / "sweep.parquet")
+    assert list(on_file.columns) == ["run_id", "decay_rate_episodic", "all_utility_at_20", "t", "t_utc"]
+    assert str(on_file["t_utc"].dtype) == "datetime64[ns, UTC]"
+    assert on_file["t_utc"][0] == pd.Timestamp("2024-01-01", tz="UTC") and pd.isna(on_file["t_utc"][1])  # "never"
+    con = duckdb.connect(str(tmp_path / "r" / "results.duckdb"), read_only=True)
+    assert con.execute("SELECT all_utility_at_20 FROM sweep WHERE run_id = 'a'").fetchone() == (0.5,)
+    con.close()
+    pd.testing.assert_frame_equal(load_run(tmp_path / "r").table("sweep"), frame)

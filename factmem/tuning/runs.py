@@ -2,7 +2,9 @@
 
 A run folder holds ``manifest.json`` (what ran: parameters, dataset sha256 and scenario, seeds,
 factmem version, git commit if any, package versions), one Parquet file per results table, and
-``results.duckdb`` with the same tables for SQL.
+``results.duckdb`` with the same tables for SQL. In the files every column is a plain identifier
+(``all_utility_at_20``) and every time column has a ``datetime64[ns, UTC]`` companion
+(:mod:`factmem.tuning.columns`); :meth:`Run.table` gives the table back as the library wrote it.
 
 **The run-folder rule.** A run starts in an empty folder (:func:`start_run`, :func:`run_folder`):
 a folder that holds anything is refused — replaying a log into a previous run's ``memory.duckdb``
@@ -34,9 +36,12 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 
 from factmem import __version__
 from factmem.errors import ExportError, FactmemError, InputError
+from factmem.tuning.columns import METADATA_KEY, from_file, to_file
 
 __all__ = ["write_run", "load_run", "Run", "manifest", "start_run", "finish_run", "run_folder", "default_run_dir",
            "INCOMPLETE", "git_commit", "package_versions"]
@@ -185,15 +190,18 @@ def write_run(out: str | os.PathLike, manifest: Mapping[str, Any], tables: Mappi
     man["tables"] = names
     try:
         out.mkdir(parents=True, exist_ok=True)
-        for name in names:
-            tables[name].to_parquet(out / f"{name}.parquet", index=False)
+        files = {name: to_file(tables[name], name) for name in names}  # names that need no quoting
+        for name, (on_file, renamed) in files.items():
+            arrow = pa.Table.from_pandas(on_file, preserve_index=False)
+            meta = {**(arrow.schema.metadata or {}), METADATA_KEY: json.dumps(renamed, sort_keys=True).encode()}
+            pq.write_table(arrow.replace_schema_metadata(meta), out / f"{name}.parquet")
         db = out / "results.duckdb"
         if db.exists():
             db.unlink()
         con = duckdb.connect(str(db))
         try:
             for name in names:
-                frame = tables[name]  # noqa: F841 - read by DuckDB's replacement scan
+                frame = files[name][0]  # noqa: F841 - read by DuckDB's replacement scan
                 con.execute(f'CREATE TABLE "{name}" AS SELECT * FROM frame')
         finally:
             con.close()
@@ -219,7 +227,8 @@ class Run:
         if name not in self.manifest.get("tables", []):
             raise FactmemError(f"{self.path}: no table {name!r}; tables: {', '.join(self.manifest.get('tables', []))}")
         if name not in self._tables:
-            self._tables[name] = pd.read_parquet(self.path / f"{name}.parquet")
+            arrow = pq.read_table(self.path / f"{name}.parquet")
+            self._tables[name] = from_file(arrow.to_pandas(), arrow.schema.metadata)
         return self._tables[name]
 
     @property
