@@ -85,7 +85,8 @@ def slices(results: pd.DataFrame, parameters: Sequence[str], metric: str, *, hig
                        edgecolor="black", lw=0.6, zorder=5, label=label)
         if name in log_params and np.nanmin(x) > 0:
             ax.set_xscale("log")
-        ax.set_xlabel(name.replace("_", " "), fontsize="small")
+        head, _, kind = name.partition(".")  # decay_rate.episodic -> "decay rate (episodic)"
+        ax.set_xlabel(head.replace("_", " ") + (f" ({kind.replace('_', ' ')})" if kind else ""), fontsize="small")
         ax.tick_params(labelsize="small")
         ax.grid(True, color="#eeeeee", lw=0.6)
         ax.set_axisbelow(True)
