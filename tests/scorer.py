@@ -46,16 +46,29 @@ def session_points(events: list[dict], messages: list[dict]) -> list[tuple[str, 
     return sorted((s, subj, start[s]) for s, subj in pts)
 
 
-def context_scores(points, beliefs, truth, events, *, threshold: float, budget: int, stale_cost: float,
+CHARGE_KINDS = ("stale", "expired", "false", "unneeded")
+
+
+def context_scores(points, beliefs, truth, events, *, threshold: float, budget: int, costs: dict[str, float],
                    needed: str, multi_valued: frozenset = frozenset()) -> dict[str, float]:
     """Mean utility@k, recall@k, precision@k and per-point counts, over points with a needed fact.
 
     ``beliefs``: dicts with subject, predicate, object, start, end, reason, confidence, rate, fact.
-    ``truth``: dicts with subject, predicate, object, valid_from, end (true and relevant until, OPEN).
-    ``events``: dicts with ts, subject, predicate, object, session_id."""
+    ``truth``: dicts with subject, predicate, object, valid_from, valid_to, relevant_until (None = open),
+    noise. ``costs``: the cost of each of the four charge kinds. ``events``: dicts with ts, subject,
+    predicate, object, session_id.
+
+    A context fact that is not needed is, at t: *stale* if not true at t (valid_from <= t < valid_to)
+    but true before; *false* if never true before t; *expired* if true at t but not relevant
+    (past relevant_until) and not said in passing; *unneeded* if true and relevant (not mentioned
+    since), or true and its triple has a truth row with noise = irrelevant. Next-session: *stale* if
+    the session mentions another object of its single-valued predicate, else *unneeded*."""
     # overlapping rows of one triple are one stretch of truth (see true_intervals)
     spans = true_intervals([dict(triple=(r["subject"], r["predicate"], r["object"]), valid_from=r["valid_from"],
-                                 valid_to=r["end"], relevant_until=None) for r in truth])
+                                 valid_to=r["valid_to"], relevant_until=r["relevant_until"]) for r in truth])
+    valid = true_intervals([dict(triple=(r["subject"], r["predicate"], r["object"]), valid_from=r["valid_from"],
+                                 valid_to=r["valid_to"], relevant_until=None) for r in truth])
+    passing = {(r["subject"], r["predicate"], r["object"]) for r in truth if r["noise"] == "irrelevant"}
     truth = [dict(subject=s, predicate=p, object=o, valid_from=a, end=b) for (s, p, o), runs in spans.items()
              for a, b in runs]
     first_seen: dict = {}
@@ -86,21 +99,24 @@ def context_scores(points, beliefs, truth, events, *, threshold: float, budget: 
                 cands.append((-eff, -b["start"], -first_seen[b["fact"]], b["predicate"], b["object"], b))
         cands.sort(key=lambda c: c[:5])
         ctx = [c[5] for c in cands[:budget]]
-        hits = charged = stale = false = 0
+        hits = 0
+        kinds = dict.fromkeys(CHARGE_KINDS, 0)
         ll = 0.0
         for b in ctx:
             tri = (b["subject"], b["predicate"], b["object"])
             if needed == "truth":
                 rows = [r for r in truth if (r["subject"], r["predicate"], r["object"]) == tri and r["end"] > r["valid_from"]]
                 true_now = any(r["valid_from"] <= t < r["end"] for r in rows)
+                runs = valid.get(tri, [])
+                true_at_t = any(a <= t < z for a, z in runs)
                 if tri in need:
                     hits += 1
-                elif not true_now:
-                    charged += 1
-                    if any(r["valid_from"] < t for r in rows):
-                        stale += 1
-                    else:
-                        false += 1
+                elif true_at_t:
+                    kinds["unneeded" if true_now or tri in passing else "expired"] += 1
+                elif any(a < t for a, _ in runs):
+                    kinds["stale"] += 1
+                else:
+                    kinds["false"] += 1
                 p = min(max(_effective(b, t), 1e-4), 1 - 1e-4)
                 ll += -math.log(p) if true_now else -math.log(1 - p)
             else:
@@ -111,25 +127,27 @@ def context_scores(points, beliefs, truth, events, *, threshold: float, budget: 
                 elif b["predicate"] not in multi_valued and any(
                         e["session_id"] == session and e["subject"] == subject and e["predicate"] == b["predicate"]
                         for e in events):
-                    charged += 1
-                    stale += 1
+                    kinds["stale"] += 1
+                else:
+                    kinds["unneeded"] += 1
         n = len(need)
+        charged = sum(costs[k] * kinds[k] for k in CHARGE_KINDS)
         totals["points"] += 1
-        totals["utility"] += (hits - stale_cost * charged) / max(1, n)
+        totals["utility"] += (hits - charged) / max(1, n)
         totals["recall"] += hits / n
         if ctx:
             totals["precision"] += hits / len(ctx)
             totals["precise"] += 1
         totals["hits"] += hits
         totals["charged"] += charged
-        totals["stale"] += stale
-        totals["false"] += false
+        for k in CHARGE_KINDS:
+            totals[k] += kinds[k]
         totals["context"] += len(ctx)
         totals["needed"] += n
         totals["log_loss"] += ll
     n = totals["points"]
     out = {k: totals[k] / n if n else math.nan
-           for k in ("utility", "recall", "hits", "charged", "stale", "false", "context", "needed")}
+           for k in ("utility", "recall", "hits", "charged", *CHARGE_KINDS, "context", "needed")}
     out["precision"] = totals["precision"] / totals["precise"] if totals["precise"] else float("nan")
     out["log_loss"] = totals["log_loss"] / totals["context"] if totals["context"] else float("nan")
     out["points"] = n

@@ -11,11 +11,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from factmem.core.codes import OPEN
 from factmem.core.params import MemoryParams
 from factmem.data.generate import generate
 from factmem.data.logs import empty_generalizations, empty_truth, make_dataset
 from factmem.errors import InputError
+from factmem.evaluation.charges import CHARGE_KINDS, ChargeCosts
 from factmem.evaluation.context import ContextEvaluator, context_threshold
 from factmem.evaluation.simulate import Schedule, kernel_beliefs, prepare, simulate
 
@@ -27,15 +27,16 @@ T0 = 1_700_000_000
 
 def dataset(mentions, truth=None):
     """A dataset from (ts, session, subject, predicate, object, kind) mentions and truth rows
-    (subject, predicate, object, kind, valid_from, valid_to, relevant_until)."""
+    (subject, predicate, object, kind, valid_from, valid_to, relevant_until[, noise])."""
     ev = pd.DataFrame(mentions, columns=["ts", "session_id", "subject", "predicate", "object", "kind"])
     ev["message_id"] = [f"m{i}" for i in range(len(ev))]
     ev["note"] = ""
     msgs = ev[["session_id", "message_id", "ts"]].assign(speaker="u", text="")
     tr = empty_truth()
     if truth is not None:
-        tr = pd.DataFrame(truth, columns=["subject", "predicate", "object", "kind", "valid_from", "valid_to",
-                                          "relevant_until"])
+        tr = pd.DataFrame([tuple(r) + (None,) * (8 - len(r)) for r in truth],
+                          columns=["subject", "predicate", "object", "kind", "valid_from", "valid_to",
+                                   "relevant_until", "noise"])
     return make_dataset(msgs, ev, tr, empty_generalizations(), {"start": T0 - DAY, "end": T0 + 60 * DAY})
 
 
@@ -116,6 +117,48 @@ def test_archiving_a_stale_fact_raises_utility():
     assert u_forget["recall"] == u_keep["recall"] == 1.0  # tea is re-mentioned often enough to stay
 
 
+def test_the_four_charge_kinds_are_counted_apart_and_costed_apart():
+    """At day 10 the context holds one needed fact and one of each kind: a value that changed (stale),
+    an episode that is over (expired), a misstatement (false), and two true facts nobody needs
+    (unneeded): a remark said in passing, and a fact true only since after it was last mentioned."""
+    said = [(T0, "s0", "ada", p, o, "episodic" if p == "attends" else "explicit")
+            for p, o in [("lives_in", "berlin"), ("attends", "concert"), ("drinks", "coffee"), ("noticed", "rain"),
+                         ("likes", "tea"), ("works_on", "x")]]
+    ds = dataset(said + [(T0 + 10 * DAY, "s10", "ada", "likes", "tea", "explicit")],
+                 [("ada", "lives_in", "berlin", "explicit", T0 - DAY, T0 + 5 * DAY, None),
+                  ("ada", "attends", "concert", "episodic", T0 - DAY, None, T0 + 3 * DAY),
+                  ("ada", "drinks", "coffee", "explicit", T0, T0, None, "misstatement"),
+                  ("ada", "noticed", "rain", "episodic", T0, None, T0, "irrelevant"),
+                  ("ada", "likes", "tea", "explicit", T0 - DAY, None, None),
+                  ("ada", "works_on", "x", "explicit", T0 + 2 * DAY, None, None)])
+    P = prepare(ds)
+    keep = MemoryParams(decay_rate=dict.fromkeys(("explicit", "user_preference", "episodic"), 0.0))
+    bel = beliefs_of(P, keep)
+    s = ContextEvaluator(P, budgets=(10,)).score(bel, keep).summary()
+    assert s["points"] == 1 and s["needed"] == 1 and s["hits"] == 1 and s["context"] == 6
+    assert (s["stale"], s["expired"], s["false"], s["unneeded"]) == (1, 1, 1, 2)
+    assert s["charged"] == 3 and s["utility"] == 1 - 3
+    costly = ContextEvaluator(P, budgets=(10,), costs="stale=2,expired=0,false=3,unneeded=0.5").score(bel, keep)
+    assert costly.summary()["charged"] == 2 + 0 + 3 + 1 and costly.summary()["utility"] == 1 - 6
+    assert ContextEvaluator(P, budgets=(10,)).costs == ChargeCosts()
+    ev = ds.events
+    events = [dict(ts=int(a), subject=b, predicate=c, object=d, session_id=e)
+              for a, b, c, d, e in zip(ev["ts"], ev["subject"], ev["predicate"], ev["object"], ev["session_id"])]
+    want = scorer.context_scores([("s10", "ada", T0 + 10 * DAY)], _as_dicts(P, bel), _truth_dicts(P), events,
+                                 threshold=context_threshold(keep), budget=10, costs=ChargeCosts().to_dict(),
+                                 needed="truth")
+    assert {k: want[k] for k in CHARGE_KINDS} == {k: s[k] for k in CHARGE_KINDS}  # the scorer sees the four too
+
+
+def test_charge_costs_parse_and_reject():
+    assert ChargeCosts.parse("") == ChargeCosts() and ChargeCosts.parse(" unneeded = 0.5 ").unneeded == 0.5
+    assert ChargeCosts.parse(str(ChargeCosts(2, 0, 1.5, 0.25))) == ChargeCosts(2, 0, 1.5, 0.25)
+    for bad, msg in [("stale", "KIND=NUMBER"), ("stale=x", "not a number"), ("stale=1,stale=2", "twice"),
+                     ("false=-1", "cost false"), ("unneeded=inf", "cost unneeded")]:
+        with pytest.raises(InputError, match=msg):
+            ChargeCosts.parse(bad)
+
+
 def test_the_context_threshold_is_the_stricter_of_the_two():
     assert context_threshold(MemoryParams(archive_threshold=0.2, retrieval_threshold=0.05)) == 0.2
     assert context_threshold(MemoryParams(archive_threshold=0.0, retrieval_threshold=0.1)) == 0.1
@@ -127,8 +170,12 @@ def test_bad_settings():
         ContextEvaluator(P, budgets=(0,))
     with pytest.raises(InputError, match="needed"):
         ContextEvaluator(P, needed="tomorrow")  # type: ignore[arg-type]
-    with pytest.raises(InputError, match="stale_cost"):
-        ContextEvaluator(P, stale_cost=-1)
+    with pytest.raises(InputError, match="cost stale"):
+        ContextEvaluator(P, costs={"stale": -1})
+    with pytest.raises(InputError, match="KIND=NUMBER"):
+        ContextEvaluator(P, costs="old=1")
+    with pytest.raises(InputError, match="unknown kind"):
+        ContextEvaluator(P, costs={"wrong": 1.0})
     d = P.dataset
     no_truth = prepare(make_dataset(d.messages, d.events, empty_truth(), empty_generalizations(), d.scenario))
     with pytest.raises(InputError, match="truth"):
@@ -157,25 +204,30 @@ def _as_dicts(P, beliefs):
 
 def _truth_dicts(P):
     t = P.dataset.truth
-    vto = pd.array(t["valid_to"], dtype="Int64").fillna(OPEN).to_numpy(np.int64)
-    rel = pd.array(t["relevant_until"], dtype="Int64").fillna(OPEN).to_numpy(np.int64)
-    return [dict(subject=s, predicate=p, object=o, valid_from=int(f), end=int(min(a, b)))
-            for s, p, o, f, a, b in zip(t["subject"], t["predicate"], t["object"], t["valid_from"], vto, rel)]
+
+    def bound(v):
+        return None if pd.isna(v) else int(v)
+
+    return [dict(subject=s, predicate=p, object=o, valid_from=int(f), valid_to=bound(a), relevant_until=bound(b),
+                 noise=None if pd.isna(n) else n)
+            for s, p, o, f, a, b, n in zip(t["subject"], t["predicate"], t["object"], t["valid_from"], t["valid_to"],
+                                           t["relevant_until"], t["noise"])]
 
 
 @settings(max_examples=25, deadline=None)
 @given(seed=st.integers(0, 10_000), rate=st.sampled_from([0.0, 0.02, 0.3, 2.0]),
        thr=st.sampled_from([0.0, 0.05, 0.4]), gain=st.sampled_from([0.3, 1.0]),
-       budget=st.sampled_from([1, 3, 10]), w=st.sampled_from([0.0, 1.0, 2.5]),
+       budget=st.sampled_from([1, 3, 10]),
+       costs=st.fixed_dictionaries({k: st.sampled_from([0.0, 1.0, 2.5]) for k in CHARGE_KINDS}),
        needed=st.sampled_from(["truth", "next-session"]), multi=st.booleans())
-def test_evaluator_equals_the_independent_scorer(seed, rate, thr, gain, budget, w, needed, multi):
+def test_evaluator_equals_the_independent_scorer(seed, rate, thr, gain, budget, costs, needed, multi):
     ds = generate("tiny", seed=seed % 50)
     P = prepare(ds)
     mvp = frozenset(ds.multi_valued_predicates) if multi else frozenset()
     p = MemoryParams(decay_rate={"explicit": rate, "user_preference": rate / 2}, archive_threshold=thr,
                      reinforce_gain=gain, multi_valued_predicates=mvp)
     bel = beliefs_of(P, p)
-    ctx = ContextEvaluator(P, budgets=(budget,), stale_cost=w, needed=needed, max_points_per_subject=12,
+    ctx = ContextEvaluator(P, budgets=(budget,), costs=costs, needed=needed, max_points_per_subject=12,
                            seed=seed)
     got = ctx.score(bel, p).summary()
     ev = ds.events
@@ -183,10 +235,10 @@ def test_evaluator_equals_the_independent_scorer(seed, rate, thr, gain, budget, 
               for a, b, c, d, e in zip(ev["ts"], ev["subject"], ev["predicate"], ev["object"], ev["session_id"])]
     points = [(r.session, ctx.subjects[r.subject], int(r.t)) for r in ctx.points.itertuples(index=False)]
     want = scorer.context_scores(points, _as_dicts(P, bel), _truth_dicts(P), events,
-                                 threshold=context_threshold(p), budget=budget, stale_cost=w, needed=needed,
+                                 threshold=context_threshold(p), budget=budget, costs=costs, needed=needed,
                                  multi_valued=mvp)
     assert got["points"] == want["points"]
-    for key in ("utility", "recall", "precision", "hits", "charged", "stale", "false", "context", "needed"):
+    for key in ("utility", "recall", "precision", "hits", "charged", *CHARGE_KINDS, "context", "needed"):
         assert (math.isnan(got[key]) and math.isnan(want[key])) or got[key] == pytest.approx(want[key], abs=1e-12), key
     assert (math.isnan(got["log_loss"]) and math.isnan(want["log_loss"])) or \
         got["log_loss"] == pytest.approx(want["log_loss"], rel=1e-12)

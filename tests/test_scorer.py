@@ -121,21 +121,23 @@ OFFSETS = st.one_of(st.integers(0, 12).map(lambda d: d * DAY), st.integers(0, 24
 
 def small_dataset(mentions, truth, start: int, days: int):
     """A dataset from mentions (ts, subject, predicate, object, kind), one session per day, and truth
-    rows (subject, predicate, object, kind, valid_from, valid_to, relevant_until)."""
+    rows (subject, predicate, object, kind, valid_from, valid_to, relevant_until[, noise])."""
     ev = pd.DataFrame(mentions, columns=["ts", "subject", "predicate", "object", "kind"])
     ev.insert(1, "session_id", [f"s{(ts - start) // DAY}" for ts in ev["ts"]])
     ev["message_id"] = [f"m{i}" for i in range(len(ev))]
     ev["note"] = ""
     msgs = ev[["session_id", "message_id", "ts"]].assign(speaker="user", text="")
-    tr = pd.DataFrame(truth, columns=["subject", "predicate", "object", "kind", "valid_from", "valid_to",
-                                      "relevant_until"]).astype({"valid_to": "Int64", "relevant_until": "Int64"})
+    tr = pd.DataFrame([tuple(r) + (None,) * (8 - len(r)) for r in truth],
+                      columns=["subject", "predicate", "object", "kind", "valid_from", "valid_to", "relevant_until",
+                               "noise"]).astype({"valid_to": "Int64", "relevant_until": "Int64"})
     return make_dataset(msgs, ev, tr, empty_generalizations(), {"start": start, "end": start + days * DAY})
 
 
 @st.composite
 def hand_logs(draw):
     """A small dataset: mentions at drawn offsets, truth rows per mentioned triple (none, or several:
-    overlapping, touching, empty), the mentions' kind usually their truth's."""
+    overlapping, touching, empty; now and then a remark said in passing: true from its mention on,
+    relevant only then, ``noise = irrelevant``), the mentions' kind usually their truth's."""
     base = draw(st.sampled_from(BASES))
     pool = draw(st.lists(st.sampled_from(TRIPLES), min_size=1, max_size=5, unique=True))  # a few, mentioned often
     mentions = draw(st.lists(st.tuples(OFFSETS, st.sampled_from(pool)), min_size=1, max_size=25))
@@ -147,6 +149,9 @@ def hand_logs(draw):
             start = draw(st.one_of(st.just(-5 * DAY), st.sampled_from([o for o, t in mentions if t == tr]), OFFSETS))
             length = draw(st.one_of(st.none(), st.just(0), OFFSETS))
             relevant = draw(st.one_of(st.none(), OFFSETS)) if truth_kind == "episodic" else None
+            if draw(st.integers(0, 5)) == 0:
+                truth.append((*tr, truth_kind, base + start, None, base + start, "irrelevant"))
+                continue
             truth.append((*tr, truth_kind, base + start, None if length is None else base + start + length,
                           None if relevant is None else base + start + relevant))
     return small_dataset([(base + o, *tr, kinds[tr]) for o, tr in mentions], truth, base, draw(st.integers(6, 16)))
@@ -256,14 +261,16 @@ def test_context_metrics_equal_the_scorer_on_hand_drawn_streams(ds, p, budget, n
         needed = "next-session"
     sched = Schedule()
     beliefs = kernel_beliefs(P, [p], sched.consolidations(P.start, P.end))[0]
-    ctx = ContextEvaluator(P, budgets=(budget,), stale_cost=1.5, needed=needed)
+    costs = {"stale": 1.5, "expired": 0.75, "false": 2.0, "unneeded": 0.25}
+    ctx = ContextEvaluator(P, budgets=(budget,), costs=costs, needed=needed)
     got = ctx.score(beliefs, p).summary()
     ev = ds.events
     events = [dict(ts=int(a), subject=b, predicate=c, object=d, session_id=e)
               for a, b, c, d, e in zip(ev["ts"], ev["subject"], ev["predicate"], ev["object"], ev["session_id"])]
     points = [(r.session, ctx.subjects[r.subject], int(r.t)) for r in ctx.points.itertuples(index=False)]
     want = scorer.context_scores(points, _as_dicts(P, beliefs), _truth_dicts(P), events, threshold=context_threshold(p),
-                                 budget=budget, stale_cost=1.5, needed=needed, multi_valued=p.multi_valued_predicates)
+                                 budget=budget, costs=costs, needed=needed, multi_valued=p.multi_valued_predicates)
     assert got["points"] == want["points"]
-    for key in ("utility", "recall", "precision", "hits", "charged", "stale", "false", "context", "needed", "log_loss"):
+    for key in ("utility", "recall", "precision", "hits", "charged", "stale", "expired", "false", "unneeded", "context",
+                "needed", "log_loss"):
         same(got[key], want[key], key)

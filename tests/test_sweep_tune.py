@@ -128,8 +128,10 @@ def test_bad_settings():
         Objective(budgets=(0,))
     with pytest.raises(InputError, match="repeat"):
         Objective(budgets=(5, 5))
-    with pytest.raises(InputError, match="stale_cost"):
-        Objective(stale_cost=-1)
+    with pytest.raises(InputError, match="cost stale"):
+        Objective(costs={"stale": -1})
+    assert Objective(costs="unneeded=0.5").to_dict()["costs"] == {"stale": 1.0, "expired": 1.0, "false": 1.0,
+                                                                  "unneeded": 0.5}
     with pytest.raises(InputError, match="folds"):
         Holdout(folds=1)
     with pytest.raises(InputError, match="needs log="):

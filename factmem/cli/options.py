@@ -62,8 +62,7 @@ def search_args(p: argparse.ArgumentParser, *, method: str = "random") -> None:
                         "stale, believed, lost (these need --split or --holdout)")
     o.add_argument("--budget", default="20", metavar="K[,K...]",
                    help="context budget(s) k: facts per person in the prompt (default 20; e.g. 5,10,20,50)")
-    o.add_argument("--stale-cost", type=float, default=1.0, metavar="W",
-                   help="cost of a stale or false fact in the context, relative to a needed one (default 1)")
+    cost_arg(o)
     o.add_argument("--needed", choices=("truth", "next-session"), default=None,
                    help="what a context should hold: facts true and relevant then (truth; default when the log "
                         "has truth) or the facts the next session mentions (next-session; for real logs)")
@@ -92,13 +91,20 @@ def settings_of(args: argparse.Namespace) -> tuple[Any, Any, Any, Any]:
     mode: Any = "log" if args.holdout else ("time" if args.split is not None else "subjects")
     space = space_of(args) or None
     search = Search(space=space, method=args.search, n=args.n, refine=args.refine, seed=args.seed)
-    objective = Objective(name=args.objective, budgets=budgets, stale_cost=args.stale_cost, needed=args.needed,
+    objective = Objective(name=args.objective, budgets=budgets, costs=args.cost, needed=args.needed,
                           max_points_per_subject=args.max_points)
     holdout = Holdout(mode=mode, folds=args.folds, split=args.split if args.split is not None else 2 / 3,
                       log=args.holdout, bootstrap=args.bootstrap, seed=args.seed)
     quiet = getattr(args, "quiet", False) or getattr(args, "json", False)
     compute = Compute(workers=args.workers, executor=executor_of(args), progress=not quiet)
     return search, objective, holdout, compute
+
+
+def cost_arg(g: Any) -> None:
+    g.add_argument("--cost", default="stale=1,expired=1,false=1,unneeded=0", metavar="KIND=W[,...]",
+                   help="cost of each kind of context fact that is not needed, relative to a needed one: stale "
+                        "(true before, not now), expired (true, its relevance over), false (never true), unneeded "
+                        "(true, not needed); kinds left out keep the defaults stale=1,expired=1,false=1,unneeded=0")
 
 
 def log_arg(p: argparse.ArgumentParser, required: bool = False) -> None:

@@ -41,8 +41,9 @@ def add_whatif(sub: argparse._SubParsersAction) -> None:
                    help="what a context should hold: the facts the next session mentions (production has no truth)")
     p.add_argument("--consolidate-every", type=float, default=24.0, metavar="HOURS",
                    help="the replay consolidates every HOURS at multiples since the epoch (default 24: midnight UTC)")
-    p.add_argument("--stale-cost", type=float, default=1.0, metavar="W",
-                   help="cost of a stale fact in the context, relative to a needed one (default 1)")
+    p.add_argument("--cost", default="stale=1,unneeded=0", metavar="KIND=W[,...]",
+                   help="cost of a context fact the next session does not need, relative to a needed one: stale "
+                        "(it mentions another value) or unneeded (default stale=1,unneeded=0)")
     p.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples of people (default 1000)")
     p.add_argument("--seed", type=int, default=0, help="seed of the bootstrap and of point sampling (default 0)")
     p.add_argument("--max-points", type=int, default=None, metavar="N",
@@ -64,7 +65,7 @@ def _run_whatif(args: argparse.Namespace) -> int:
     check_out(out, args.force)
     at = parse_time(args.at, name="--at") if args.at is not None else None
     result = whatif(args.production, args.params, current=args.current, budgets=budgets, at=at, needed=args.needed,
-                    consolidate_every_hours=args.consolidate_every, stale_cost=args.stale_cost,
+                    consolidate_every_hours=args.consolidate_every, costs=args.cost,
                     bootstrap=args.bootstrap, seed=args.seed, max_points_per_subject=args.max_points, top=args.top,
                     out=out, figures=not args.no_figures)
     say = Output(args)

@@ -20,19 +20,23 @@ lexicographic order; the first ``k`` of them.
 
 * ``needed="truth"`` (when the log has ground truth): triples of ``s`` true and relevant at ``t`` and
   mentioned since they became true, before ``t`` (the recall population of the checkpoint metrics).
-  A fact in the context that is not true and relevant at ``t`` is **charged**: *stale* if the triple
-  had been true before ``t`` (the world changed, the memory did not), *false* if it never was
-  (a misstatement or an extraction error). A true fact that is not needed (say, true again but not
-  mentioned since) is neither rewarded nor charged.
+  Every other fact in the context is one of four kinds (:mod:`factmem.evaluation.charges`): *stale*
+  (true before ``t``, not at ``t``: the world changed, the memory did not), *expired* (still true,
+  past its ``relevant_until``: an episode that is over), *false* (never true up to ``t``: a
+  misstatement or an extraction error), *unneeded* (true and never needed — truth's ``noise =
+  irrelevant`` — or true and relevant but not mentioned since). "True at ``t``" reads truth's
+  ``[valid_from, valid_to)``, "relevant" also ``relevant_until``; overlapping rows of a triple are one
+  stretch.
 * ``needed="next-session"`` (no truth needed, so it runs on real logs): the triples of ``s`` the
   session starting at ``t`` mentions — the facts the conversation turned out to need. A fact in the
-  context is charged as *stale* when the session mentions another object for its (subject,
-  predicate) and the predicate is single-valued (and does not mention the fact's own object);
-  nothing else is charged.
+  context is *stale* when the session mentions another object for its (subject, predicate) and the
+  predicate is single-valued (and does not mention the fact's own object); every other unmentioned
+  one is *unneeded*.
 
-**Per point**, with ``N`` needed facts, ``H`` of them in the context, ``S`` charged facts in it and
-``C`` facts in it: ``recall@k = H / N``, ``precision@k = H / C`` (points with ``C > 0``),
-``utility@k = (H − w·S) / max(1, N)`` with ``w = stale_cost``. The population is the points with at
+**Per point**, with ``N`` needed facts, ``H`` of them in the context, ``C`` facts in it and the charge
+``S = Σ cost(kind) · count(kind)`` (``costs``, a :class:`~factmem.evaluation.charges.ChargeCosts`;
+defaults stale 1, expired 1, false 1, unneeded 0): ``recall@k = H / N``, ``precision@k = H / C``
+(points with ``C > 0``), ``utility@k = (H − S) / max(1, N)``. The population is the points with at
 least one needed fact (a context assembled for a purpose); every average is over those points,
 pooled over subjects (``sum over points / number of points``), so a subject weighs by its sessions.
 Sums are kept per subject, so folds and bootstrap resamples over subjects are sums of rows.
@@ -63,6 +67,7 @@ from factmem.core.codes import OPEN, SECONDS_PER_DAY, EndReason
 from factmem.core.params import MemoryParams
 from factmem.errors import InputError
 from factmem.evaluation.arrays import blocks, cover_count, group_min, lexicographic_rank, member
+from factmem.evaluation.charges import CHARGE_KINDS, ChargeCosts
 from factmem.evaluation.context_scores import (
     FIELD_INDEX,
     FIELDS,
@@ -105,14 +110,15 @@ class ContextEvaluator:
     where, the order of ties — is prepared once, so that scoring many parameter sets is cheap.
 
     ``budgets``: the ``k`` values. ``needed``: ``"truth"`` (default when the log has truth) or
-    ``"next-session"``. ``stale_cost``: ``w``. ``parts``: names and time ranges ``[start, end)`` of
+    ``"next-session"``. ``costs``: what each kind of charged fact costs (:class:`ChargeCosts`, a mapping
+    of kinds, or a string like ``"stale=1,unneeded=0.5"``; default the defaults). ``parts``: names and time ranges ``[start, end)`` of
     evaluation points scored separately (default: one part, ``"all"``). ``max_points_per_subject``:
     sample at most this many points per subject (seeded by ``seed``). ``curve_k``: also sum utility@k
     for every k = 1 … ``curve_k`` (for a figure of utility against the budget).
     """
 
     def __init__(self, prepared: PreparedLog, *, budgets: Sequence[int] = (20,), needed: Needed | None = None,
-                 stale_cost: float = 1.0, parts: dict[str, tuple[int, int]] | None = None,
+                 costs: ChargeCosts | dict[str, float] | str | None = None, parts: dict[str, tuple[int, int]] | None = None,
                  max_points_per_subject: int | None = None, seed: int = 0, curve_k: int = 0):
         self.budgets = tuple(int(k) for k in budgets)
         if not self.budgets or any(k < 1 for k in self.budgets):
@@ -124,11 +130,11 @@ class ContextEvaluator:
         if needed == "truth" and not has_truth:
             raise InputError(f"needed='truth' needs a truth.csv; {prepared.dataset.path or 'this log'} has none "
                              "(use needed='next-session')")
-        if not np.isfinite(stale_cost) or stale_cost < 0:
-            raise InputError(f"stale_cost must be a number >= 0, got {stale_cost!r}")
+        self.costs = ChargeCosts.of(costs)
         self.prepared = prepared
         self.needed_mode: Needed = needed
-        self.stale_cost = float(stale_cost)
+        # the cost of each context fact by its code (see score): nothing, a hit, then the four kinds
+        self._code_cost = np.array([0.0, 0.0, *self.costs.vector()])
         self.curve_k = int(curve_k)
         self.seed = int(seed)
         self.max_points_per_subject = max_points_per_subject
@@ -235,12 +241,15 @@ class ContextEvaluator:
 
     def _prepare_breakpoints(self) -> None:
         """Sorted (triple, time) keys of the times at which :meth:`_flags` may change for a triple:
-        a truth interval's start, end and needed-from, and just after the triple first became true.
+        a true-and-relevant interval's start, end and needed-from, a true interval's start and end, and
+        just after the triple first became true.
         Between two of them (and within the scored points' times) a triple's flags are constant."""
         ft = self._first_true
         has_ft = np.flatnonzero(ft != OPEN)
-        tr = np.concatenate([self._tt_triple, self._tt_triple, self._tt_triple, has_ft])
-        at = np.concatenate([self._tt_from, self._tt_end, self._tt_nfrom, ft[has_ft] + 1])
+        tr = np.concatenate([self._tt_triple, self._tt_triple, self._tt_triple, self._tv_triple, self._tv_triple,
+                             has_ft])
+        at = np.concatenate([self._tt_from, self._tt_end, self._tt_nfrom, self._tv_from, self._tv_end,
+                             ft[has_ft] + 1])
         t_lo, t_hi = int(self._v_t.min()), int(self._v_t.max())
         inside = (at > t_lo) & (at <= t_hi)  # others never fall strictly inside a state's points
         span = t_hi - self._tmin + 2
@@ -279,9 +288,20 @@ class ContextEvaluator:
         self._tt_triple, self._tt_from, self._tt_end = triple[order], vfrom[order], tend[order]
         self._tt_key = self._tt_triple * span + (np.clip(self._tt_from, base, None) - base)
         self._tt_nfrom = nfrom[order]
-        first_true = np.full(max(self._n_known, int(triple.max(initial=-1)) + 1), OPEN, np.int64)
-        np.minimum.at(first_true, triple, vfrom)
+        # the stretches in which a triple is true, relevant or not (stale: true before t, not at t;
+        # expired: true at t, not relevant), and the triples truth marks as said in passing
+        all_triple = t["triple"].to_numpy(np.int64)
+        v_tr, v_from, v_end = true_intervals(all_triple, t["valid_from"].to_numpy(np.int64), vto)
+        self._tv_triple, self._tv_from, self._tv_end = v_tr, v_from, v_end
+        self._tv_key = v_tr * span + (np.clip(v_from, base, None) - base)
+        n_tr = max(self._n_known, int(all_triple.max(initial=-1)) + 1)
+        first_true = np.full(n_tr, OPEN, np.int64)
+        np.minimum.at(first_true, v_tr, v_from)
         self._first_true = first_true
+        self._passing = np.zeros(n_tr, bool)
+        if "noise" in P.dataset.truth.columns:
+            noise = P.dataset.truth["noise"].to_numpy(object)
+            self._passing[P.truth["triple"].to_numpy(np.int64)[: len(noise)][noise == "irrelevant"]] = True
         # needed count per point: intervals [nfrom, tend) of the subject's triples covering t
         subj = self._triple_subject[triple]
         ok = nfrom < tend
@@ -368,8 +388,7 @@ class ContextEvaluator:
         curve_k = self.curve_k if curve and self.curve_k else 0
         ks = list(self.budgets) + ([curve_k] if curve_k else [])
         H = np.zeros((n_b, n_v))
-        S = np.zeros((n_b, n_v))
-        St = np.zeros((n_b, n_v))
+        K = np.zeros((n_b, len(CHARGE_KINDS), n_v))  # context facts of each charge kind
         C = np.zeros((n_b, n_v))
         LL = np.zeros((n_b, n_v))
         n_parts, n_subj = len(self.parts), len(self.subjects)
@@ -400,20 +419,18 @@ class ContextEvaluator:
             widest = masks[int(np.argmax(ks))]
             pe, pb, t, eff = pe[widest], pb[widest], t[widest], eff[widest]
             masks = [m[widest] for m in masks]
-            needed, charged, stale, true_now = self._pair_flags(pe + p0, pb, tr, t, states, params)
+            needed, code, true_now = self._pair_flags(pe + p0, pb, tr, t, states, params)
             pc = np.clip(eff, _EPS, 1 - _EPS)
             ll = np.empty(len(pc))  # -(y log p + (1 - y) log(1 - p)), each log only where it is used
             np.log(pc, out=ll, where=true_now)
             np.log1p(-pc, out=ll, where=~true_now)
             np.negative(ll, out=ll)
-            code = needed.astype(np.int64) + 2 * charged + 4 * stale  # needed excludes charged
             width = p1 - p0
             for bi in range(n_b):
                 m = masks[bi]
-                counts = np.bincount(pe[m] * 8 + code[m], minlength=8 * width).reshape(width, 8)
+                counts = np.bincount(pe[m] * 6 + code[m], minlength=6 * width).reshape(width, 6)
                 H[bi, p0:p1] = counts[:, 1]
-                S[bi, p0:p1] = counts[:, 2] + counts[:, 6]
-                St[bi, p0:p1] = counts[:, 6]
+                K[bi, :, p0:p1] = counts[:, 2:].T
                 C[bi, p0:p1] = counts.sum(axis=1)
                 LL[bi, p0:p1] = np.bincount(pe[m], weights=ll[m], minlength=width)
             if per_rank is not None:
@@ -426,7 +443,7 @@ class ContextEvaluator:
                 pos = np.arange(len(grp))
                 rank = pos - np.maximum.accumulate(np.where(first, pos, 0))
                 vp = self._v_index[grp + p0]
-                gain = (needed[m][rank_order].astype(np.float64) - self.stale_cost * charged[m][rank_order]) \
+                gain = (needed[m][rank_order].astype(np.float64) - self._code_cost[code[m][rank_order]]) \
                     / np.maximum(1.0, N[grp + p0])
                 np.add.at(per_rank, (self._pt_part[vp], self._pt_subject[vp], rank), gain)
 
@@ -434,15 +451,18 @@ class ContextEvaluator:
         cell = self._pt_part[self._v_index] * n_subj + self._pt_subject[self._v_index]
         npts_cells = n_parts * n_subj
         for bi in range(n_b):
-            h, s, c = H[bi], S[bi], C[bi]
+            h, c = H[bi], C[bi]
+            cs, ce, cf, cu = self.costs.vector()
+            kinds = K[bi]
+            s = cs * kinds[0] + ce * kinds[1] + cf * kinds[2] + cu * kinds[3]
             with np.errstate(invalid="ignore", divide="ignore"):
-                util = (h - self.stale_cost * s) / np.maximum(1.0, N)
+                util = (h - s) / np.maximum(1.0, N)
                 rec = np.where(N > 0, h / np.maximum(N, 1.0), 0.0)
                 prec = np.where(c > 0, h / np.maximum(c, 1.0), 0.0)
-            vals = {
+            vals: dict[str, np.ndarray] = {
                 "points": np.ones(n_v), "needed": N, "hits": h, "context": c, "charged": s,
-                "stale": St[bi], "false": s - St[bi], "utility": util, "recall": rec, "precision": prec,
-                "precise": (c > 0).astype(np.float64), "log_loss": LL[bi], "scored": c,
+                **{kind: kinds[i] for i, kind in enumerate(CHARGE_KINDS)}, "utility": util, "recall": rec,
+                "precision": prec, "precise": (c > 0).astype(np.float64), "log_loss": LL[bi], "scored": c,
             }
             for name, v in vals.items():
                 sums[:, :, bi, FIELD_INDEX[name]] = np.bincount(cell, weights=v, minlength=npts_cells).reshape(n_parts, n_subj)
@@ -459,9 +479,11 @@ class ContextEvaluator:
         t_first = self._v_t[lo]
         t_last = self._v_t[lo + cnt - 1]
         order = np.argsort(tr * self._tt_span + (np.clip(t_first, self._tt_key_base, None) - self._tt_key_base))
-        flags = [np.empty(len(tr), bool) for _ in range(4)]
-        for f, g in zip(flags, self._flags(None, tr[order], t_first[order], params)):
+        flags = []
+        for g in self._flags(None, tr[order], t_first[order], params):
+            f = np.empty(len(tr), g.dtype)
             f[order] = g
+            flags.append(f)
         varying = np.ones(len(tr), bool)
         if self._bp_key is not None:
             base = tr[order] * self._bp_span - self._tmin
@@ -485,20 +507,26 @@ class ContextEvaluator:
         return tuple(out)
 
     def _flags(self, pe: np.ndarray | None, tr: np.ndarray, t: np.ndarray, params: MemoryParams):
-        """Per (point, context fact): needed, charged, stale (a part of charged), true and relevant now."""
+        """Per (point, context fact): whether it is needed, its code (1 needed, else 2 + its kind's
+        index in :data:`~factmem.evaluation.charges.CHARGE_KINDS`: 2 stale, 3 expired, 4 false,
+        5 unneeded), and whether it is true and relevant now (the log loss's label)."""
         if self.needed_mode == "truth":
             q = tr * self._tt_span + (np.clip(t, self._tt_key_base, None) - self._tt_key_base)
-            pos = np.searchsorted(self._tt_key, q, "right") - 1  # the last interval starting at or before t
-            posc = np.clip(pos, 0, max(len(self._tt_key) - 1, 0))
-            same = (pos >= 0) & (self._tt_triple[posc] == tr) if len(self._tt_key) else np.zeros(len(tr), bool)
-            true_now = same & (self._tt_from[posc] <= t) & (t < self._tt_end[posc])
-            needed = true_now & (self._tt_nfrom[posc] <= t)
-            charged = ~true_now
+            relevant = _covering(self._tt_key, self._tt_triple, self._tt_from, self._tt_end, q, tr, t)
+            posc = relevant[1]
+            true_now = relevant[0]
+            needed = true_now & (self._tt_nfrom[posc] <= t) if len(self._tt_key) else true_now
+            valid = _covering(self._tv_key, self._tv_triple, self._tv_from, self._tv_end, q, tr, t)[0]
             known = tr < len(self._first_true)
             was_true = np.zeros(len(tr), bool)
             was_true[known] = self._first_true[tr[known]] < t[known]
-            stale = charged & was_true
-            return needed, charged, stale, true_now
+            passing = np.zeros(len(tr), bool)
+            passing[known] = self._passing[tr[known]]
+            # true and relevant, or true and said in passing: unneeded; true otherwise: expired;
+            # not true: stale if it was before, false if never
+            code = np.where(valid, np.where(true_now | passing, 5, 3), np.where(was_true, 2, 4))
+            code[needed] = 1
+            return needed, code.astype(np.int64), true_now
         assert pe is not None  # next-session flags depend on the point, not only on its time
         n_tr = max(self._n_known, 1)
         needed = member(self._sess_triple_key, pe * n_tr + tr) & (tr < self._n_known)
@@ -508,7 +536,7 @@ class ContextEvaluator:
         n_pred = max(len(self._predicates), 1)
         other = member(self._sess_pred_key, pe * n_pred + pred) & ~needed
         stale = other & ~multi[pred] if len(multi) else other
-        return needed, stale, stale, needed
+        return needed, np.where(needed, 1, np.where(stale, 2, 5)).astype(np.int64), needed
 
     def __getstate__(self) -> dict:
         return {**self.__dict__, "_shared": None}  # a cache of one run's rows: not worth shipping
@@ -587,6 +615,18 @@ def _canonical_order(subject: np.ndarray, local: np.ndarray, start: np.ndarray
     rank[order] = np.cumsum(new) - 1
     return packed_order(rank)
 
+
+
+def _covering(key: np.ndarray, triple: np.ndarray, start: np.ndarray, end: np.ndarray, q: np.ndarray,
+              tr: np.ndarray, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Whether one of the sorted, disjoint intervals ``[start, end)`` of triple ``tr`` (keys ``key``)
+    covers ``t`` (query keys ``q``), and the index of the last interval starting at or before it."""
+    pos = np.searchsorted(key, q, "right") - 1
+    posc = np.clip(pos, 0, max(len(key) - 1, 0))
+    if not len(key):
+        return np.zeros(len(tr), bool), posc
+    same = (pos >= 0) & (triple[posc] == tr)
+    return same & (start[posc] <= t) & (t < end[posc]), posc
 
 
 def _session_ranks(sessions) -> tuple[np.ndarray, np.ndarray]:

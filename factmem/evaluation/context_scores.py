@@ -24,10 +24,12 @@ FIELDS: tuple[str, ...] = (
     "needed",      # sum of N
     "hits",        # sum of H: needed facts in the context
     "context",     # sum of C: context size
-    "charged",     # sum of S: stale or false facts in the context
-    "stale",       # charged facts that had been true (truth) / another object mentioned (next-session)
-    "false",       # charged facts that were never true (truth mode only)
-    "utility",     # sum of (H - w S) / max(1, N)
+    "charged",     # sum of S = sum over the four kinds of cost x count (see factmem.evaluation.charges)
+    "stale",       # context facts true before t and not at t (truth) / another object mentioned (next-session)
+    "expired",     # context facts still true at t, past their relevance (truth mode only)
+    "false",       # context facts never true up to t (truth mode only)
+    "unneeded",    # context facts true (or, next-session, not mentioned) but not needed
+    "utility",     # sum of (H - S) / max(1, N)
     "recall",      # sum of H / N
     "precision",   # sum of H / C over points with C > 0
     "precise",     # number of points with C > 0
@@ -72,7 +74,8 @@ class ContextScores:
     def summary(self, part: str | None = None, budget: int | None = None,
                 subjects: np.ndarray | None = None) -> dict[str, float]:
         """Means over evaluation points: utility, recall, precision, and per point the context size,
-        needed, hits, stale and false counts; log loss over context facts."""
+        needed, hits, the four kinds of charged facts and the cost-weighted charge; log loss over
+        context facts."""
         t = self.totals(part, budget, subjects)
         n = t[FIELD_INDEX["points"]]
 
@@ -83,7 +86,8 @@ class ContextScores:
             "utility": per("utility", n), "recall": per("recall", n),
             "precision": per("precision", t[FIELD_INDEX["precise"]]),
             "context": per("context", n), "needed": per("needed", n), "hits": per("hits", n),
-            "stale": per("stale", n), "false": per("false", n), "charged": per("charged", n),
+            "stale": per("stale", n), "expired": per("expired", n), "false": per("false", n),
+            "unneeded": per("unneeded", n), "charged": per("charged", n),
             "log_loss": per("log_loss", t[FIELD_INDEX["scored"]]), "points": float(n),
         }
 

@@ -207,7 +207,8 @@ ROLE_STYLE: dict[str, dict[str, Any]] = {
 _COLUMN_WORDS = {
     "utility": "utility", "recall": "recall: needed facts in the context (share)",
     "precision": "precision: context facts that are needed (share)", "stale": "stale facts in the context (share)",
-    "false": "false facts in the context (share)", "charged": "charged facts in the context (share)",
+    "expired": "expired facts in the context (share)", "false": "false facts in the context (share)",
+    "unneeded": "unneeded facts in the context (share)", "charged": "charge of the context (cost-weighted)",
     "context": "facts in the context", "needed": "needed facts", "log_loss": "log loss (nats)",
 }
 _PART_WORDS = {"all": "", "train": ", tuning period", "test": ", held out"}

@@ -55,6 +55,7 @@ from factmem.core.codes import HOUR, Status
 from factmem.core.params import MemoryParams
 from factmem.core.timeutil import to_seconds
 from factmem.errors import InputError
+from factmem.evaluation.charges import ChargeCosts
 from factmem.evaluation.context import FIELDS, ContextEvaluator
 from factmem.export.diff import diff_params
 from factmem.export.document import ParamsDocument, read_params_document
@@ -85,7 +86,9 @@ class WhatIfSettings:
     """How the what-if runs. ``budgets``: context sizes k (the first one is used for the per-subject
     tables and the context gains and losses); ``at``: the time compared (None: the last observation);
     ``needed``: only ``"next-session"`` (production has no truth); ``consolidate_every_hours``: the
-    replay's consolidation period; ``stale_cost``: w of utility@k; ``bootstrap``: resamples of
+    replay's consolidation period; ``costs``: what each kind of charged context fact costs in
+    utility@k (:class:`~factmem.evaluation.charges.ChargeCosts`; next-session contexts have stale and
+    unneeded facts only); ``bootstrap``: resamples of
     subjects for the intervals; ``seed``: of the bootstrap and of point sampling;
     ``max_points_per_subject``: sample at most this many session starts per subject (None: all);
     ``top``: the most affected subjects listed; ``show``: those whose context changes the report
@@ -95,7 +98,7 @@ class WhatIfSettings:
     at: int | None = None
     needed: str = "next-session"
     consolidate_every_hours: float = 24.0
-    stale_cost: float = 1.0
+    costs: ChargeCosts = field(default_factory=ChargeCosts)
     bootstrap: int = 1000
     seed: int = 0
     max_points_per_subject: int | None = None
@@ -115,8 +118,7 @@ class WhatIfSettings:
             raise InputError(f"consolidate_every_hours must be a positive number of hours, got {hours!r}")
         if round(hours * HOUR) < 1:
             raise InputError(f"consolidate_every_hours={hours!r} is shorter than a second")
-        if not isinstance(self.stale_cost, (int, float)) or not math.isfinite(self.stale_cost) or self.stale_cost < 0:
-            raise InputError(f"stale_cost must be a number >= 0, got {self.stale_cost!r}")
+        object.__setattr__(self, "costs", ChargeCosts.of(self.costs))
         for name in ("bootstrap", "seed", "top", "show"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0:
@@ -134,6 +136,7 @@ class WhatIfSettings:
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["budgets"] = list(self.budgets)
+        d["costs"] = self.costs.to_dict()
         return d
 
 
@@ -244,7 +247,8 @@ class WhatIfResult:
 def whatif(production: str | os.PathLike, params: MemoryParams | ParamsDocument | str | os.PathLike, *,
            current: MemoryParams | ParamsDocument | str | os.PathLike | None = None,
            budgets: tuple[int, ...] | int = (20,), at: Any = None, needed: str = "next-session",
-           consolidate_every_hours: float = 24.0, stale_cost: float = 1.0, bootstrap: int = 1000, seed: int = 0,
+           consolidate_every_hours: float = 24.0, costs: ChargeCosts | dict[str, float] | str | None = None,
+           bootstrap: int = 1000, seed: int = 0,
            max_points_per_subject: int | None = None, top: int = 10, show: int = 3,
            out: str | os.PathLike | None = None, figures: bool = True) -> WhatIfResult:
     """What the parameters ``params`` would have done to the memory in the production file
@@ -253,7 +257,7 @@ def whatif(production: str | os.PathLike, params: MemoryParams | ParamsDocument 
     there (nothing is written when any input is bad)."""
     t0 = time.perf_counter()
     settings = WhatIfSettings(budgets=budgets if not isinstance(budgets, int) else (budgets,), at=at, needed=needed,
-                              consolidate_every_hours=consolidate_every_hours, stale_cost=stale_cost,
+                              consolidate_every_hours=consolidate_every_hours, costs=ChargeCosts.of(costs),
                               bootstrap=bootstrap, seed=seed, max_points_per_subject=max_points_per_subject,
                               top=top, show=show)
     if out is not None and Path(out).exists() and not Path(out).is_dir():
@@ -281,7 +285,7 @@ def whatif(production: str | os.PathLike, params: MemoryParams | ParamsDocument 
 
     # -- the session starts scored by the context metrics (built first: the replays are large) -------
     evaluator = ContextEvaluator(log.prepared(sessions_only=True), budgets=settings.budgets, needed="next-session",
-                                 stale_cost=settings.stale_cost,
+                                 costs=settings.costs,
                                  max_points_per_subject=settings.max_points_per_subject, seed=settings.seed)
     release_memory()
 

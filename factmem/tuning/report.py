@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 from factmem.core.params import MemoryParams
+from factmem.evaluation.charges import CHARGE_KINDS, CHARGE_LABELS
 from factmem.evaluation.context import ContextEvaluator
 from factmem.evaluation.simulate import PreparedLog, kernel_beliefs, simulate
 from factmem.tuning.runs import manifest, write_run
@@ -63,7 +64,7 @@ def budget_curve_table(result: TuneResult, P: PreparedLog) -> pd.DataFrame:
     if ho.mode == "time":
         assert res.split_at is not None
         parts = {"test": (res.split_at, np.iinfo(np.int64).max)}
-    ctx = ContextEvaluator(src, budgets=obj.budgets, needed=obj.needed, stale_cost=obj.stale_cost,
+    ctx = ContextEvaluator(src, budgets=obj.budgets, needed=obj.needed, costs=obj.costs,
                            parts=parts, max_points_per_subject=obj.max_points_per_subject, seed=ho.seed,
                            curve_k=CURVE_K)
     grid = res.schedule.consolidations(src.start, src.end)
@@ -127,7 +128,7 @@ def write_tune_run(result: TuneResult, P: PreparedLog, out: Path) -> Path:
     curves = budget_curve_table(result, P)
     first = curves[curves["budget"] == primary.budget]
     fig = plots.budget_curves(first, budgets=obj.budgets,
-                              title=f"Held-out utility@k (w = {obj.stale_cost:g}), recommendation for k = {primary.budget}")
+                              title=f"Held-out utility@k (costs {obj.costs}), recommendation for k = {primary.budget}")
     figs["budget"] = plots.save(fig, out / "budget.png")
 
     swept = [c for c in _swept(result) if c in tab.columns and tab[c].nunique() > 1]
@@ -140,10 +141,11 @@ def write_tune_run(result: TuneResult, P: PreparedLog, out: Path) -> Path:
     part = "all" if ho.mode == "subjects" else "test"
     px, py = f"{part}.charged@{primary.budget}", f"{part}.recall@{primary.budget}"
     if px in tab.columns:
-        fig = plots.pareto(tab.rename(columns={px: "stale or false in context", py: "recall@k"}),
-                           x="stale or false in context", y="recall@k",
+        fig = plots.pareto(tab.rename(columns={px: "charge per context", py: "recall@k"}),
+                           x="charge per context", y="recall@k",
                            highlight={"recommended": primary.index, "baseline": 0},
-                           title=f"Every candidate: stale or false facts against needed facts in a context of {primary.budget}")
+                           title=f"Every candidate: the charge ({obj.costs}) against needed facts in a context of "
+                                 f"{primary.budget}")
         figs["pareto"] = plots.save(fig, out / "pareto.png")
 
     # the recommendation and the baseline replayed through a FactStore, for figures and inspection
@@ -273,14 +275,18 @@ def render_report(result: TuneResult, P: PreparedLog, figs: dict[str, Path], cal
         vb = rec.versus_baseline
         if obj.per_budget:
             rr = h.loc[f"recall@{k} (needed facts in the context)"]
-            st = h.loc["stale facts in the context"]
-            fa = h.loc["false facts in the context"]
+            kinds = {kind: h.loc[CHARGE_LABELS[kind]] for kind in CHARGE_KINDS}
+
+            def charges(side: str, kinds=kinds) -> str:
+                return ", ".join(f"{kinds[kind][side]:.2f} {kind}" for kind in CHARGE_KINDS)
+
             L.append(
                 f"**Budget k = {k}** (the prompt holds at most {k} facts about a person). On held-out data the "
                 f"recommended parameters put **{100 * rr['recommended']:.1f}%** of the facts a session needs into "
-                f"the context, with **{st['recommended'] + fa['recommended']:.2f}** stale or false facts in it "
-                f"({st['recommended']:.2f} stale, {fa['recommended']:.2f} false), against "
-                f"{100 * rr['baseline']:.1f}% and {st['baseline'] + fa['baseline']:.2f} for the baseline. "
+                f"the context, with a charge of **{h.loc['charge (cost-weighted)']['recommended']:.2f}** per "
+                f"context ({charges('recommended')}), against {100 * rr['baseline']:.1f}% and "
+                f"{h.loc['charge (cost-weighted)']['baseline']:.2f} ({charges('baseline')}) for the baseline "
+                f"(costs {obj.costs}). "
                 f"Utility@{k} {vb.a:.4f} against {vb.b:.4f}: difference **{vb.difference:+.4f}**, 95% interval "
                 f"[{vb.low:+.4f}, {vb.high:+.4f}] ({ho.bootstrap:,} bootstrap resamples of {vb.subjects} held-out "
                 f"people, {vb.points:,} session starts).")
@@ -309,9 +315,9 @@ def render_report(result: TuneResult, P: PreparedLog, figs: dict[str, Path], cal
           f"({(P.end - P.start) / 86400:.0f} days). A context is assembled at each session start "
           f"({n_pts:,} points with at least one needed fact"
           + (f", sampled from {res.sampled_from.get(part, 0):,}" if obj.max_points_per_subject else "")
-          + f", {n_subj} people); a fact is *needed* there when it is {needed_text}; a context fact no longer "
-          f"true (stale) or never true (false) costs w = {obj.stale_cost:g}; utility@k = (needed facts in the "
-          f"context − w × stale or false ones) / needed facts, averaged over points. Held out: {how}. "
+          + f", {n_subj} people); a fact is *needed* there when it is {needed_text}; {obj.costs.describe()}; "
+          f"utility@k = (needed facts in the context − the charges) / needed facts, averaged over points. "
+          f"Held out: {how}. "
           f"The baseline is the seed's numbers on the same base (multi-valued predicates: "
           f"{_fmt(sorted(result.baseline.multi_valued_predicates))}); the pure seed defaults are shown beside it. "
           f"{len(res.params)} candidates ({res.table['baseline'].sum()} baseline) in {result.seconds:.0f} s; "
@@ -354,7 +360,8 @@ def render_report(result: TuneResult, P: PreparedLog, figs: dict[str, Path], cal
              "candidates (`--calibrate-all` scores every one)."), ""]
     captions = {"slices": f"The objective on the tuning data against each searched parameter ({len(res.params)} "
                           "candidates; the star is the recommendation, the diamond the baseline)",
-                "pareto": "Every candidate: stale or false facts per context against recall@k (the front in black)",
+                "pareto": "Every candidate: the charge per context (stale, expired, false and unneeded facts "
+                          "at their costs) against recall@k (the front in black)",
                 "calibration": "Reliability over held facts: predicted confidence against observed frequency "
                                "(whole log; bins with their counts)",
                 "trajectories": "Confidence trajectories of a few facts under the recommendation",

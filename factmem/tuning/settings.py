@@ -1,7 +1,8 @@
 """The settings of a sweep or a tune, as parameter objects shared by the library and the CLI.
 
 * :class:`Objective` — what "better" means: the budgeted context metric ``utility`` at each budget
-  ``k`` (default), or another metric; ``stale_cost`` ``w``; what counts as needed.
+  ``k`` (default), or another metric; the ``costs`` of the four kinds of charged context facts; what
+  counts as needed.
 * :class:`Holdout` — how the choice is judged on data it was not made on: ``subjects`` (k-fold over
   subjects, default), ``time`` (a split of the log's span) or ``log`` (another dataset).
 * :class:`Search` — which parameter sets are tried: a space (default: :data:`DEFAULT_SPACE`),
@@ -24,6 +25,7 @@ import numpy as np
 
 from factmem.core.codes import SEARCH_MODES, SearchMode
 from factmem.errors import InputError
+from factmem.evaluation.charges import ChargeCosts
 from factmem.evaluation.context import NEEDED_MODES, Needed
 from factmem.tuning.space import Range
 
@@ -74,12 +76,14 @@ def _check_int(name: str, value: Any, low: int) -> int:
 @dataclass(frozen=True)
 class Objective:
     """What the choice optimises. ``budgets``: the context sizes ``k`` (one recommendation each);
-    ``stale_cost``: ``w`` in utility@k; ``needed``: ``"truth"``, ``"next-session"`` or None (truth when
+    ``costs``: what a stale, expired, false and unneeded context fact costs in utility@k
+    (:class:`~factmem.evaluation.charges.ChargeCosts`, a mapping of kinds or a string like
+    ``"stale=1,expired=1,false=1,unneeded=0"``; default those); ``needed``: ``"truth"``, ``"next-session"`` or None (truth when
     the log has it); ``max_points_per_subject``: sample session starts (None: all)."""
 
     name: ObjectiveName = "utility"
     budgets: tuple[int, ...] = (20,)
-    stale_cost: float = 1.0
+    costs: ChargeCosts = field(default_factory=ChargeCosts)
     needed: Needed | None = None
     max_points_per_subject: int | None = None
 
@@ -94,9 +98,7 @@ class Objective:
         if len(set(budgets)) != len(budgets):
             raise InputError(f"budgets repeat a value: {list(budgets)}")
         object.__setattr__(self, "budgets", budgets)
-        if isinstance(self.stale_cost, bool) or not isinstance(self.stale_cost, (int, float)) or \
-                not 0 <= self.stale_cost < float("inf"):
-            raise InputError(f"stale_cost must be a number >= 0, got {self.stale_cost!r}")
+        object.__setattr__(self, "costs", ChargeCosts.of(self.costs))
         if self.needed is not None and self.needed not in NEEDED_MODES:
             raise InputError(f"needed must be one of {', '.join(NEEDED_MODES)}, got {self.needed!r}")
         if self.max_points_per_subject is not None:
@@ -120,7 +122,7 @@ class Objective:
         return f"{part}.{self.name}"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "budgets": list(self.budgets), "stale_cost": self.stale_cost,
+        return {"name": self.name, "budgets": list(self.budgets), "costs": self.costs.to_dict(),
                 "needed": self.needed, "max_points_per_subject": self.max_points_per_subject}
 
 

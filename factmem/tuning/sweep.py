@@ -68,7 +68,8 @@ __all__ = ["SUMMARY_METRICS", "CONTEXT_METRICS", "run_id", "SweepResult", "score
 SUMMARY_METRICS = ("log_loss", "brier", "auc", "rmse_bins", "held_log_loss", "precision", "recall", "believed",
                    "needed", "stale", "lost", "samples")
 #: context metrics in the table (per part and budget), as names of ContextScores.summary
-CONTEXT_METRICS = ("utility", "recall", "precision", "stale", "false", "charged", "context", "needed", "log_loss")
+CONTEXT_METRICS = ("utility", "recall", "precision", "stale", "expired", "false", "unneeded", "charged", "context",
+                   "needed", "log_loss")
 
 
 def run_id(dataset_sha: str, params: MemoryParams, schedule: Schedule) -> str:
@@ -153,7 +154,7 @@ def _context_evaluator(P: PreparedLog, objective: dict, parts: dict[str, tuple[i
     key = (id(P), json.dumps(objective, sort_keys=True), tuple(parts.items()), seed)
     if key not in _CONTEXT:
         _CONTEXT[key] = ContextEvaluator(P, budgets=objective["budgets"], needed=objective["needed"],
-                                         stale_cost=objective["stale_cost"], parts=parts,
+                                         costs=objective["costs"], parts=parts,
                                          max_points_per_subject=objective["max_points_per_subject"], seed=seed)
     return _CONTEXT[key]
 

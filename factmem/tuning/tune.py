@@ -50,6 +50,7 @@ from factmem.core.params import MemoryParams
 from factmem.data.logs import bundled_dataset
 from factmem.errors import InputError
 from factmem.evaluation.cardinality import measure_cardinality, suggest_multi_valued
+from factmem.evaluation.charges import CHARGE_KINDS, CHARGE_LABELS
 from factmem.evaluation.context import FIELDS
 from factmem.evaluation.simulate import PreparedLog, Schedule, default_schedule, prepare
 from factmem.tuning.report import write_tune_run
@@ -469,8 +470,9 @@ def _recommend(res: SweepResult, k: int, tuning_part: str, eval_part: str, folds
 
 _HELDOUT_ROWS = [  # (label, context field, higher is better)
     ("utility@k", "utility", True), ("recall@k (needed facts in the context)", "recall", True),
-    ("precision@k", "precision", True), ("stale facts in the context", "stale", False),
-    ("false facts in the context", "false", False), ("context size", "context", None),
+    ("precision@k", "precision", True),
+    *((CHARGE_LABELS[kind], kind, False) for kind in CHARGE_KINDS),
+    ("charge (cost-weighted)", "charged", False), ("context size", "context", None),
     ("needed facts per point", "needed", None), ("log loss of context facts", "log_loss", False),
 ]
 _CHECKPOINT_ROWS = [("precision (believed set)", "precision", True), ("recall (believed set)", "recall", True),
