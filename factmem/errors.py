@@ -3,14 +3,15 @@
 Every error a user can cause — bad data, a bad argument, a file that cannot be used, a provider that
 fails — derives from :class:`FactmemError`, carries a message naming what is wrong, and survives
 pickling (process pools, Dask). The command line catches :class:`FactmemError` only (exit status 2,
-one line); anything else is a bug and shows its traceback. Errors about bad input are also
+one line; 1 for :class:`StoreWriteError`, a write the file system refused); anything else is a bug
+and shows its traceback. Errors about bad input are also
 ``ValueError`` (and a missing fact a ``KeyError``) for callers that expect the built-in classes.
 """
 
 from __future__ import annotations
 
 __all__ = ["FactmemError", "InputError", "ParamsError", "ScenarioError", "StoreError", "StoreLockedError",
-    "SchemaVersionError", "FactNotFoundError", "ProviderError", "CassetteError", "CassetteMiss",
+    "SchemaVersionError", "StoreWriteError", "FactNotFoundError", "ProviderError", "CassetteError", "CassetteMiss",
     "ParamsFileError", "ProductionDBError", "ExportError", "ResponseRejected"]
 
 
@@ -38,6 +39,15 @@ class StoreError(FactmemError):
 
 class StoreLockedError(StoreError):
     """Another process holds the store file open for writing."""
+
+
+class StoreWriteError(StoreError):
+    """The file system refused a write (a full disk, a quota, an I/O error): the message names the file
+    and gives the system's words (``No space left on device``). No call that returned is lost — it is
+    in the journal, or the call failed before returning. The command line exits 1 on it (not 2: the
+    input was fine)."""
+
+    exit_status = 1
 
 
 class SchemaVersionError(StoreError):

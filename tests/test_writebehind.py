@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import zlib
 from pathlib import Path
 
 import pandas as pd
@@ -17,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from factmem.core.params import MemoryParams
-from factmem.errors import StoreError
+from factmem.errors import StoreError, StoreWriteError
 from factmem.store.factstore import Evidence, FactStore
 from factmem.testing.compare import FACT_COLUMNS
 
@@ -178,7 +179,7 @@ def test_a_line_cut_short_by_a_crash_is_a_call_that_never_returned(tmp_path):
     child(calls_script(path, 30, "pass"))
     journal = Path(str(path) + ".journal")
     with open(journal, "ab") as f:
-        f.write(b'[31, "u3", "p1", "v')  # the 31st call, killed mid-write
+        f.write(b'0badc0de [31, "u3", "p1", "v')  # the 31st call, killed mid-write
     assert_like_reference(path, 30)
 
 
@@ -217,9 +218,13 @@ def test_every_call_is_in_the_journal_before_it_returns(tmp_path):
     path = tmp_path / "m.duckdb"
     s = FactStore(path)
     fid = s.remember("ada", "likes", "tea", at=0, evidence=Evidence("s1", "m1"), note="n")
-    entries = [json.loads(line) for line in Path(str(path) + ".journal").read_text().splitlines()]
-    assert entries[0]["factmem_journal"] == 2 and entries[0]["store_id"]
-    assert entries[1] == [1, "remember", 1, "ada", "likes", "tea", "explicit", 0, "s1", "m1", "observation", "n", fid]
+    lines = Path(str(path) + ".journal").read_text().splitlines()
+    header = json.loads(lines[0])
+    assert header["factmem_journal"] == 3 and header["store_id"] and header["journal_id"] and header["base"] == 0
+    checksum, _, entry = lines[1].partition(" ")
+    assert checksum == f"{zlib.crc32(entry.encode()):08x}"
+    assert json.loads(entry) == [1, "remember", 1, "ada", "likes", "tea", "explicit", 0, "s1", "m1", "observation",
+                                 "n", fid]
     assert len(s) == 1  # a read flushes: the journal is emptied to its header
     assert len(Path(str(path) + ".journal").read_text().splitlines()) == 1
     s.close()
@@ -234,7 +239,7 @@ def test_a_failed_flush_loses_nothing(store_factory, monkeypatch):
         raise OSError("disk full")
 
     monkeypatch.setattr("factmem.store.active.ActiveState.flush", broken)
-    with pytest.raises(OSError, match="disk full"):
+    with pytest.raises(StoreWriteError, match="cannot write the pending calls to the tables: disk full"):
         s.facts()
     monkeypatch.undo()
     facts = s.facts(at=0)
@@ -351,7 +356,7 @@ def test_a_batch_cut_short_in_the_journal_is_a_call_that_never_returned(tmp_path
     cut = raw.rfind(b'"ingest"')  # the last batch's entry: keep its header line and half its Arrow bytes
     start = raw.rfind(b"\n", 0, cut) + 1
     end_of_head = raw.index(b"\n", cut) + 1
-    size = json.loads(raw[start:end_of_head])[3]
+    size = json.loads(raw[start:end_of_head].partition(b" ")[2])[3]  # after the checksum
     journal.write_bytes(raw[:end_of_head + size // 2])
     want = FactStore(write_behind=False)
     mixed_calls(want, 2)  # days 0 and 1 whole; day 2's batch cut short, so day 2 never happened

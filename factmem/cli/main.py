@@ -8,7 +8,7 @@ lists them. ``main`` returns the exit status of :mod:`factmem.cli.output` (the o
 ``--json`` and exit codes): 0 on success; 2 on a usage or input error (one line naming what is wrong:
 every :class:`~factmem.errors.FactmemError`; an unknown option prints the subcommand's usage and the
 closest options it has); 1 on a runtime failure of the operating system (disk full: its words, no
-traceback); 3 when ``--fail-if-not-promoted`` was given and nothing was promoted. A closed stdout
+traceback — also :class:`~factmem.errors.StoreWriteError`, a store's flush the file system refused); 3 when ``--fail-if-not-promoted`` was given and nothing was promoted. A closed stdout
 pipe ends the command quietly. Any other exception is a bug and shows its traceback.
 """
 
@@ -25,6 +25,7 @@ from factmem.cli.export import add_export, add_export_db, add_import_db, add_par
 from factmem.cli.fit import add_fit
 from factmem.cli.output import EXIT_BAD_INPUT, EXIT_FAILURE, silence_stdout
 from factmem.cli.production import add_whatif
+from factmem.cli.store import add_store
 from factmem.cli.tune import add_cardinality, add_simulate, add_sweep, add_tune
 from factmem.errors import FactmemError
 
@@ -46,6 +47,7 @@ COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [
     add_cardinality,
     add_fit,
     add_whatif,
+    add_store,
 ]
 
 
@@ -103,7 +105,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     except FactmemError as exc:  # anything else is a bug: let its traceback show
         print(f"factmem {args.command}: error: {exc}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        # a write the file system refused (StoreWriteError: a full disk) is a runtime failure, not bad input
+        return int(getattr(exc, "exit_status", EXIT_BAD_INPUT))
     except OSError as exc:  # the operating system failed a write or read (disk full, a file gone)
         print(f"factmem {args.command}: error: {exc}", file=sys.stderr)
         return EXIT_FAILURE

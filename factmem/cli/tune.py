@@ -8,6 +8,8 @@ Each is a thin wrapper over one library call (:func:`factmem.tuning.tune.tune`,
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pandas as pd
 
 from factmem.cli.options import (
@@ -162,8 +164,9 @@ def _run_simulate(args) -> int:
                        "reliability": run.evaluation.reliability}, finish=False)
         finally:
             run.store.close()
-    say.say(f"\nwrote {out}/")
-    return say.result({**run.to_dict(), "context": context}, files_in(out))
+    final = Path(args.out)  # the run was written beside it and renamed into place when complete
+    say.say(f"\nwrote {final}/")
+    return say.result({**run.to_dict(), "context": context}, files_in(final))
 
 
 CONTEXT_METRICS = ("utility", "recall", "precision", "stale", "false", "context")
@@ -243,9 +246,10 @@ def _run_sweep(args) -> int:
                                     objective=objective.to_dict(), holdout=holdout.to_dict(),
                                     search=search.to_dict()),
                       {"sweep": res.table}, finish=False)
-    if out is not None:
-        say.say(f"\nwrote {out}/")
-    return say.result({"objective": col, "candidates": len(res.table), "top": top}, files_in(out))
+    final = Path(args.out) if out is not None else None  # (written beside it, renamed into place)
+    if final is not None:
+        say.say(f"\nwrote {final}/")
+    return say.result({"objective": col, "candidates": len(res.table), "top": top}, files_in(final))
 
 
 def add_cardinality(sub) -> None:

@@ -155,6 +155,8 @@ def _log_table_ok(table: pa.Table) -> bool:
             col = flat.field(name)
             if col.null_count or pc.any(pc.equal(pc.utf8_length(pc.utf8_trim_whitespace(col)), 0)).as_py():
                 return False
+            if name in ("subject", "predicate") and pc.any(pc.match_substring(col, "\0")).as_py():
+                return False
         if not pc.all(pc.is_in(flat.field("kind"), value_set=pa.array(MENTION_KINDS))).as_py():
             return False
     distinct = table.select(["session_id", "message_id"]).group_by(["session_id", "message_id"]).aggregate([])
@@ -210,6 +212,8 @@ def _locate_log_error(data: bytes, path: Path) -> None:
                 if not isinstance(fact[name], str) or not fact[name].strip():
                     raise InputError(f"{fwhere}: field {name!r} must be a non-empty string (not only whitespace), "
                                      f"got {fact[name]!r}")
+                if name in ("subject", "predicate") and "\0" in fact[name]:  # a fact's key (factmem.store.calls)
+                    raise InputError(f"{fwhere}: field {name!r} must not contain NUL (\\0), got {fact[name]!r}")
             if fact["kind"] not in MENTION_KINDS:
                 raise InputError(
                     f"{fwhere}: field 'kind' has unknown kind {fact['kind']!r}; expected one of {', '.join(MENTION_KINDS)}"

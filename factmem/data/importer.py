@@ -93,8 +93,9 @@ class ImportReport:
 def parse_bounds(values: pd.Series | np.ndarray | list[str]) -> pd.DataFrame:
     """Parse bound strings (vectorized) into periods.
 
-    Returns columns ``status`` ("ok", "unknown", "invalid", or "out_of_range" for a period outside the
-    supported years 0001–9999), ``lo`` (Unix seconds at the start
+    Returns columns ``status`` ("ok", "unknown", "invalid", "out_of_range" for a period outside the
+    supported years 0001–9999, or "ends_past_range" for one that starts in them but ends after the last
+    supported second, 9999-12-31T23:59:59: its exclusive end would be 10000-01-01), ``lo`` (Unix seconds at the start
     of the period), ``hi`` (Unix seconds at its end, exclusive) and ``period`` ("year", "month" or
     "day"); lo/hi are 0 and period is empty unless ok.
     """
@@ -124,7 +125,10 @@ def parse_bounds(values: pd.Series | np.ndarray | list[str]) -> pd.DataFrame:
                            (year + 1).astype("datetime64[s]").astype(np.int64)))
     # the supported time range: a period must lie within 0001-01-01 .. 9999-12-31T23:59:59
     in_range = (lo >= MIN_TIME) & (hi <= MAX_TIME)
-    status = np.where(unknown, "unknown", np.where(valid, np.where(in_range, "ok", "out_of_range"), "invalid"))
+    # a period of year 9999 (or its December, or its last day) starts in range but its exclusive end,
+    # 10000-01-01, is past the last supported second: told apart so that the message names that
+    range_word = np.where((lo >= MIN_TIME) & (lo <= MAX_TIME), "ends_past_range", "out_of_range")
+    status = np.where(unknown, "unknown", np.where(valid, np.where(in_range, "ok", range_word), "invalid"))
     valid &= in_range
     period = np.where(~valid, "", np.where(precise_day, "day", np.where(precise_month, "month", "year")))
     return pd.DataFrame({"status": status, "lo": np.where(valid, lo, 0), "hi": np.where(valid, hi, 0),
@@ -193,6 +197,10 @@ def import_triples(
     for name in ("subject", "predicate", "object"):
         empty = ok5 & (cols[name] == "") & (reason == None)  # noqa: E711
         reason[empty] = f"empty {name}"
+    for name in ("subject", "predicate"):  # a fact's key: no NUL (factmem.store.calls)
+        nul = ok5 & (reason == None) & np.asarray(  # noqa: E711
+            pc.match_substring(pa.array(cols[name], pa.string()), "\0").to_numpy(zero_copy_only=False), bool)
+        reason[nul] = f"NUL (\\0) in {name}"
     start = parse_bounds(cols["start"])
     end = parse_bounds(cols["end"])
     pending = reason == None  # noqa: E711
@@ -203,6 +211,10 @@ def import_triples(
         pending = reason == None  # noqa: E711
         reason[pending & (bound["status"].to_numpy() == "out_of_range")] = \
             f"{name} outside the supported years 0001-9999"
+        pending = reason == None  # noqa: E711
+        reason[pending & (bound["status"].to_numpy() == "ends_past_range")] = \
+            f"{name} ends after 9999-12-31T23:59:59, the last supported second (a period ends where the next " \
+            "begins: year 9999 at 10000-01-01)"
     s_ok, e_ok = start["status"].to_numpy() == "ok", end["status"].to_numpy() == "ok"
     s_lo, e_hi = start["lo"].to_numpy(), end["hi"].to_numpy()
     pending = reason == None  # noqa: E711

@@ -426,7 +426,7 @@ def read_params_document(path: str | os.PathLike) -> ParamsDocument:
     path = Path(path)
     fmt = _format_of(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8-sig")  # a byte-order mark (Windows editors write one) is skipped
     except FileNotFoundError:
         raise ParamsFileError(f"{path}: no such params file") from None
     except UnicodeDecodeError as exc:

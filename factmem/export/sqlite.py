@@ -77,10 +77,12 @@ from factmem.export.sqlite_format import (
     STATE_DDL,
     STATE_SPEC,
     check_active_keys,
+    check_acyclic,
     check_file,
     check_meta,
     open_sqlite,
     read_meta_params,
+    text_error,
 )
 from factmem.store.examined import EXAMINED_TABLE
 from factmem.store.factstore import FactStore
@@ -332,11 +334,15 @@ def import_db(sqlite_path: str | os.PathLike, out_duckdb: str | os.PathLike, *,
         if parts:
             examined = _read_arrow(sq, bar, " UNION ALL ".join(parts),
                                    [(c, _ARROW[a]) for c, a, _ in EXAMINED_SPEC])
+    except sqlite3.OperationalError as exc:  # text that is not UTF-8: named by table, row and column
+        raise text_error(src, sq, exc) from None
     finally:
         sq.close()
         if bar is not None:
             bar.close()
 
+    sup = facts.column("supersedes_id")
+    check_acyclic(src, facts.column("id").to_numpy(), sup.fill_null(0).to_numpy(), sup.is_valid().to_numpy(False))
     filled = {
         "action": evidence.column("action").null_count,
         "confidence": evidence.column("confidence").null_count,

@@ -19,16 +19,19 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from factmem.core.codes import KINDS, MAX_TIME, MIN_TIME
 from factmem.core.params import MemoryParams
-from factmem.errors import ProductionDBError
+from factmem.errors import FactmemError, ProductionDBError
+from factmem.store.calls import SOURCES
 from factmem.store.examined import EXAMINED_OUTCOMES
 from factmem.store.schema import STATUSES
 
 __all__ = ["SQLITE_FORMAT", "SEED_FACTS_DDL", "SEED_LINKS_DDL", "EVIDENCE_DDL", "EVIDENCE_INDEX", "STATE_DDL",
            "EXAMINED_DDL", "LEGACY_EMPTY_DDL", "META_DDL", "FACTS_SPEC", "LINKS_SPEC", "EVIDENCE_SPEC", "STATE_SPEC",
            "LEGACY_EMPTY_SPEC", "EXAMINED_SPEC", "open_sqlite", "check_file", "check_meta", "check_active_keys",
-           "validate_sqlite", "read_meta_params"]
+           "validate_sqlite", "read_meta_params", "check_acyclic", "text_error"]
 
 SQLITE_FORMAT = "factmem.sqlite/1"
 
@@ -228,6 +231,11 @@ def _invariant_rules(present: dict[str, dict[str, str]]) -> dict[str, list[tuple
             _time_rule("first_seen"), _time_rule("last_reinforced"),
             ("supersedes_id", f"supersedes_id IS NOT NULL AND supersedes_id NOT IN {facts_ids}",
              "the id of a fact in memory_facts (a dangling supersedes_id)"),
+            ("supersedes_id", "supersedes_id = id", "the id of another fact (a fact cannot supersede itself)"),
+            # what remember and ingest refuse (factmem.store.calls): an empty key part, NUL in a key
+            *[(col, f"trim({col}) = ''", f"a non-empty {col}") for col in ("subject", "predicate", "object")],
+            *[(col, f"instr(CAST({col} AS BLOB), x'00') > 0", f"a {col} without NUL (\\0)")
+              for col in ("subject", "predicate")],
         ],
         "memory_fact_links": [
             ("parent_id", f"parent_id NOT IN {facts_ids}", "the id of a fact in memory_facts (a link to a missing fact)"),
@@ -245,6 +253,10 @@ def _invariant_rules(present: dict[str, dict[str, str]]) -> dict[str, list[tuple
         "factmem_abstraction_empty": [_time_rule("examined_at")],
     }
     ev = present.get("memory_evidence", {})
+    for col, words in (("action", ("insert", "reinforce")), ("source", SOURCES)):
+        if col in ev:  # NULL: a production memory that does not record it
+            rules["memory_evidence"].append((col, f"{col} IS NOT NULL AND {col} NOT IN ({', '.join(map(repr, words))})",
+                                             f"one of {', '.join(words)} (or NULL)"))
     if "confidence" in ev:
         rules["memory_evidence"].append(("confidence", "confidence < 0 OR confidence > 1", "a confidence in [0, 1]"))
     if "id" in ev:
@@ -298,6 +310,8 @@ def validate_sqlite(path: str | os.PathLike) -> dict[str, Any]:
     sq = open_sqlite(path)
     try:
         return check_file(path, sq)
+    except sqlite3.OperationalError as exc:  # text that is not UTF-8: named by table, row and column
+        raise text_error(path, sq, exc) from None
     finally:
         sq.close()
 
@@ -351,3 +365,65 @@ def read_meta_params(path: Path, sq: sqlite3.Connection, tables: list[str]) -> M
         return MemoryParams.from_json(str(rows["params"]))
     except ValueError as exc:
         raise ProductionDBError(f"{path}: table factmem_meta: key 'params': {exc}") from None
+
+
+def check_acyclic(path: Path, ids: np.ndarray, supersedes: np.ndarray, has: np.ndarray) -> None:
+    """No ``supersedes_id`` chain of ``memory_facts`` loops back on itself (``ids`` sorted and unique;
+    ``has`` false where ``supersedes_id`` is NULL). Pointer doubling in numpy: after 2^k > n steps
+    every chain that does not end has entered a loop, and the fact it stands on is in it."""
+    n = len(ids)
+    if not n:
+        return
+    at = np.minimum(np.searchsorted(ids, supersedes), n - 1)
+    nxt = np.append(np.where(has & (ids[at] == supersedes), at, n), n)  # n: a chain's end, which stays there
+    steps = 1
+    while steps <= n:
+        nxt = nxt[nxt]
+        steps *= 2
+    looping = np.flatnonzero(nxt[:n] != n)
+    if looping.size:
+        on = int(nxt[looping[0]])
+        loop, cur = [int(ids[on])], on
+        while len(loop) <= 20:
+            cur = int(at[cur])
+            if cur == on:
+                break
+            loop.append(int(ids[cur]))
+        chain = " -> ".join(map(str, loop)) + (f" -> {loop[0]}" if len(loop) <= 20 else " ...")
+        raise ProductionDBError(f"{path}: table memory_facts: column 'supersedes_id': the chain of fact {loop[0]} "
+                                f"loops ({chain}); rule: a fact supersedes only older facts, never itself")
+
+
+def text_error(path: Path, sq: sqlite3.Connection, exc: sqlite3.Error, tables: tuple[str, ...] = (
+        "memory_facts", "memory_evidence", "factmem_fact_state", "factmem_abstraction_examined",
+        "factmem_abstraction_empty", "factmem_meta")) -> FactmemError:
+    """What a read that failed with ``exc`` tells the user: for text that is not UTF-8 (SQLite stores
+    any bytes as TEXT; Python's driver cannot decode them), the table, the row and the column of the
+    first such value; else the driver's words. Run on the error path only (a scan in Python)."""
+    if "decode" not in str(exc).lower():
+        return ProductionDBError(f"{path}: cannot read: {exc}")
+    present = {r[0] for r in sq.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()}
+    columns = {t: [r[1] for r in sq.execute(f'PRAGMA table_info("{t}")').fetchall()] for t in tables if t in present}
+    old_factory = sq.text_factory
+    sq.text_factory = bytes  # (names read before: they would come back as bytes too)
+    try:
+        for table, cols in columns.items():
+            texts = [c for c in cols
+                     if sq.execute(f'SELECT 1 FROM "{table}" WHERE typeof("{c}") = \'text\' LIMIT 1').fetchone()]
+            if not texts:
+                continue
+            cur = sq.execute(f'SELECT rowid, {", ".join(f"{chr(34)}{c}{chr(34)}" for c in texts)} FROM "{table}" '
+                             "ORDER BY rowid")
+            for row in cur:
+                for col, value in zip(texts, row[1:]):
+                    if isinstance(value, bytes):
+                        try:
+                            value.decode("utf-8")
+                        except UnicodeDecodeError as bad:
+                            return ProductionDBError(
+                                f"{path}: table {table}: column {col!r}: rowid {row[0]}: text that is not UTF-8 "
+                                f"({bad.reason} at byte {bad.start}: {value[:40]!r}); factmem reads TEXT as UTF-8 — "
+                                "repair or re-encode the value")
+    finally:
+        sq.text_factory = old_factory
+    return ProductionDBError(f"{path}: text that is not UTF-8 ({exc})")

@@ -57,7 +57,7 @@ from factmem.core.params import MemoryParams
 from factmem.data.logs import Dataset, empty_generalizations, empty_truth
 from factmem.errors import ProductionDBError
 from factmem.evaluation.simulate import PreparedLog
-from factmem.export.sqlite_format import read_meta_params, validate_sqlite
+from factmem.export.sqlite_format import read_meta_params, text_error, validate_sqlite
 
 __all__ = ["OBSERVATION", "ABSTRACTION", "NO_ID", "CHUNK_ROWS", "ProductionLog", "read_production",
            "file_sha256", "release_memory"]
@@ -269,6 +269,8 @@ def read_production(path: str | os.PathLike) -> ProductionLog:
         facts = _read_facts(sq, has_state)
         evidence = _read_evidence(path, sq, ev_cols, counts["memory_evidence"])
         link_max = sq.execute("SELECT max(created_at) FROM memory_fact_links").fetchone()[0]
+    except sqlite3.OperationalError as exc:  # text that is not UTF-8: named by table, row and column
+        raise text_error(path, sq, exc) from None
     finally:
         sq.close()
 

@@ -3,8 +3,8 @@ active fact's key, object, confidence, count, last reinforcement and decay rate 
 every fact the calls since touched or created, and the evidence rows they added.
 
 Rows ``[0, n_sorted)`` are sorted by the hash of (subject, predicate) (:func:`key_hashes`: pandas'
-SipHash of ``subject + "\0" + predicate``, the same in every process); rows appended since stay
-where they are and are found through a small sorted (hash, row) index beside them, the last few by
+SipHash of the length-prefixed key :func:`~factmem.store.calls.state_key`, the same in every
+process); rows appended since stay where they are and are found through a small sorted (hash, row) index beside them, the last few by
 comparing hashes directly; a flush that has let ``MERGE_AT`` rows pile up sorts everything again.
 A fact's row is found from its id through a dense id → row array (so a store's ids must be dense
 enough: :meth:`ActiveState.dense_enough`). Every candidate found by hash is checked against its
@@ -24,16 +24,20 @@ import duckdb
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from factmem.core.codes import NO_TIME, SECONDS_PER_DAY, Status
 from factmem.core.decay import days_to_threshold
 from factmem.engine.waves import effective_at
 from factmem.errors import StoreError
+from factmem.store.calls import state_key
 from factmem.store.schema import KIND_LABELS, REASON_LABELS, STATUS_LABELS, text_column
 
-__all__ = ["ActiveState", "key_hashes"]
+__all__ = ["ActiveState", "key_hashes", "state_keys"]
 
-_KEY_SQL = "subject || chr(0) || predicate"
+# state_key in SQL: the subject's length (in code points, as Python's len and Arrow's utf8_length count), NUL,
+# subject, NUL, predicate
+_KEY_SQL = "CAST(length(subject) AS VARCHAR) || chr(0) || subject || chr(0) || predicate"
 
 
 def _expand(sorted_values: np.ndarray, wanted: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -47,9 +51,15 @@ def _expand(sorted_values: np.ndarray, wanted: np.ndarray) -> tuple[np.ndarray, 
 
 
 def key_hashes(keys: np.ndarray) -> np.ndarray:
-    """int64 hashes of ``subject + "\\0" + predicate`` strings (pandas' SipHash, fixed key: the
-    same in every process), vectorized."""
+    """int64 hashes of :func:`~factmem.store.calls.state_key` strings (pandas' SipHash, fixed key:
+    the same in every process), vectorized."""
     return pd.util.hash_array(np.asarray(keys, dtype=object), categorize=False).view(np.int64)
+
+
+def state_keys(subjects: pa.Array | pa.ChunkedArray, predicates: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """:func:`~factmem.store.calls.state_key` of Arrow columns, vectorized (object array of str)."""
+    lengths = pc.cast(pc.utf8_length(subjects), pa.string())
+    return pc.binary_join_element_wise(lengths, subjects, predicates, "\0").to_numpy(zero_copy_only=False)
 
 
 # numpy columns of the state: name -> dtype (object: Python strings or None)
@@ -169,8 +179,8 @@ class ActiveState:
         self.n_indexed = self.n
 
     def lookup(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Active facts of the ``subject\\0predicate`` strings ``keys``: (index into keys, row), in
-        row order within a key (what the batch kernel's state join returned, as rows)."""
+        """Active facts of the :func:`~factmem.store.calls.state_key` strings ``keys``: (index into
+        keys, row), in row order within a key (what the batch kernel's state join returned, as rows)."""
         keys = np.asarray(keys, object)
         if not len(keys):
             return np.empty(0, np.int64), np.empty(0, np.int64)
@@ -181,7 +191,7 @@ class ActiveState:
     def active_of(self, subject: str, predicate: str) -> tuple[int, list[tuple]]:
         """The key's hash, and (id, object, confidence, last_reinforced, decay_rate) of each of its
         active facts: :meth:`lookup` for one key, with scalar searches (a ``remember`` call)."""
-        key = subject + "\0" + predicate
+        key = state_key(subject, predicate)
         h = int(key_hashes(np.array([key], object))[0])
         c = self.col
         main = c["hash"][:self.n_sorted]

@@ -57,7 +57,9 @@ class StoreBase:
     """Declarations and shared helpers of a fact store (see the module docstring)."""
 
     path: Path | None
+    real_path: Path | None  # os.path.realpath of path, resolved at opening: the file the store writes
     read_only: bool
+    recovered_calls: int
     _con: duckdb.DuckDBPyConnection | None
     # write-behind (factmem.store.writebehind)
     write_behind: bool

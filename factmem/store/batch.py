@@ -6,7 +6,8 @@ is checked over whole columns with pyarrow compute; the first bad value is repor
 is (file and line, or row), the field and the value. Times must lie in the supported range (years
 0001–9999 as Unix seconds, :data:`~factmem.core.codes.MIN_TIME`..:data:`~factmem.core.codes.MAX_TIME`);
 they are checked before any cast, so an unsigned or huge value is named, never wrapped around.
-Strings must be valid Unicode (a lone surrogate is named with its row).
+Strings must be valid Unicode (a lone surrogate is named with its row); ``subject`` and
+``predicate`` must not contain NUL (a fact's key: see :mod:`factmem.store.calls`).
 """
 
 from __future__ import annotations
@@ -369,6 +370,11 @@ def _validate(table: pa.Table, where: _Locator, encoded: dict[str, tuple[np.ndar
         row = _first_row_with(codes, pc.equal(pc.utf8_length(pc.utf8_trim_whitespace(words)), 0))
         if row is not None:
             raise InputError(f"{where(row)}: field {name!r} is empty")
+        if name in ("subject", "predicate"):  # a fact's key: no NUL (factmem.store.calls)
+            row = _first_row_with(codes, pc.match_substring(words, "\0"))
+            if row is not None:
+                raise InputError(f"{where(row)}: field {name!r} must not contain NUL (\\0), got "
+                                 f"{col[row].as_py()!r}")
         out[name] = col
         encoded[name] = (codes, words)
     codes, words = encoded["kind"]

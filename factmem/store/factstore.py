@@ -21,22 +21,22 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
+import numpy as np
 import pyarrow as pa
 
 from factmem import __version__
-from factmem.core.codes import KIND_CODES, KINDS
 from factmem.core.params import MemoryParams
-from factmem.core.text import is_unicode
 from factmem.core.timeutil import resolve_at
 from factmem.errors import InputError, ParamsError, SchemaVersionError, StoreError, StoreLockedError
 from factmem.store.base import ConsolidateResult, Evidence
+from factmem.store.calls import MAX_COUNT, check_count, check_remember
 from factmem.store.examined import ExaminedRecords, migrate_examined
-from factmem.store.journal import Journal
+from factmem.store.journal import Journal, adopt_other_names, journal_path
 from factmem.store.keyindex import KeyIndex
 from factmem.store.locking import Claim, claim, other_process_message
 from factmem.store.reads import Fact, Reads  # noqa: F401 - part of the API
 from factmem.store.schema import DDL, SCHEMA_VERSION, effective_sql
-from factmem.store.writebehind import WriteBehind, remember_outcome
+from factmem.store.writebehind import WriteBehind, forget_unclosed, remember_outcome
 from factmem.store.writes import BatchWrites, IngestResult, ReplayResult  # noqa: F401 - part of the API
 
 __all__ = ["Evidence", "ConsolidateResult", "FactStore", "DUCKDB_CONFIG", "FILE_WRITE_CONFIG"]
@@ -74,21 +74,32 @@ class FactStore(BatchWrites, WriteBehind, Reads, ExaminedRecords):
     def __init__(self, path: str | os.PathLike | None = None, params: MemoryParams | None = None, *,
                  read_only: bool = False, write_behind: bool = True):
         self.path = None if path is None or str(path) == ":memory:" else Path(path)
+        # the file itself, resolved once and held: symlinks, a relative name and a later os.chdir
+        # cannot make the journal, the lock or the connection name another file
+        self.real_path = None if self.path is None else Path(os.path.realpath(self.path))
         self.read_only = read_only
         self.write_behind = bool(write_behind)
         self._claim: Claim | None = None
+        self.recovered_calls = 0  # calls of a journal left by a store not closed, applied at this opening
         self._tx_depth = 0
         self._lock = threading.RLock()
         self._keys = KeyIndex()
         self._active = None
-        self._journal = Journal(self.path) if self.path is not None and not read_only else None
+        self._journal = Journal(journal_path(self.real_path)) if self.real_path is not None and not read_only \
+            else None
         self._journal_seq = 0
         self._replaying = None
         self._sparse_ids = False
         self._con = None
-        if self.path is not None:
+        if self.path is not None and self.real_path is not None:
             _check_file(self.path, read_only)
-            self._claim = claim(self.path, "read" if read_only else "write")
+            self._claim = claim(self.real_path, "read" if read_only else "write")
+            if not read_only and self.real_path.exists():
+                try:
+                    adopt_other_names(self.real_path)  # what a store opened by a hard link's name left
+                except BaseException:
+                    self._release()
+                    raise
         try:
             self._con = self._connect()
             if self._claim is not None:
@@ -108,7 +119,7 @@ class FactStore(BatchWrites, WriteBehind, Reads, ExaminedRecords):
             return _quiet(duckdb.connect(":memory:", config=DUCKDB_CONFIG))
         try:
             config = DUCKDB_CONFIG if self.read_only else {**DUCKDB_CONFIG, **FILE_WRITE_CONFIG}
-            return _quiet(duckdb.connect(str(self.path), read_only=self.read_only, config=config))
+            return _quiet(duckdb.connect(str(self.real_path), read_only=self.read_only, config=config))
         except duckdb.IOException as exc:
             msg = str(exc)
             if "lock" in msg.lower():
@@ -153,7 +164,7 @@ class FactStore(BatchWrites, WriteBehind, Reads, ExaminedRecords):
             self._refresh_counters()
             self._params = saved  # the journal's calls were decided under the saved parameters
             self._journal_seq = int(meta.get("journal_applied", "0"))
-            self._apply_journal(meta.get("store_id"))
+            self._apply_journal(meta.get("store_id"), meta.get("journal_id"))
             self._params = params if params is not None else saved
             if params is not None and params != saved and not self.read_only:
                 self._set_meta("params", params.to_json(indent=None))
@@ -191,19 +202,22 @@ class FactStore(BatchWrites, WriteBehind, Reads, ExaminedRecords):
         if lock is None:  # __init__ failed before the lock existed
             return
         with lock:
-            con = getattr(self, "_con", None)
-            if con is not None:
-                flushed = False
-                try:
-                    self._flush()
-                    flushed = True
-                finally:
-                    con.close()
-                    self._con = None
-                    self._active = None
-                    if self._journal is not None:  # on a failed flush the journal keeps the calls for reopening
-                        self._journal.close(remove=flushed)
-            self._release()
+            try:
+                con = getattr(self, "_con", None)
+                if con is not None:
+                    flushed = False
+                    try:
+                        self._flush()
+                        flushed = True
+                    finally:
+                        con.close()
+                        self._con = None
+                        self._active = None
+                        if self._journal is not None:  # on a failed flush the journal keeps the calls for reopening
+                            self._journal.close(remove=flushed)
+            finally:  # closed even when the flush failed (a full disk): the file may be opened again
+                self._release()
+                forget_unclosed(self)
 
     def _release(self) -> None:
         held = getattr(self, "_claim", None)
@@ -240,21 +254,11 @@ class FactStore(BatchWrites, WriteBehind, Reads, ExaminedRecords):
         has abstraction links — then written row by row. Both give the same rows.
         """
         self._writable()
-        for name, value in (("subject", subject), ("predicate", predicate), ("object", object)):
-            if not isinstance(value, str) or not value.strip():
-                raise InputError(f"{name} must be a non-empty string, got {value!r}")
-        if kind not in KIND_CODES:
-            raise InputError(f"unknown kind {kind!r}; kinds are {', '.join(KINDS)}")
-        if note is not None and not isinstance(note, str):
-            raise InputError(f"note must be a string or None, got {note!r}")
-        at = resolve_at(at)
         ev = evidence or Evidence()
-        texts: tuple[tuple[str, str | None], ...] = (
-            ("subject", subject), ("predicate", predicate), ("object", object), ("note", note),
-            ("session_id", ev.session_id), ("message_id", ev.message_id))
-        for field_name, text in texts:
-            if isinstance(text, str) and not is_unicode(text):
-                raise InputError(f"{field_name} is not valid Unicode text (a lone surrogate): {text!r}")
+        if not isinstance(ev, Evidence):
+            raise InputError(f"evidence must be an Evidence or None, got {evidence!r}")
+        # the checks a journal entry of this call gets again at reopening (factmem.store.calls)
+        at = check_remember(subject, predicate, object, kind, at, ev.session_id, ev.message_id, ev.source, note)
         with self._lock:
             state = self._behind_state()
             if state is not None:
@@ -265,9 +269,13 @@ class FactStore(BatchWrites, WriteBehind, Reads, ExaminedRecords):
                 out = remember_outcome(self._active_of(subject, predicate), object, predicate, kind, at, self._params)
                 if out.action == "reinforce":
                     fid = out.fact_id
-                    self._db.execute(
-                        "UPDATE memory_facts SET confidence = ?, reinforcement_count = reinforcement_count + 1, "
-                        "last_reinforced = ? WHERE id = ?", [out.confidence, at, fid])
+                    try:
+                        self._db.execute(
+                            "UPDATE memory_facts SET confidence = ?, reinforcement_count = reinforcement_count + 1, "
+                            "last_reinforced = ? WHERE id = ?", [out.confidence, at, fid])
+                    except duckdb.OutOfRangeException:  # the count is at BIGINT's largest: rolled back
+                        check_count(np.array([MAX_COUNT]), np.array([fid]))
+                        raise
                 else:
                     fid = self._next_fact_id
                     self._db.execute(

@@ -93,21 +93,27 @@ class Reads(StoreBase):
                           "ORDER BY first_seen, id", [subject, predicate])
 
     def lineage(self, fact_id: int) -> pd.DataFrame:
-        """The supersedes chain through ``fact_id``, oldest → newest; ``depth`` is 0 at the fact."""
+        """The supersedes chain through ``fact_id``, oldest → newest; ``depth`` is 0 at the fact.
+        A chain that loops (a file written by another tool: ``import-db`` refuses one) stops where
+        it would visit a fact a second time."""
         self.get(fact_id)
         return self._read("""
-            WITH RECURSIVE back(id, depth) AS (
-                SELECT ?::BIGINT, 0
+            WITH RECURSIVE back(id, depth, seen) AS (
+                SELECT ?::BIGINT, 0, [?::BIGINT]
                 UNION ALL
-                SELECT f.supersedes_id, b.depth - 1 FROM back b JOIN memory_facts f ON f.id = b.id
-                WHERE f.supersedes_id IS NOT NULL
-            ), fwd(id, depth) AS (
-                SELECT ?::BIGINT, 0
+                SELECT f.supersedes_id, b.depth - 1, list_append(b.seen, f.supersedes_id)
+                FROM back b JOIN memory_facts f ON f.id = b.id
+                WHERE f.supersedes_id IS NOT NULL AND NOT list_contains(b.seen, f.supersedes_id)
+            ), fwd(id, depth, seen) AS (
+                SELECT ?::BIGINT, 0, [?::BIGINT]
                 UNION ALL
-                SELECT f.id, w.depth + 1 FROM fwd w JOIN memory_facts f ON f.supersedes_id = w.id
-            )
-            SELECT f.*, d.depth FROM (SELECT * FROM back UNION SELECT * FROM fwd) d
-            JOIN memory_facts f ON f.id = d.id ORDER BY d.depth""", [int(fact_id), int(fact_id)])
+                SELECT f.id, w.depth + 1, list_append(w.seen, f.id)
+                FROM fwd w JOIN memory_facts f ON f.supersedes_id = w.id
+                WHERE NOT list_contains(w.seen, f.id)
+            ), d AS (SELECT id, min(depth) AS depth FROM (SELECT id, depth FROM back UNION SELECT id, depth FROM fwd)
+                     GROUP BY id)
+            SELECT f.*, d.depth FROM d JOIN memory_facts f ON f.id = d.id ORDER BY d.depth""",
+                          [int(fact_id)] * 4)
 
     def evidence(self, fact_id: int | None = None) -> pd.DataFrame:
         """Evidence rows (of one fact, or all), in the order they were recorded."""

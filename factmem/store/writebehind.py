@@ -67,13 +67,13 @@ import pyarrow as pa
 from factmem.core.codes import KIND_CODES, NO_TIME, Status
 from factmem.core.decay import age_days, effective_confidence, reinforce
 from factmem.core.params import MemoryParams
-from factmem.errors import StoreError
+from factmem.errors import FactmemError, StoreError, StoreWriteError
 from factmem.store.active import ActiveState
 from factmem.store.base import ConsolidateResult, Evidence, StoreBase
-from factmem.store.batch import load_batch
-from factmem.store.journal import Journal
+from factmem.store.calls import check_count, state_key
+from factmem.store.journal import Journal, JournalEntry, JournalError, journal_path
 
-__all__ = ["remember_outcome", "Outcome", "WriteBehind", "FLUSH_CALLS", "FLUSH_ROWS"]
+__all__ = ["remember_outcome", "Outcome", "WriteBehind", "FLUSH_CALLS", "FLUSH_ROWS", "forget_unclosed"]
 
 #: flush once this many calls are pending (bounds the work a reopening may redo) ...
 FLUSH_CALLS = 4096
@@ -158,6 +158,8 @@ class WriteBehind(StoreBase):
         fid = out.fact_id if out.fact_id is not None else self._next_fact_id
         changed_id = fid if out.action == "reinforce" else out.superseded  # the existing fact it changes
         target = state.rows_of([changed_id]) if changed_id is not None else np.empty(0, np.int64)
+        if out.action == "reinforce":
+            check_count(state.col["count"][target], np.array([fid]))  # as the row-by-row UPDATE refuses it
         self._journaled("remember", (subject, predicate, object, kind, at, ev.session_id, ev.message_id, ev.source,
                                      note, fid))  # durable before anything changes
         if out.action == "reinforce":
@@ -167,7 +169,7 @@ class WriteBehind(StoreBase):
                 state.update(target, status=Status.SUPERSEDED, changed_at=at)
                 self._keys.removed(out.superseded)
             state.append_one(
-                key_hash, id=fid, key=subject + "\0" + predicate, object=object, confidence=out.confidence, count=0,
+                key_hash, id=fid, key=state_key(subject, predicate), object=object, confidence=out.confidence, count=0,
                 last=at, rate=self._params.decay_rate_for(kind, predicate), status=Status.ACTIVE, changed_at=NO_TIME,
                 subject=subject, predicate=predicate, note=note, kind=KIND_CODES[kind], first_seen=at,
                 supersedes=NO_TIME if out.superseded is None else out.superseded)
@@ -195,19 +197,36 @@ class WriteBehind(StoreBase):
             if state is None or not state.calls or con is None:
                 return
             journaled = self._journal is not None and state.last_seq > 0
-            con.begin()
             try:
+                con.begin()
                 state.flush(con, state.last_seq if journaled else None)
+                if journaled and self._journal is not None and self._journal.journal_id is not None:
+                    # whose numbers journal_applied counts: reopening tells this journal's calls from another's
+                    con.execute("INSERT OR REPLACE INTO factmem_meta VALUES ('journal_id', ?)",
+                                [self._journal.journal_id])
                 con.commit()
-            except BaseException:
+            except BaseException as exc:
                 try:
                     con.rollback()
                 except duckdb.Error:
                     pass  # DuckDB already rolled it back
+                if isinstance(exc, (duckdb.IOException, duckdb.TransactionException, OSError)):
+                    raise StoreWriteError(self._write_failed(exc)) from None
                 raise
             state.settled()
             if journaled and self._journal is not None:
                 self._journal.emptied()
+
+    def _write_failed(self, exc: BaseException) -> str:
+        """What to tell a user whose flush the file system refused: the file, the system's words, and
+        where the calls are kept."""
+        words = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc).splitlines()[0]
+        if "No space left on device" in str(exc) and "No space left on device" not in words:
+            words += " (No space left on device)"
+        kept = f"; the calls are kept in {self._journal.path}, applied when the store is next opened" \
+            if self._journal is not None and self._journal.is_open else ""
+        where = self.path if self.path is not None else "the in-memory store"
+        return f"{where}: cannot write the pending calls to the tables: {words}{kept}"
 
     def _open_journal(self) -> None:
         assert self._journal is not None
@@ -215,59 +234,105 @@ class WriteBehind(StoreBase):
         if store_id is None:
             store_id = uuid.uuid4().hex
             self._set_meta("store_id", store_id)
-        self._journal.open(store_id)
+        self._journal.open(store_id, base=self._journal_seq)
 
-    def _apply_journal(self, store_id: str | None) -> None:
+    def _apply_journal(self, store_id: str | None, journal_id: str | None) -> None:
         """At opening: make the calls of a journal left by a store that was not closed (see
-        :mod:`factmem.store.writebehind`) — or, read-only, refuse a store that has some."""
-        journal = Journal(self.path) if self.path is not None else None
-        if journal is None or not journal.path.exists():
+        :mod:`factmem.store.writebehind`) — or, read-only, refuse a store that has some. The journal
+        is the real file's (another name's was renamed to it at opening:
+        :func:`~factmem.store.journal.adopt_other_names`); one whose calls are not in the tables is
+        never removed."""
+        if self.real_path is None or not journal_path(self.real_path).exists():
             return
-        header, entries = journal.read()
-        todo = [e for e in entries if e.seq > self._journal_seq]
+        journal = Journal(journal_path(self.real_path))
+        header, entries = journal.read()  # every entry checked before any is applied
+        todo = self._unapplied(journal, header, entries, store_id, journal_id)
         if not todo:
             if not self.read_only:
-                journal.close(remove=True)
+                journal.close(remove=True)  # its calls are all in the tables
             return
-        if header.get("store_id") != store_id:
-            raise StoreError(f"{journal.path}: a journal of another store (store_id {header.get('store_id')!r}, "
-                             f"this store's is {store_id!r}); move it away to open {self.path}")
         if self.read_only:
             raise StoreError(f"{self.path}: {len(todo)} calls are in {journal.path.name} and not yet in the file "
-                             "(the store was not closed); open it once for writing to apply them")
-        if todo[0].seq != self._journal_seq + 1 or any(b.seq != a.seq + 1 for a, b in zip(todo, todo[1:])):
-            raise StoreError(f"{journal.path}: entries {todo[0].seq}..{todo[-1].seq} do not follow the last one the "
-                             f"store holds ({self._journal_seq}): the journal is damaged")
+                             "(the store was not closed); open it once for writing, or run "
+                             "`factmem store recover`, to apply them")
         behind, self.write_behind = self.write_behind, True
         try:
             for e in todo:
                 state = self._behind_state()
                 if state is None or e.next_fact_id != self._next_fact_id:
-                    raise StoreError(f"{journal.path}: entry {e.seq} began at fact id {e.next_fact_id}, the store is at "
-                                     f"{self._next_fact_id}: the journal does not continue this file")
+                    raise JournalError(f"{journal.path}, line {e.line}: entry {e.seq} began at fact id "
+                                       f"{e.next_fact_id}, the store is at {self._next_fact_id}: the journal does "
+                                       "not continue this file")
                 self._replaying = e.seq
-                if e.op == "remember":
-                    subject, predicate, object, kind, at, session, message, source, note, fid = e.args
-                    got = self._remember_behind(state, subject, predicate, object, kind, at,
-                                                Evidence(session, message, source), note)
-                    ok = got == fid
-                elif e.op == "consolidate":
-                    at, prune, archived = e.args
-                    ok = self._consolidate_behind(state, at, prune).archived == archived
-                else:
-                    assert e.batch is not None
-                    self._ingest_behind(state, load_batch(e.batch))
-                    ok = True
+                try:
+                    ok = self._replay_entry(state, e)
+                except FactmemError as exc:
+                    raise JournalError(f"{journal.path}, line {e.line}: entry {e.seq} ({e.op}) cannot be applied: "
+                                       f"{exc}") from None
                 if not ok:
-                    raise StoreError(f"{journal.path}: entry {e.seq} ({e.op}) gave another result than the call "
-                                     "returned: the journal does not continue this file")
+                    raise JournalError(f"{journal.path}, line {e.line}: entry {e.seq} ({e.op}) gave another result "
+                                       "than the call returned: the journal does not continue this file")
             self._replaying = None
             self._journal_seq = todo[-1].seq
-            self._flush()
+            self._flush_replayed(journal, header.get("journal_id"))
         finally:
             self._replaying = None
             self.write_behind = behind
+        self.recovered_calls = len(todo)
         journal.close(remove=True)
+
+    def _unapplied(self, journal: Journal, header: dict, entries: list[JournalEntry], store_id: str | None,
+                   journal_id: str | None) -> list[JournalEntry]:
+        """The entries of a journal that the tables do not hold yet (see the module docstring)."""
+        if not entries:
+            return []
+        if header.get("store_id") != store_id:
+            raise JournalError(f"{journal.path}: a journal of another store (store_id {header.get('store_id')!r}, "
+                               f"this store's is {store_id!r}); move it away to open {self.path}")
+        if "journal_id" not in header:  # format 2: numbers alone tell what is applied
+            todo = [e for e in entries if e.seq > self._journal_seq]
+        elif header["journal_id"] == journal_id:  # this journal's calls were flushed up to journal_applied
+            todo = [e for e in entries if e.seq > self._journal_seq]
+        elif header.get("base") == self._journal_seq:  # started from the tables as they are: none flushed
+            todo = entries
+        else:
+            raise JournalError(
+                f"{journal.path}: holds {len(entries)} calls (entries {entries[0].seq}..{entries[-1].seq}) made from "
+                f"journal number {header.get('base')!r}, but the file has moved on to {self._journal_seq} without "
+                "them (it was written under another name meanwhile); they were not applied and the journal is "
+                "kept — move it away to open the store")
+        if todo and (todo[0].seq != self._journal_seq + 1 or any(b.seq != a.seq + 1 for a, b in zip(todo, todo[1:]))):
+            raise JournalError(f"{journal.path}: entries {todo[0].seq}..{todo[-1].seq} do not follow the last one the "
+                               f"store holds ({self._journal_seq}): the journal is damaged")
+        return todo
+
+    def _replay_entry(self, state: ActiveState, e: JournalEntry) -> bool:
+        """Make one journaled call again; whether it gave the result the call returned."""
+        if e.op == "remember":
+            subject, predicate, object, kind, at, session, message, source, note, fid = e.args
+            return self._remember_behind(state, subject, predicate, object, kind, at,
+                                         Evidence(session, message, source), note) == fid
+        if e.op == "consolidate":
+            at, prune, archived = e.args
+            return self._consolidate_behind(state, at, prune).archived == archived
+        assert e.batch is not None
+        self._ingest_behind(state, e.batch)
+        return True
+
+    def _flush_replayed(self, journal: Journal, journal_id: str | None) -> None:
+        """Write the calls re-applied from ``journal``, recording its id with their numbers (a crash
+        before the journal is removed then finds them applied)."""
+        own, self._journal = self._journal, journal
+        journal.journal_id = journal_id
+        try:
+            self._flush()
+        finally:
+            self._journal = own
+
+
+def forget_unclosed(store: WriteBehind) -> None:
+    """A store that is closed (or failed to close) is not flushed again at exit."""
+    _UNCLOSED.discard(store)
 
 
 #: file stores holding calls written behind: flushed at a normal interpreter exit, so that a store the

@@ -18,8 +18,10 @@ import pyarrow.compute as pc
 from factmem.core.codes import NO_TIME, OPEN, EndReason, Status
 from factmem.core.timeutil import check_times, to_seconds
 from factmem.engine import kernel as K
+from factmem.store.active import state_keys
 from factmem.store.base import StoreBase
 from factmem.store.batch import Batch, load_batch
+from factmem.store.calls import MAX_COUNT, check_count
 from factmem.store.schema import ACTION_LABELS, KIND_LABELS, REASON_LABELS, SOURCE_LABELS, STATUS_LABELS, text_column
 
 if TYPE_CHECKING:
@@ -146,8 +148,7 @@ class BatchWrites(StoreBase):
                 "FROM memory_facts f JOIN _fm_pairs q ON f.subject = q.subject AND f.predicate = q.predicate "
                 "WHERE f.status = 'active'").to_arrow_table()
         else:
-            keys = pc.binary_join_element_wise(_fm_pairs.column("subject"), _fm_pairs.column("predicate"), "\0")
-            sp_of, rows = state.lookup(keys.to_numpy(zero_copy_only=False))
+            sp_of, rows = state.lookup(state_keys(_fm_pairs.column("subject"), _fm_pairs.column("predicate")))
             c = state.col
             ex = pa.table({"sp": pa.array(sp_of), "id": pa.array(c["id"][rows]),
                            "object": pa.array(c["object"][rows], pa.string()),
@@ -280,6 +281,8 @@ class BatchWrites(StoreBase):
         codes = old["status"]
         again = old["reinforced"].astype(bool)
         left = codes != Status.ACTIVE
+        if again.any() and (old["count"][again] < 0).any():  # a count past BIGINT's largest wrapped around
+            check_count(np.full(int(again.sum()), MAX_COUNT) * (old["count"][again] < 0), old_id[again])
         if was.any():
             # two narrow updates instead of one over six columns: most touched facts were only
             # reinforced, a few changed status (DuckDB's cost grows with the columns updated)
@@ -327,9 +330,8 @@ class BatchWrites(StoreBase):
             rows_left = state.rows_of(old_id[left]) if gone is not None else None
             self._journaled("ingest", (), batch=t)  # durable before anything changes
             if new_tbl is not None:
-                keys = pc.binary_join_element_wise(new_tbl.column("subject"), new_tbl.column("predicate"), "\0")
                 state.append({
-                    "id": new["id"], "key": keys.to_numpy(zero_copy_only=False),
+                    "id": new["id"], "key": state_keys(new_tbl.column("subject"), new_tbl.column("predicate")),
                     "object": new_tbl.column("object").to_numpy(zero_copy_only=False),
                     "confidence": new["confidence"], "count": new["count"], "last": new["last_reinforced"],
                     "rate": new["decay_rate"], "status": new["status"].astype(np.int8),

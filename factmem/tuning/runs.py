@@ -12,7 +12,9 @@ would double its evidence — unless ``force`` (``--force``) asks to replace it,
 for a folder that is a factmem run (it has ``manifest.json`` or the ``INCOMPLETE`` marker), never
 for other files. While a run writes, the folder holds ``INCOMPLETE``; the marker is removed last,
 after ``manifest.json``, so a folder without it is complete. :func:`load_run` refuses an incomplete
-folder (a killed run, or one still running).
+folder (a killed run, or one still running). :func:`run_folder` writes a run beside ``out`` and
+renames it into place when it is complete, so replacing a run (``--force``) is atomic: two at once,
+or one killed midway, leave the old run or a new one, never neither.
 
 >>> import tempfile, pandas as pd
 >>> d = write_run(tempfile.mkdtemp(), {"kind": "demo"}, {"t": pd.DataFrame({"x": [1, 2]})})
@@ -22,12 +24,16 @@ folder (a killed run, or one still running).
 
 from __future__ import annotations
 
+import ctypes
 import datetime as _dt
+import errno
 import json
 import os
 import platform
 import shutil
 import subprocess
+import sys
+import uuid
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -129,17 +135,9 @@ def start_run(out: str | os.PathLike, *, force: bool = False) -> Path:
     and it is a factmem run folder, which is then removed first. An unwritable place is an
     :class:`~factmem.errors.ExportError` naming it."""
     out = Path(out)
+    _check_out(out, force)
     try:
-        if out.exists() and not out.is_dir():
-            raise InputError(f"{out}: exists and is not a folder; choose another output folder")
         if out.is_dir() and any(out.iterdir()):
-            if not force:
-                what = "a previous run" if _is_run_folder(out) else "files that are not a factmem run"
-                raise InputError(f"{out}: the folder is not empty ({what}); a run starts from an empty folder — "
-                                 "choose another one, or pass --force (force=True) to replace a previous run")
-            if not _is_run_folder(out):
-                raise InputError(f"{out}: not a factmem run folder (no manifest.json or {INCOMPLETE}); --force "
-                                 "replaces only a previous run — choose an empty or new folder")
             shutil.rmtree(out)
         out.mkdir(parents=True, exist_ok=True)
         (out / INCOMPLETE).write_text(_INCOMPLETE_TEXT, encoding="utf-8")
@@ -159,20 +157,95 @@ def finish_run(out: str | os.PathLike) -> None:
 
 @contextmanager
 def run_folder(out: str | os.PathLike, *, force: bool = False) -> Iterator[Path]:
-    """``with run_folder(out) as path:`` — :func:`start_run`, then :func:`finish_run` on success; on
-    an error the folder (empty or replaced when the run started) is removed: nothing half-written
-    stays behind. A killed process leaves it marked ``INCOMPLETE``."""
-    path = start_run(out, force=force)
+    """``with run_folder(out) as path:`` — the run is written into ``path``, a new sibling folder of
+    ``out`` (``.<name>.partial-<token>``, marked ``INCOMPLETE``), and put in place at ``out`` in one
+    rename when it succeeds: replacing a previous run (``force``) swaps the two folders atomically
+    (Linux ``renameat2(RENAME_EXCHANGE)``; elsewhere two renames), so a crashed or concurrent
+    replacement leaves the old run or the new one at ``out``, never neither and never a mix. ``out``
+    is checked first (the run-folder rule: :func:`start_run`). On an error the partial folder is
+    removed; a killed process leaves it, marked ``INCOMPLETE``, beside ``out``."""
+    out = Path(out)
+    _check_out(out, force)
+    token = uuid.uuid4().hex[:12]
+    work = out.parent / f".{out.name}.partial-{token}"
     try:
-        yield path
+        work.mkdir(parents=True)
+        (work / INCOMPLETE).write_text(_INCOMPLETE_TEXT, encoding="utf-8")
+    except OSError as exc:
+        shutil.rmtree(work, ignore_errors=True)
+        raise ExportError(f"{out}: cannot write the run folder: {exc.strerror or exc}") from None
+    try:
+        yield work
+        finish_run(work)
+        _put_in_place(work, out, force)
     except OSError as exc:  # the disk filled up, a file became unwritable: a user's problem, not a bug
-        shutil.rmtree(path, ignore_errors=True)
-        where = exc.filename or path
+        shutil.rmtree(work, ignore_errors=True)
+        where = exc.filename or out
         raise ExportError(f"{where}: cannot write the run: {exc.strerror or exc}") from None
     except BaseException:
-        shutil.rmtree(path, ignore_errors=True)
+        shutil.rmtree(work, ignore_errors=True)
         raise
-    finish_run(path)
+
+
+def _check_out(out: Path, force: bool) -> None:
+    """The run-folder rule, checked before any work (nothing is removed here)."""
+    if out.exists() and not out.is_dir():
+        raise InputError(f"{out}: exists and is not a folder; choose another output folder")
+    try:
+        used = out.is_dir() and any(out.iterdir())
+    except OSError as exc:
+        raise ExportError(f"{out}: cannot read the run folder: {exc.strerror or exc}") from None
+    if used:
+        if not force:
+            what = "a previous run" if _is_run_folder(out) else "files that are not a factmem run"
+            raise InputError(f"{out}: the folder is not empty ({what}); a run starts from an empty folder — "
+                             "choose another one, or pass --force (force=True) to replace a previous run")
+        if not _is_run_folder(out):
+            raise InputError(f"{out}: not a factmem run folder (no manifest.json or {INCOMPLETE}); --force "
+                             "replaces only a previous run — choose an empty or new folder")
+
+
+def _put_in_place(work: Path, out: Path, force: bool) -> None:
+    """Move the finished run ``work`` to ``out``: a rename onto a missing or empty folder, else (a
+    previous run, ``force``) an exchange of the two folders, after which the old run is removed."""
+    try:
+        os.rename(work, out)  # atomic; succeeds onto a missing or an empty folder
+        return
+    except OSError as exc:
+        if exc.errno not in (errno.ENOTEMPTY, errno.EEXIST, errno.EISDIR, errno.ENOTDIR):
+            raise
+    _check_out(out, force)  # filled meanwhile (a concurrent run): the same rule as at the start
+    if _exchange(work, out):
+        shutil.rmtree(work, ignore_errors=True)  # the old run, now under the partial name
+        return
+    aside = out.parent / f".{out.name}.replaced-{work.name.rsplit('-', 1)[-1]}"
+    os.rename(out, aside)
+    try:
+        os.rename(work, out)
+    except OSError:
+        os.rename(aside, out)  # put the old run back
+        raise
+    shutil.rmtree(aside, ignore_errors=True)
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Swap two folders atomically (Linux ``renameat2`` with ``RENAME_EXCHANGE``); False where the
+    system or the file system cannot."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        renameat2 = libc.renameat2
+    except (OSError, AttributeError):
+        return False
+    at_fdcwd, rename_exchange = -100, 2
+    renameat2.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    if renameat2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP):
+        return False
+    raise OSError(err, os.strerror(err), str(b))
 
 
 def write_run(out: str | os.PathLike, manifest: Mapping[str, Any], tables: Mapping[str, pd.DataFrame], *,

@@ -178,7 +178,7 @@ def load_space(path: str | os.PathLike) -> dict[str, Any]:
     """A space from a TOML file (see the module docstring); errors name the file."""
     path = Path(path)
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        data = tomllib.loads(path.read_text(encoding="utf-8-sig"))  # a byte-order mark is skipped
     except FileNotFoundError:
         raise InputError(f"{path}: no such space file") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:

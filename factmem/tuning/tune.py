@@ -341,8 +341,23 @@ def tune(log: Any = None, *, out: str | os.PathLike | None = None, search: Searc
                          "precision_at_k, stale_at_k) or hold out by time or another log")
     if not write:
         return _tune(log, None, search, objective, holdout, compute, schedule, current, start, calibrate_all)
-    with run_folder(out if out is not None else default_run_dir(), force=force) as folder:
-        return _tune(log, folder, search, objective, holdout, compute, schedule, current, start, calibrate_all)
+    final = Path(out) if out is not None else default_run_dir()
+    with run_folder(final, force=force) as folder:  # written beside `final`, renamed into place when complete
+        result = _tune(log, folder, search, objective, holdout, compute, schedule, current, start, calibrate_all)
+    result.out = final
+    return result
+
+
+def _check_tunable(P: PreparedLog) -> None:
+    """A log tune can replay: some fact mentions, over more than one instant (an empty log or a
+    single message leaves nothing to compare candidates on — ``fit`` and ``cardinality`` refuse them too)."""
+    where = P.dataset.path if P.dataset.path is not None else "the log"
+    if not len(P.events):
+        raise InputError(f"{where}: the log has no fact mentions; there is nothing to tune")
+    if P.end <= P.start or P.events["ts"].nunique() < 2:
+        raise InputError(f"{where}: the log's fact mentions all lie at one instant ({len(P.events)} mentions at "
+                         f"{int(P.events['ts'].iloc[0])}); tuning replays a log over time — give it messages at two "
+                         "times at least")
 
 
 def _tune(log: Any, out: Path | None, search: Search | None, objective: Objective, holdout: Holdout,
@@ -352,6 +367,7 @@ def _tune(log: Any, out: Path | None, search: Search | None, objective: Objectiv
     search = search or Search()
     compute = compute or Compute()
     P = prepare(log if log is not None else bundled_dataset())
+    _check_tunable(P)
     schedule = schedule or default_schedule(P)
     if holdout.mode == "log" and not isinstance(holdout.log, PreparedLog):
         holdout = Holdout(**{**holdout.__dict__, "log": prepare(holdout.log)})
