@@ -245,7 +245,7 @@ def _exchange(a: Path, b: Path) -> bool:
     err = ctypes.get_errno()
     if err in (errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP):
         return False
-    raise OSError(err, os.strerror(err), str(b))
+    raise ExportError(f"{b}: cannot put the run in place: {os.strerror(err)}")
 
 
 def write_run(out: str | os.PathLike, manifest: Mapping[str, Any], tables: Mapping[str, pd.DataFrame], *,
