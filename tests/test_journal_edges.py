@@ -84,6 +84,8 @@ def test_a_hard_links_journal_is_found_under_the_other_name(tmp_path):
     os.link(real, hard)
     killed(calls(str(hard), 3))
     assert (tmp_path / "h.duckdb.journal").exists()
+    with pytest.raises(StoreError, match="h.duckdb.journal holds what a store opened under another name"):
+        FactStore(real, read_only=True)
     with FactStore(real) as s:
         assert s.recovered_calls == 3 and len(s) == 3
     assert not any(p.suffix in (".journal", ".wal") for p in tmp_path.iterdir())

@@ -94,9 +94,9 @@ class FactStore(BatchWrites, WriteBehind, Reads, ExaminedRecords):
         if self.path is not None and self.real_path is not None:
             _check_file(self.path, read_only)
             self._claim = claim(self.real_path, "read" if read_only else "write")
-            if not read_only and self.real_path.exists():
+            if self.real_path.exists():
                 try:
-                    adopt_other_names(self.real_path)  # what a store opened by a hard link's name left
+                    adopt_other_names(self.real_path, read_only=read_only)  # what a hard link's name left
                 except BaseException:
                     self._release()
                     raise

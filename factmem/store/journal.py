@@ -73,12 +73,13 @@ def journal_path(real_store_path: Path) -> Path:
     return Path(str(real_store_path) + JOURNAL_SUFFIX)
 
 
-def adopt_other_names(real_store_path: Path) -> None:
+def adopt_other_names(real_store_path: Path, *, read_only: bool = False) -> None:
     """Give this name of a file what a store opened by another name of it (a hard link, in the same
     folder) left behind: its journal and DuckDB's write-ahead log (``<name>.wal``), both named after
     the name they were opened by. Renamed to this name's, before DuckDB opens the file, and only
     while no process holds the file (DuckDB's fcntl lock): a live store's files are never touched.
-    Two names that both left one are :class:`JournalError` (keep one, move the other away)."""
+    Two names that both left one are :class:`JournalError` (keep one, move the other away).
+    ``read_only``: nothing is renamed; a store that left some is refused (they are not in the file)."""
     folder = real_store_path.parent
     try:
         names = sorted(e.name for e in os.scandir(folder)
@@ -97,6 +98,10 @@ def adopt_other_names(real_store_path: Path) -> None:
         except OSError:
             continue
         found.append((folder / name, Path(str(real_store_path) + suffix)))
+    if found and read_only and _unheld(real_store_path):  # (held: DuckDB's lock error says it better)
+        raise StoreError(f"{real_store_path}: {found[0][0].name} holds what a store opened under another name of this "
+                         "file (a hard link) left unwritten; open it once for writing, or run `factmem store "
+                         "recover`, to apply it")
     if not found or not _unheld(real_store_path):
         return
     for left, ours in found:
