@@ -54,7 +54,8 @@ def test_every_command_has_a_documented_json_result(tmp_path, capsys):
     documented = documented_result_keys()
     parser = build_parser()
     sub = next(a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction")
-    commands = {name for name in sub.choices if name != "params"} | {"params diff", "params show"}
+    commands = {name for name in sub.choices if name not in ("params", "store")} | {"params diff", "params show",
+                                                                                    "store recover"}
     assert commands == set(documented), f"README table and commands differ: {commands ^ set(documented)}"
 
     docs = {}
@@ -86,6 +87,7 @@ def test_every_command_has_a_documented_json_result(tmp_path, capsys):
     docs["import-db"] = run_json(capsys, ["import-db", str(prod), "--out", str(tmp_path / "back.duckdb")], "import-db")
     docs["whatif"] = run_json(capsys, ["whatif", str(prod), "--params", str(t / "params.toml"), "--bootstrap", "20",
                                        "--no-figures", "--out", str(tmp_path / "w")], "whatif")
+    docs["store recover"] = run_json(capsys, ["store", "recover", str(tmp_path / "back.duckdb")], "store recover")
     docs["abstract"] = run_json(capsys, ["abstract", str(tmp_path / "back.duckdb"), "--provider", "oracle",
                                          "--dataset", str(d), "--at", "2024-03-01"], "abstract")
     assert set(docs) == set(documented)

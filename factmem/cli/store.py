@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import argparse
 
+from factmem.cli.output import Output, output_args
+
 __all__ = ["add_store"]
 
 
@@ -18,11 +20,14 @@ def add_store(sub: argparse._SubParsersAction) -> None:
                     "written to the tables and the journal is removed, so other tools read every call that "
                     "returned. A damaged journal is named with its line and nothing is applied.")
     r.add_argument("db", metavar="DB", help="the store file (DuckDB)")
-    r.set_defaults(func=_run_recover)
+    output_args(r)
+    r.set_defaults(func=_run_recover, command="store recover")
 
 
 def _run_recover(args: argparse.Namespace) -> int:
     from factmem.store.recover import recover
 
-    print(recover(args.db))
-    return 0
+    say = Output(args)
+    result = recover(args.db)
+    say.say(str(result))
+    return say.result({"path": str(result.path), "applied": result.applied, "facts": result.facts}, [result.path])
