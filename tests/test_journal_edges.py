@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -239,11 +240,24 @@ def test_the_loaders_refuse_nul_in_a_key(tmp_path):
 # -- 5, 8: journal entries are checked as their calls, with a checksum -----------------------------
 
 
-def _journal_with(tmp_path: Path, n: int = 3) -> tuple[Path, Path, list[bytes]]:
-    path = tmp_path / "m.duckdb"
-    killed(calls(str(path), n))
-    journal = Path(str(path) + ".journal")
-    return path, journal, journal.read_bytes().split(b"\n")
+@pytest.fixture(scope="module")
+def killed_store(tmp_path_factory) -> Path:
+    """A store whose process made 3 calls and was killed: its file, DuckDB's log and the journal (made
+    once; each test works on a copy)."""
+    folder = tmp_path_factory.mktemp("killed")
+    killed(calls(str(folder / "m.duckdb"), 3))
+    return folder
+
+
+@pytest.fixture
+def journal_copy(killed_store, tmp_path):
+    def copy() -> tuple[Path, Path, list[bytes]]:
+        for f in killed_store.iterdir():
+            shutil.copyfile(f, tmp_path / f.name)
+        path = tmp_path / "m.duckdb"
+        journal = Path(str(path) + ".journal")
+        return path, journal, journal.read_bytes().split(b"\n")
+    return copy
 
 
 def _entry(fields: list) -> bytes:
@@ -268,8 +282,9 @@ _FIELD = {"subject": 3, "kind": 6, "at": 7, "source": 10, "fid": 12}
 
 
 @pytest.mark.parametrize("field,value,message", HOSTILE, ids=[f"{f}={v!r}" for f, v, _ in HOSTILE])
-def test_a_journal_entry_the_call_would_refuse_is_named_and_nothing_applied(tmp_path, field, value, message):
-    path, journal, lines = _journal_with(tmp_path)
+def test_a_journal_entry_the_call_would_refuse_is_named_and_nothing_applied(journal_copy, tmp_path, field, value,
+                                                                             message):
+    path, journal, lines = journal_copy()
     fields = json.loads(lines[2].partition(b" ")[2])
     fields[_FIELD[field]] = value
     lines[2] = _entry(fields)
@@ -282,8 +297,8 @@ def test_a_journal_entry_the_call_would_refuse_is_named_and_nothing_applied(tmp_
     assert subjects(path) == []  # nothing applied, not even the good first entry
 
 
-def test_a_flipped_digit_fails_the_checksum(tmp_path):
-    path, journal, lines = _journal_with(tmp_path)
+def test_a_flipped_digit_fails_the_checksum(journal_copy):
+    path, journal, lines = journal_copy()
     lines[3] = lines[3].replace(b"1700000120", b"1700000121")
     journal.write_bytes(b"\n".join(lines))
     with pytest.raises(JournalError, match=r"line 4: the entry does not match its checksum"):
@@ -291,10 +306,10 @@ def test_a_flipped_digit_fails_the_checksum(tmp_path):
 
 
 @pytest.mark.parametrize("damage", ["crlf", "nan", "count", "operation", "batch"])
-def test_damaged_entries_are_journal_errors_and_the_cli_prints_no_traceback(tmp_path, damage, capsys):
+def test_damaged_entries_are_journal_errors_and_the_cli_prints_no_traceback(journal_copy, damage, capsys):
     from factmem.cli.main import main
 
-    path, journal, lines = _journal_with(tmp_path)
+    path, journal, lines = journal_copy()
     if damage == "crlf":
         lines = [line + b"\r" for line in lines[:-1]] + [lines[-1]]
     elif damage == "nan":
@@ -313,9 +328,9 @@ def test_damaged_entries_are_journal_errors_and_the_cli_prints_no_traceback(tmp_
     assert "Traceback" not in err and "m.duckdb.journal, line" in err and len(err.strip().splitlines()) == 1
 
 
-def test_format_2_journals_are_still_applied(tmp_path):
+def test_format_2_journals_are_still_applied(journal_copy):
     """A journal a factmem before checksums left (no checksum, no journal_id) is read by number."""
-    path, journal, lines = _journal_with(tmp_path)
+    path, journal, lines = journal_copy()
     header = json.loads(lines[0])
     old = [json.dumps({"factmem_journal": 2, "store_id": header["store_id"]}).encode()]
     old += [line.partition(b" ")[2] for line in lines[1:-1]]
