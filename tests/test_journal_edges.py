@@ -305,7 +305,7 @@ def test_a_flipped_digit_fails_the_checksum(journal_copy):
         FactStore(path)
 
 
-@pytest.mark.parametrize("damage", ["crlf", "nan", "count", "operation", "batch"])
+@pytest.mark.parametrize("damage", ["crlf", "nan", "count", "operation", "batch", "nested"])
 def test_damaged_entries_are_journal_errors_and_the_cli_prints_no_traceback(journal_copy, damage, capsys):
     from factmem.cli.main import main
 
@@ -318,8 +318,11 @@ def test_damaged_entries_are_journal_errors_and_the_cli_prints_no_traceback(jour
         lines[2] = _entry(json.loads(lines[2].partition(b" ")[2])[:-2])
     elif damage == "operation":
         lines[2] = _entry([2, "forget", 2])
-    else:
+    elif damage == "batch":
         lines[2] = _entry([2, "ingest", 2, 5]) + b"\nxxxxx"
+    else:
+        body = b"[" * 100_000 + b"]" * 100_000
+        lines[2] = f"{zlib.crc32(body):08x} ".encode() + body
     journal.write_bytes(b"\n".join(lines))
     with pytest.raises(JournalError, match=r"m\.duckdb\.journal, line \d"):
         FactStore(path)
@@ -489,6 +492,38 @@ def test_the_cli_exits_1_on_a_full_disk(tmp_path, monkeypatch, capsys):
     assert "No space left on device" in err and "Traceback" not in err
     monkeypatch.undo()
     assert subjects(path) == ["u0", "u1"]
+
+
+@pytest.fixture
+def tiny_disk(tmp_path):
+    """A 4 MB tmpfs (root on Linux, as on the project's machines and CI); skipped where it cannot be
+    mounted — the injected failures above cover the same code everywhere."""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    if not sys.platform.startswith("linux") or os.geteuid() != 0 or subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(disk)], capture_output=True).returncode:
+        pytest.skip("needs root to mount a tmpfs")
+    try:
+        yield disk
+    finally:
+        subprocess.run(["umount", "-l", str(disk)], capture_output=True)
+
+
+def test_a_real_full_disk_loses_no_returned_call(tiny_disk):
+    path = tiny_disk / "m.duckdb"
+    s = FactStore(path)
+    returned = 0
+    with pytest.raises(StoreWriteError, match="No space left on device"):
+        for i in range(100_000):
+            s.remember(f"subject-{i}", "predicate", "object-" + "x" * 200, at=T0 + i, note="n" * 300)
+            returned += 1
+            if i % 2000 == 1999:
+                s.facts()  # a flush: DuckDB's log fills the disk
+    with pytest.raises(StoreWriteError, match="No space left on device"):
+        s.close()
+    subprocess.run(["mount", "-o", "remount,size=64m", str(tiny_disk)], check=True)
+    with FactStore(path) as again:  # the failed close() released the file; the journal applies
+        assert len(again) == returned and again.recovered_calls > 0
 
 
 # -- 11: tune on an empty or one-message log ---------------------------------------------------------------

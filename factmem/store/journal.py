@@ -248,7 +248,7 @@ class Journal:
             if line_no == 1:
                 try:
                     header = json.loads(line)
-                except ValueError:
+                except (ValueError, RecursionError):
                     header = {}
                 if not isinstance(header, dict) or header.get("factmem_journal") not in _READABLE_FORMATS:
                     raise JournalError(f"{self.path}, line 1: not a factmem journal header: {line[:80]!r}")
@@ -259,7 +259,7 @@ class Journal:
                 checksum, _, line = line.partition(b" ")
             try:
                 fields = json.loads(line)
-            except ValueError as exc:
+            except (ValueError, RecursionError) as exc:  # (RecursionError: nested too deep to be an entry)
                 raise JournalError(f"{where}: not a journal entry ({exc}): {line[:80]!r}") from None
             if not isinstance(fields, list) or len(fields) < 3 or fields[1] not in _OPS:
                 what = f"unknown operation {fields[1]!r}" if isinstance(fields, list) and len(fields) >= 3 \

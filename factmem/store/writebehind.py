@@ -224,7 +224,7 @@ class WriteBehind(StoreBase):
         if "No space left on device" in str(exc) and "No space left on device" not in words:
             words += " (No space left on device)"
         kept = f"; the calls are kept in {self._journal.path}, applied when the store is next opened" \
-            if self._journal is not None and self._journal.is_open else ""
+            if self._journal is not None and self._journal.path.exists() else ""
         where = self.path if self.path is not None else "the in-memory store"
         return f"{where}: cannot write the pending calls to the tables: {words}{kept}"
 
