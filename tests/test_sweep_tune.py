@@ -242,7 +242,14 @@ def test_tune_end_to_end(tiny_dir, tmp_path):
     assert params == res.chosen and prov["dataset_sha256"] == prepare(tiny_dir).sha256
     # params.toml holds the first budget's choice; its provenance, that choice's held-out metrics
     assert {"utility_at_5", "recall_at_5", "stale_at_5", "lost"} <= set(prov["metrics"])
-    assert "utility_at_5" in prov["default_metrics"]
+    # ... and the judged comparison: against the baseline, never the pure seed defaults
+    assert "default_metrics" not in prov and "utility_at_5" in prov["baseline_metrics"]
+    j = prov["judgement"]
+    r5 = res.recommendations[5]
+    assert j["against"] == "baseline" and j["budget"] == 5 and j["difference"] == r5.versus_baseline.difference
+    assert (j["low"], j["high"], j["people"]) == (r5.versus_baseline.low, r5.versus_baseline.high, 6)
+    assert j["min_effect"] == 0.01 and "stale=1" in j["costs"] and j["keep"] == r5.keep
+    assert prov["baseline_metrics"]["utility_at_5"] == r5.versus_baseline.b
     assert load_params_file(out / "params-k20.toml")[0] == res.recommendations[20].chosen
     report = (out / "report.md").read_text()
     assert report.index("## Decision") < report.index("## Held-out metrics")
@@ -256,14 +263,29 @@ def test_tune_end_to_end(tiny_dir, tmp_path):
     # without that fold's subjects; the held-out number pools each subject under its fold's choice
     rec = res.recommendations[20]
     sw = res.sweep
-    assert rec.index == int(np.argmax(sw.objective_values("all", 20)))
+    assert rec.candidate == int(np.argmax(np.where(sw.eligible(), sw.objective_values("all", 20), -np.inf)))
+    assert sw.table["probe"].any() and not sw.eligible()[sw.table["probe"].to_numpy()].any()
     folds = subject_folds(len(sw.subjects["all"]), 3, 0)
-    for f, choice in enumerate(rec.fold_choices):
-        assert choice == int(np.argmax(sw.objective_values("all", 20, folds != f)))
+    unidentified = rec.identification.unidentified
+    for f, choice in enumerate(rec.fold_choices):  # each fold's best, projected onto the identified names
+        best_f = int(np.argmax(np.where(sw.eligible(), sw.objective_values("all", 20, folds != f), -np.inf)))
+        assert sw.params[choice] == rec.identification.project(sw.params[best_f], res.baseline)
+    assert rec.params == rec.identification.project(sw.params[rec.candidate], res.baseline)
+    assert all(rec.params.get(n) == res.baseline.get(n) for n in unidentified if n != "threshold")
     rows = sw.context["all"][np.asarray(rec.fold_choices)[folds], np.arange(len(folds)), 1, :]
     assert rec.versus_baseline.a == pytest.approx(rows[:, FIELDS.index("utility")].sum()
                                                   / rows[:, FIELDS.index("points")].sum())
-    assert rec.promoted == rec.versus_baseline.excludes_zero(False) and rec.promoted == (rec.keep == "recommended")
+    from factmem.tuning.decision import clears
+
+    rule = [rec.versus_baseline, *rec.versus_references.values()]
+    assert set(rec.versus_references) == {"empty", "keep-everything"}
+    every_run = all(r.keep[20] == "recommended" for r in rec.restarts)
+    assert len(rec.restarts) == 3 and [r.seed for r in rec.restarts] == [2, 3, 4]
+    assert rec.promoted == (all(clears(c, False, 0.01) for c in rule) and every_run)
+    assert rec.promoted == (rec.keep == "recommended")
+    if all(clears(c, False, 0.01) for c in rule) and not every_run:
+        assert "the restarts disagree" in rec.decision
+    assert "Rule: promoted only if" in rec.decision and man["promotion"]["min_effect"] == 0.01
     subjects = run.table("subjects")
     assert set(subjects["budget"]) == {5, 20} and len(subjects) == 2 * len(folds)
     curves = run.table("budget_curves")

@@ -44,6 +44,13 @@ def add_tune(sub) -> None:
     p.add_argument("--force", action="store_true", help="replace --out if it holds a previous run")
     search_args(p)
     p.add_argument("--current", metavar="PARAMS", help="production parameters (params.toml) the recommendation must also beat")
+    g = p.add_argument_group("promotion rule")
+    g.add_argument("--min-effect", type=float, default=0.01, metavar="D",
+                   help="promote only if the 95%% interval's near end clears D (objective units; default 0.01) "
+                        "against the baseline, --current, the empty memory and keep-everything")
+    g.add_argument("--restarts", type=int, default=3, metavar="N",
+                   help="run the search N times in all, with seeds SEED, SEED+1, ... (the later ones with half the "
+                        "candidates); promote only if every run promotes (default 3; 1: no restart)")
     p.add_argument("--start", metavar="fit|PARAMS",
                    help="centre the search on these parameters: 'fit' (fitted from the log by maximum likelihood) "
                         "or a params file; the report shows them beside the swept optimum")
@@ -77,25 +84,48 @@ def _run_tune(args) -> int:
     say = Output(args)
     search, objective, holdout, compute = settings_of(args)
     log_dir = load_log(args.log)
+    from factmem.tuning.decision import Promotion
+
+    promotion = Promotion(min_effect=args.min_effect, restarts=args.restarts)
     res = tune(log_dir, out=args.out, search=search, objective=objective, holdout=holdout, compute=compute,
                schedule=schedule_of(args, log=log_dir), current=params_arg(args.current), start=_start_of(args, log_dir),
-               force=args.force, calibrate_all=args.calibrate_all)
+               force=args.force, calibrate_all=args.calibrate_all, promotion=promotion)
     say.say(f"\n{len(res.sweep.params)} candidates in {res.seconds:.0f} s")
-    for k, rec in res.recommendations.items():
+    # the budget params.toml holds comes last, so that the terminal ends with what was written
+    order = [k for k in res.recommendations if k != res.primary.budget] + [res.primary.budget]
+    for k in order:
+        rec = res.recommendations[k]
         t = rec.heldout.copy()
         for c in t.columns:
             if c not in ("metric", "key", "better", "scope"):
                 t[c] = t[c].map(lambda v: f"{v:.4g}")
         say.say(f"\nbudget k = {k}: held-out metrics\n")
         say.say(t.drop(columns=["key", "better", "scope"]).to_string(index=False))
-        changed = rec.params.changes_from(MemoryParams())
-        say.say("\nrecommended changes: " + (", ".join(f"{n} {a:.4g} -> {b:.4g}" if isinstance(a, float) else f"{n} {a} -> {b}"
-                                                       for n, (a, b) in changed.items()
-                                                       if n != "multi_valued_predicates") or "none"))
+        changed = rec.params.changes_from(res.baseline)
+        say.say("\nrecommended changes from the baseline: " + (
+            ", ".join(f"{n} {a:.4g} -> {b:.4g}" if isinstance(a, float) else f"{n} {a} -> {b}"
+                      for n, (a, b) in changed.items() if n != "multi_valued_predicates") or "none"))
+        if rec.baseline_versus_empty is not None:
+            from factmem.tuning.decision import below_empty
+
+            sentence = below_empty(rec.baseline_versus_empty, f"held-out objective at k = {k}",
+                                   res.sweep.objective.lower_is_better)
+            if sentence:
+                say.say("\n" + sentence.replace("**", ""))
+        for line in rec.tradeoffs:
+            say.say("\n" + line.replace("**", ""))
         say.say(f"\n{rec.decision}")
+        if len(rec.restarts) > 1:
+            say.say("runs of the search: " + "; ".join(
+                f"seed {r.seed} ({r.candidates} candidates): "
+                + ("promoted" if r.keep[k] == "recommended" else "not promoted") + f" {r.difference[k]:+.4f}"
+                for r in rec.restarts))
         for n in rec.notes:
             say.say("note: " + n.replace("`", ""))
+    primary = res.primary
     say.say(f"\nwrote {res.out}/ (report.md, params.toml, figures, results)")
+    say.say(f"params.toml holds the {primary.keep} parameters for k = {primary.budget}: "
+            f"{primary.decision.split(':')[0]}")
     code = EXIT_NOT_PROMOTED if args.fail_if_not_promoted and not res.promoted else EXIT_OK
     return say.result(res, files_in(res.out), exit_code=code,
                       decision={"promoted": res.promoted, "budget": res.primary.budget, "text": res.decision})
@@ -240,12 +270,17 @@ def _run_sweep(args) -> int:
         top = res.table.sort_values(col, ascending=objective.lower_is_better)[cols].head(10)
         say.say(top.rename(columns={"archive_threshold": "threshold"} if "threshold" in search.space else {})
                 .to_string(index=False))
+        if len(res.reference_table):  # the same points under the reference policies, never candidates
+            refs = res.reference_table
+            shown = [c for c in ("reference", col, col.replace("utility@", "recall@")) if c in refs.columns]
+            say.say("\nreference policies (same points; empty: nothing in the context; keep-everything: no decay, "
+                    "thresholds at 1e-6):\n" + refs[shown].to_string(index=False))
         if out is not None:
             write_run(out, manifest("sweep", dataset={"path": str(prepared.dataset.path), "sha256": prepared.sha256},
                                     schedule=res.schedule.to_dict(), split_at=res.split_at,
                                     objective=objective.to_dict(), holdout=holdout.to_dict(),
                                     search=search.to_dict()),
-                      {"sweep": res.table}, finish=False)
+                      {"sweep": res.table, "references": res.reference_table}, finish=False)
     final = Path(args.out) if out is not None else None  # (written beside it, renamed into place)
     if final is not None:
         say.say(f"\nwrote {final}/")

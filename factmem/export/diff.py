@@ -73,14 +73,19 @@ def _names(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
 
 def diff_metrics(a: Any, b: Any) -> pd.DataFrame:
     """Each side's held-out metrics from its provenance, one row per metric name (indexed by it):
-    ``a``, ``a_defaults``, ``b``, ``b_defaults`` and ``b_minus_a``; NaN where a side has none."""
+    ``a``, ``a_baseline``, ``b``, ``b_baseline`` (what each side's decision judged it against) and
+    ``b_minus_a``; NaN where a side has none. Files written before the judged comparison existed
+    carry the seed defaults instead: ``a_defaults`` / ``b_defaults`` columns appear only for them."""
     da, db = as_document(a), as_document(b)
     cols = {
         "a": da.provenance.get("metrics", {}),
-        "a_defaults": da.provenance.get("default_metrics", {}),
+        "a_baseline": da.provenance.get("baseline_metrics", {}),
         "b": db.provenance.get("metrics", {}),
-        "b_defaults": db.provenance.get("default_metrics", {}),
+        "b_baseline": db.provenance.get("baseline_metrics", {}),
     }
+    for side, doc in (("a", da), ("b", db)):
+        if "default_metrics" in doc.provenance:
+            cols[f"{side}_defaults"] = doc.provenance["default_metrics"]
     names: list[str] = []
     for table in cols.values():
         names.extend(m for m in table if m not in names)
@@ -95,7 +100,12 @@ def render_diff(a: Any, b: Any, *, all: bool = False) -> str:
     relative change, then both sides' held-out metrics and a warning when they are not comparable."""
     da, db = as_document(a), as_document(b)
     la, lb = da.label, db.label
-    lines = [f"A: {la}{_prov_line(da)}", f"B: {lb}{_prov_line(db)}", ""]
+    lines = [f"A: {la}{_prov_line(da)}", f"B: {lb}{_prov_line(db)}"]
+    for side, doc in (("A", da), ("B", db)):
+        j = doc.provenance.get("judgement")
+        if j:
+            lines.append(f"{side} judged: {_judged_line(j)}")
+    lines.append("")
     changes = diff_params(da, db, all=all)
     n_params = len(_names(da.params.to_flat(), db.params.to_flat()))
     if changes.empty:
@@ -115,8 +125,10 @@ def render_diff(a: Any, b: Any, *, all: bool = False) -> str:
     if metrics.empty:
         lines.append("held-out metrics: none recorded in either provenance")
     else:
-        shown = metrics.rename(columns={"a": "A", "a_defaults": "A defaults", "b": "B", "b_defaults": "B defaults",
-                                        "b_minus_a": "B - A"})
+        shown = metrics.rename(columns={"a": "A", "a_baseline": "A judged against", "b": "B",
+                                        "b_baseline": "B judged against", "a_defaults": "A seed defaults (old file)",
+                                        "b_defaults": "B seed defaults (old file)", "b_minus_a": "B - A"})
+        shown = shown[[c for c in shown.columns if not shown[c].isna().all() or c in ("A", "B", "B - A")]]
         objective = db.provenance.get("objective") or da.provenance.get("objective")
         lines.append("held-out metrics (from provenance)" + (f"; objective: {objective}" if objective else "") + ":")
         lines.append(_indent(shown.reset_index().to_string(index=False, float_format=lambda v: f"{v:.6g}", na_rep="-")))
@@ -127,6 +139,22 @@ def render_diff(a: Any, b: Any, *, all: bool = False) -> str:
         elif not (sa and sb):
             lines.append("note: a side records no dataset_sha256; metrics may come from different data")
     return "\n".join(lines) + "\n"
+
+
+def _judged_line(j: dict[str, Any]) -> str:
+    """The judged comparison of a params file, in one line."""
+    def num(key: str, fmt: str = "+.4g") -> str:
+        v = j.get(key)
+        return format(v, fmt) if isinstance(v, float) else "?"
+
+    text = (f"{j.get('keep', '?')} kept ({'promoted' if j.get('promoted') == 'yes' else 'not promoted'}); "
+            f"held-out {j.get('objective', '?')} {num('recommended', '.4g')} against {num('baseline', '.4g')} for "
+            f"the {j.get('against', 'baseline')}: {num('difference')}, 95% interval [{num('low')}, {num('high')}]; "
+            f"{num('people', '.0f')} people, {num('points', '.0f')} session starts ({j.get('holdout', '?')}); "
+            f"costs {j.get('costs', '?')}; minimum effect {num('min_effect', 'g')}")
+    if "empty_difference" in j:
+        text += f"; vs empty {num('empty_difference')}, vs keep-everything {num('keep_everything_difference')}"
+    return text
 
 
 def _prov_line(doc: ParamsDocument) -> str:

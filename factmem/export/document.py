@@ -19,9 +19,19 @@ plus two keys::
     factmem_version = "0.1.0"
     created_at = "2026-05-01T12:00:00Z"   # ISO 8601, UTC
     [provenance.metrics]                  # held-out metrics of these parameters
-    log_loss = 0.412
-    [provenance.default_metrics]          # held-out metrics of the seed's defaults, same split
-    log_loss = 0.455
+    utility_at_20 = 0.822
+    [provenance.baseline_metrics]         # held-out metrics of what the decision judged them against
+    utility_at_20 = 0.769
+    [provenance.judgement]                # the judged comparison: numbers and words
+    against = "baseline"
+    objective = "utility@20"
+    difference = 0.0529
+    low = 0.0451
+    high = 0.0611
+
+``default_metrics`` (held-out metrics of the seed's defaults) is still read, from files written
+before the judged comparison replaced it; ``factmem tune`` no longer writes it — the decision never
+compared with the pure seed defaults. ``judgement`` is a flat table of name = number or string.
 
 Every provenance key is optional; the known ones are :data:`PROVENANCE_KEYS`. Metric values are
 floats; NaN and ±inf are allowed (an undefined AUC, an infinite log loss): TOML writes them natively,
@@ -89,9 +99,11 @@ PROVENANCE_KEYS: dict[str, str] = {
     "created_at": "string",
     "notes": "string",
     "metrics": "table",
+    "baseline_metrics": "table",
+    "judgement": "mixed_table",
     "default_metrics": "table",
 }
-_METRIC_TABLES = ("metrics", "default_metrics")
+_METRIC_TABLES = ("metrics", "baseline_metrics", "default_metrics")
 _NONFINITE_TEXT = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
 _INT64 = (-(2**63), 2**63 - 1)
 _SHA256_RE = re.compile(r"[0-9a-fA-F]{64}")
@@ -173,6 +185,9 @@ class ParamsDocument:
                 for name in _METRIC_TABLES:
                     if name in prov:
                         prov[name] = {k: _json_metric(v) for k, v in prov[name].items()}
+                if "judgement" in prov:
+                    prov["judgement"] = {k: v if isinstance(v, str) else _json_metric(v)
+                                         for k, v in prov["judgement"].items()}
             out["provenance"] = prov
         return out
 
@@ -322,6 +337,20 @@ def validate_provenance(prov: Any, *, where: str = "provenance") -> dict[str, An
         name = f"provenance.{key}"
         if key == "created_at":
             out[key] = _created_at(where, value)
+        elif key == "judgement":
+            if not isinstance(value, Mapping):
+                raise _err(where, name, value, "expected a table of name = number or string")
+            judged: dict[str, float | str] = {}
+            for m, mv in value.items():
+                if not isinstance(m, str) or not m:
+                    raise _err(where, name, m, "names must be non-empty strings")
+                if isinstance(mv, str):
+                    judged[m] = _NONFINITE_TEXT[mv.lower()] if mv.lower() in _NONFINITE_TEXT else mv
+                elif isinstance(mv, bool) or not isinstance(mv, (int, float, np.integer, np.floating)):
+                    raise _err(where, f"{name}.{m}", mv, "expected a number or a string")
+                else:
+                    judged[m] = float(mv)
+            out[key] = judged
         elif key in _METRIC_TABLES:
             if not isinstance(value, Mapping):
                 raise _err(where, name, value, "expected a table of metric name = number")

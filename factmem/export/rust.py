@@ -165,10 +165,19 @@ def _provenance_doc(doc: ParamsDocument) -> list[str]:
     for key, label in labels.items():
         if key in p:
             lines.append(f"//! - {label}: {_doc_text(p[key])}")
-    metrics, defaults = p.get("metrics", {}), p.get("default_metrics", {})
+    judged = p.get("judgement", {})
+    if judged:
+        lines += ["//!", "//! Judged comparison (held out, the one the decision made):"]
+        for key, v in judged.items():
+            lines.append(f"//! - {_doc_text(key)[1:-1]}: {_doc_text(v)[1:-1] if isinstance(v, str) else repr(v)}")
+    # the comparison the decision made (the baseline); files written before it existed carry the seed defaults
+    metrics = p.get("metrics", {})
+    other, label = (p["baseline_metrics"], "judged against (baseline)") if "baseline_metrics" in p \
+        else (p.get("default_metrics", {}), "seed defaults")
+    defaults = other
     names = list(metrics) + [m for m in defaults if m not in metrics]
     if names:
-        lines += ["//!", "//! Held-out metrics:", "//!", "//! | metric | these parameters | seed defaults |",
+        lines += ["//!", "//! Held-out metrics:", "//!", f"//! | metric | these parameters | {label} |",
                   "//! |---|---|---|"]
         for m in names:
             a = repr(metrics[m]) if m in metrics else "-"

@@ -1,7 +1,8 @@
 """The run folder a tune writes, and its ``report.md`` — the decision first, in the user's terms.
 
 Files: ``report.md``; ``params.toml`` (the parameters to keep at the first budget, with provenance:
-held-out metrics of these parameters and of the seed defaults) and ``params-k<K>.toml`` per budget;
+held-out metrics of these parameters and of the baseline, and the judged comparison — difference,
+interval, population, budget, costs, references, rule — see :func:`judgement`) and ``params-k<K>.toml`` per budget;
 figures (``budget.png``: held-out utility against the budget; ``slices.png``: the objective against
 each searched parameter; ``pareto.png``: stale facts against recall in the context; ``calibration.png``;
 ``trajectories.png``; ``checkpoints.png``); tables (``sweep``, ``heldout``, ``subjects``,
@@ -26,12 +27,17 @@ from factmem.core.params import MemoryParams
 from factmem.evaluation.charges import CHARGE_KINDS, CHARGE_LABELS
 from factmem.evaluation.context import ContextEvaluator
 from factmem.evaluation.simulate import PreparedLog, kernel_beliefs, simulate
+from factmem.tuning.decision import below_empty, comparison_lines, restart_lines
+from factmem.tuning.identification import identification_lines
+from factmem.tuning.references import reference_labels
+from factmem.tuning.restarts import searched_values
 from factmem.tuning.runs import manifest, write_run
+from factmem.tuning.settings import CONTEXT_OBJECTIVES
 
 if TYPE_CHECKING:
     from factmem.tuning.tune import Recommendation, TuneResult
 
-__all__ = ["write_tune_run", "budget_curve_table", "render_report", "CURVE_K"]
+__all__ = ["write_tune_run", "budget_curve_table", "render_report", "judgement", "CURVE_K"]
 
 #: the largest budget the utility-against-budget figure shows
 CURVE_K = 100
@@ -177,29 +183,76 @@ def write_tune_run(result: TuneResult, P: PreparedLog, out: Path) -> Path:
         recommendations={str(k): {"params": r.params.to_dict(), "promoted": r.promoted, "keep": r.keep,
                                   "decision": r.decision, "versus_baseline": r.versus_baseline.to_dict(),
                                   "stability": r.stability, "fold_choices": r.fold_choices,
-                                  "notes": list(r.notes)}
+                                  "notes": list(r.notes),
+                                  "versus_current": None if r.versus_current is None else r.versus_current.to_dict(),
+                                  "versus_references": {n: c.to_dict() for n, c in r.versus_references.items()},
+                                  "baseline_versus_empty": None if r.baseline_versus_empty is None
+                                  else r.baseline_versus_empty.to_dict(),
+                                  "tradeoffs": list(r.tradeoffs),
+                                  "identification": None if r.identification is None
+                                  else r.identification.to_dict(), "candidate": r.candidate}
                          for k, r in result.recommendations.items()},
+        promotion=result.promotion.to_dict(),
+        restarts=[r.to_dict(result.search.resolved_space) for r in result.restarts],
+        references={n: p.to_dict() for n, p in res.reference_params.items()},
         baseline=result.baseline.to_dict(), current=None if result.current is None else result.current.to_dict(),
         start=None if result.start is None else result.start.to_dict(), seconds=round(result.seconds, 2),
         search=result.search.to_dict(), compute=result.compute.to_dict(),
         calibration="every candidate" if res.calibration else "the rows the report shows",
     )
     man = manifest("tune", **info)
-    write_run(out, man, finish=False, tables={"sweep": tab, "heldout": heldout, "budget_curves": curves, "checkpoints": ck,
+    write_run(out, man, finish=False, tables={"sweep": tab, "references": res.reference_table, "heldout": heldout, "budget_curves": curves, "checkpoints": ck,
                          "reliability": rel.reset_index(drop=True), "lost": lost,
                          "subjects": _subject_table(result)})
     for k, rec in result.recommendations.items():
         chosen_row = rec.index if rec.keep == "recommended" else 0
-        prov = {"run_id": str(tab.loc[chosen_row, "run_id"]), "dataset_sha256": P.sha256,
+        prov = {"run_id": str(tab.loc[chosen_row, "run_id"]) if rec.keep != "current" else "current",
+                "dataset_sha256": P.sha256,
                 "objective": f"{obj.name}@{k}" if obj.per_budget else obj.name,
                 "git_commit": man["git_commit"] or "", "notes": rec.decision,
-                "metrics": _metric_dict(rec, "recommended" if rec.keep == "recommended" else "baseline"),
-                "default_metrics": _metric_dict(rec, "seed defaults")}
+                # the held-out metrics of what is shipped and of what the decision judged it against
+                "metrics": _metric_dict(rec, rec.keep),
+                "baseline_metrics": _metric_dict(rec, "baseline"),
+                "judgement": judgement(result, rec)}
         path = out / ("params.toml" if k == primary.budget else f"params-k{k}.toml")
         write_params_file(path, rec.chosen, prov)
         if k == primary.budget and len(obj.budgets) > 1:
             write_params_file(out / f"params-k{k}.toml", rec.chosen, prov)
     (out / "report.md").write_text(render_report(result, P, figs, calib, curves), encoding="utf-8")
+    return out
+
+
+def judgement(result: TuneResult, rec: Recommendation) -> dict[str, float | str]:
+    """The judged comparison of one budget, as a flat table for a params file's provenance: what is
+    kept, the held-out objective of the recommendation and the baseline, their difference and
+    interval, the population, the budget, the costs, the references, the rule, identification and
+    restarts."""
+    res = result.sweep
+    obj, ho = res.objective, res.holdout
+    vb = rec.versus_baseline
+    metric = CONTEXT_OBJECTIVES.get(obj.name, obj.name)
+    out: dict[str, float | str] = {
+        "keep": rec.keep, "promoted": "yes" if rec.promoted else "no", "against": "baseline",
+        "objective": f"{metric}@{rec.budget}" if obj.per_budget else obj.name, "budget": float(rec.budget),
+        "recommended": vb.a, "baseline": vb.b, "difference": vb.difference, "low": vb.low, "high": vb.high,
+        "level": 0.95, "people": float(vb.subjects), "points": float(vb.points), "resamples": float(ho.bootstrap),
+        "holdout": {"subjects": f"{ho.folds}-fold over people", "time": "time split", "log": "another log"}[ho.mode],
+        "costs": f"stale={obj.stale_cost:g}, false={obj.stale_cost:g}",
+        "min_effect": rec.min_effect,
+        "rule": "promoted only if the 95% interval's near end clears min_effect against every comparison",
+        "baseline_is": "the seed's numbers on the log's base (its multi-valued predicates)",
+    }
+    if rec.versus_current is not None:
+        c = rec.versus_current
+        out.update(current=c.b, current_difference=c.difference, current_low=c.low, current_high=c.high)
+    for name, c in rec.versus_references.items():
+        key = name.replace("-", "_")
+        out.update({key: c.b, f"{key}_difference": c.difference, f"{key}_low": c.low, f"{key}_high": c.high})
+    if rec.identification is not None:
+        out["unidentified"] = ", ".join(rec.identification.unidentified) or "none"
+    if rec.restarts:
+        out["restarts"] = "; ".join(f"seed {r.seed}: {'promoted' if r.keep[rec.budget] == 'recommended' else 'not promoted'}"
+                                    for r in rec.restarts)
     return out
 
 
@@ -290,7 +343,18 @@ def render_report(result: TuneResult, P: PreparedLog, figs: dict[str, Path], cal
                 f"Utility@{k} {vb.a:.4f} against {vb.b:.4f}: difference **{vb.difference:+.4f}**, 95% interval "
                 f"[{vb.low:+.4f}, {vb.high:+.4f}] ({ho.bootstrap:,} bootstrap resamples of {vb.subjects} held-out "
                 f"people, {vb.points:,} session starts).")
+        if obj.per_budget:
+            L += ["", *comparison_lines(rec, f"{CONTEXT_OBJECTIVES.get(obj.name, obj.name)}@{k}")]
+            if rec.baseline_versus_empty is not None:
+                sentence = below_empty(rec.baseline_versus_empty, f"{CONTEXT_OBJECTIVES.get(obj.name, obj.name)}@{k}",
+                                       obj.lower_is_better)
+                if sentence:
+                    L += ["", sentence]
+            L += [""] + [t for t in rec.tradeoffs]
         L += ["", f"> {rec.decision}", ""]
+        restarts = restart_lines(rec, result.search.resolved_space)
+        if restarts:
+            L += restarts + [""]
         if rec.versus_start is not None:
             vs = rec.versus_start
             L += [f"The starting point (`start`, e.g. parameters fitted by maximum likelihood) against the swept "
@@ -319,15 +383,29 @@ def render_report(result: TuneResult, P: PreparedLog, figs: dict[str, Path], cal
           f"utility@k = (needed facts in the context − the charges) / needed facts, averaged over points. "
           f"Held out: {how}. "
           f"The baseline is the seed's numbers on the same base (multi-valued predicates: "
-          f"{_fmt(sorted(result.baseline.multi_valued_predicates))}); the pure seed defaults are shown beside it. "
+          f"{_fmt(sorted(result.baseline.multi_valued_predicates))}); the pure seed defaults are shown beside it "
+          "(for reference only: no decision compares with them, and they are never chosen). The reference policies, "
+          "scored on the same points: " + "; ".join(f"*{n}* ({t})" for n, t in reference_labels().items()) + ". "
+          f"Minimum effect: {result.promotion.min_effect:g} in {CONTEXT_OBJECTIVES.get(obj.name, obj.name)} units. "
           f"{len(res.params)} candidates ({res.table['baseline'].sum()} baseline) in {result.seconds:.0f} s; "
           f"consolidation every {res.schedule.consolidate_every_hours:g} h.", ""]
 
+    idents = [(k, r) for k, r in result.recommendations.items() if r.identification is not None]
+    if idents:
+        L += ["## Identification", "",
+              "Which searched values this log pins down. A parameter whose effect is below the minimum effect is not "
+              "identified: the search's value for it is noise, so the baseline's is shipped (and judged: every fold's "
+              "choice is projected the same way before the held-out comparison).", ""]
+        for k, r in idents:
+            assert r.identification is not None
+            values = {n: [searched_values(result.search.resolved_space, run.params[k])[n] for run in r.restarts]
+                      for n in result.search.resolved_space} if len(r.restarts) > 1 else None
+            L += identification_lines(r.identification, values) + [""]
     L += ["## What the recommendation changes", "", "| parameter | seed default | baseline | recommended |",
           "|---|---|---|---|"]
     defaults = MemoryParams().to_flat()
     base = result.baseline.to_flat()
-    for key, (_, new) in keep.params.changes_from(MemoryParams()).items():
+    for key, (_, new) in keep.params.changes_from(result.baseline).items():
         L.append(f"| `{key}` | {_fmt(defaults[key])} | {_fmt(base[key])} | {_fmt(new)} |")
     if figs.get("budget"):
         L += ["", "## What each budget buys", "", f"![held-out utility against the budget]({figs['budget'].name})",
@@ -351,7 +429,9 @@ def render_report(result: TuneResult, P: PreparedLog, figs: dict[str, Path], cal
           "probability that a fact is true and relevant, clipped to [1e-4, 1 − 1e-4]: over the facts the memory "
           "holds, over every fact mentioned so far (a forgotten fact predicts 1e-4), and over context facts.", ""]
     L += ["## Calibration", "",
-          f"Log loss over held facts (whole log): recommended {_fmt(calib['recommended'].get('held_log_loss'))}, "
+          "On the tuning data, not held out (the whole log replayed under the recommendation, which was chosen on "
+          "it — read these as a description of the memory, not as evidence for the choice): "
+          f"log loss over held facts: recommended {_fmt(calib['recommended'].get('held_log_loss'))}, "
           f"baseline {_fmt(calib['baseline'].get('held_log_loss'))}; over every fact mentioned: "
           f"{_fmt(calib['recommended'].get('log_loss'))} and {_fmt(calib['baseline'].get('log_loss'))}. "
           "Calibration describes the memory; the decision above rests on the context metrics."

@@ -26,7 +26,10 @@ and checkpoints before and after it) or another log (``test`` is that log).
 
 Rows: row 0 is the **baseline** — the seed's numbers on the same base as every other row (the same
 multi-valued registry, anything not swept) — and, when it differs, the pure seed defaults follow it
-(``seed_defaults``). Table columns: the flat parameters, then ``<part>.<metric>`` for the checkpoint
+(``seed_defaults``). The **reference policies** (:mod:`factmem.tuning.references`: the empty memory
+and keep-everything on the same base) are scored on the same points but kept apart, in
+``SweepResult.references`` (per-subject sums, like ``context``) and ``reference_table`` (one row
+each, the table's columns; the empty memory has context metrics only) — never candidates. Table columns: the flat parameters, then ``<part>.<metric>`` for the checkpoint
 metrics and ``<part>.<metric>@<k>`` for the context metrics (utility, recall, precision, stale,
 false, charged, context, needed, log_loss).
 """
@@ -58,6 +61,7 @@ from factmem.evaluation.simulate import (
     kernel_belief_arrays,
     prepare,
 )
+from factmem.tuning.references import EMPTY, KEEP_EVERYTHING, empty_sums, keep_everything
 from factmem.tuning.settings import OBJECTIVES, Compute, Holdout, Objective, Search
 from factmem.tuning.space import ALIASES, assign, grid_points, random_points
 
@@ -97,6 +101,12 @@ class SweepResult:
     sampled_from: dict[str, int] = field(default_factory=dict)
     #: whether every row's calibration metrics were scored (else NaN but where filled in afterwards)
     calibration: bool = True
+    #: the reference policies' per-subject sums: name -> part -> subject × budget × FIELDS
+    references: dict[str, dict[str, np.ndarray]] = field(default_factory=dict, repr=False)
+    #: one row per reference policy (column ``reference``), with the table's metric columns
+    reference_table: pd.DataFrame = field(default_factory=pd.DataFrame, repr=False)
+    #: the parameter set of each replayed reference (keep-everything)
+    reference_params: dict[str, MemoryParams] = field(default_factory=dict, repr=False)
 
     @property
     def parts(self) -> tuple[str, ...]:
@@ -125,10 +135,24 @@ class SweepResult:
             raise InputError(f"objective {obj.name!r} is not kept per subject; choose a context objective")
         return self.table[f"{part}.{obj.name}"].to_numpy(np.float64)
 
+    def eligible(self) -> np.ndarray:
+        """Which rows a choice may pick: every row but the pure seed defaults when they differ from the
+        baseline — shown for comparison only, they lack the log's multi-valued predicates — and the
+        ``probe`` rows ``tune`` adds to measure each parameter's effect
+        (:mod:`factmem.tuning.identification`)."""
+        t = self.table
+        ok = np.ones(len(self.params), bool)
+        if "seed_defaults" in t.columns:
+            ok &= ~(t["seed_defaults"].to_numpy(bool) & ~t["baseline"].to_numpy(bool))
+        if "probe" in t.columns:  # replayed to measure a parameter's effect (identification), not searched
+            ok &= ~t["probe"].to_numpy(bool)
+        return ok
+
     def best(self, part: str, budget: int | None = None, subjects: np.ndarray | None = None) -> int:
-        """Row of the best parameter set on ``part`` (ties: the lower row, so the baseline wins ties)."""
+        """Row of the best eligible parameter set on ``part`` (:meth:`eligible`; ties: the lower row, so
+        the baseline wins ties)."""
         v = self.objective_values(part, budget, subjects)
-        v = np.where(np.isnan(v), np.inf if self.objective.lower_is_better else -np.inf, v)
+        v = np.where(np.isnan(v) | ~self.eligible(), np.inf if self.objective.lower_is_better else -np.inf, v)
         return int(np.argmin(v) if self.objective.lower_is_better else np.argmax(v))
 
 
@@ -251,7 +275,7 @@ def baseline_rows(base: MemoryParams, swept: Sequence[str] = ()) -> list[MemoryP
 def sweep(log: Any, space: Mapping[str, Any] | Sequence[MemoryParams], *, base: MemoryParams | None = None,
           schedule: Schedule | None = None, objective: Objective | None = None, holdout: Holdout | None = None,
           search: Search | None = None, compute: Compute | None = None, include_baseline: bool = True,
-          calibration: bool = True) -> SweepResult:
+          calibration: bool = True, references: bool | None = None) -> SweepResult:
     """Replay ``log`` with every parameter set of ``space`` and score each (see the module docstring).
 
     ``space``: flat parameter name → list of values or :class:`~factmem.tuning.space.Range` (drawn as
@@ -260,7 +284,8 @@ def sweep(log: Any, space: Mapping[str, Any] | Sequence[MemoryParams], *, base: 
     multi-valued predicates). The baseline rows come first unless ``include_baseline=False``.
     ``calibration=False`` skips the calibration metrics (log loss, Brier, AUC, RMSE(bins): most of the
     checkpoint metrics' cost) — their columns are NaN; :func:`fill_calibration` scores them for chosen
-    rows afterwards (what ``tune`` does for the rows its report shows).
+    rows afterwards (what ``tune`` does for the rows its report shows). ``references`` (default: as
+    ``include_baseline``) also scores the reference policies on the same base (see the module docstring).
     """
     objective = objective or Objective()
     holdout = holdout or Holdout()
@@ -282,6 +307,10 @@ def sweep(log: Any, space: Mapping[str, Any] | Sequence[MemoryParams], *, base: 
     if include_baseline:
         first = baseline_rows(base, list(space) if isinstance(space, Mapping) else [])
         points = first + [p for p in points if p not in first]
+    with_refs = include_baseline if references is None else references
+    n_candidates = len(points)
+    if with_refs:  # replayed with the candidates (it joins a chunk), split off below
+        points = points + [keep_everything(base)]
     _, split_at = plan_parts(P, H, schedule, holdout)
 
     # chunks of parameter sets sharing multi-valued predicates (the kernel's keys depend on them)
@@ -340,16 +369,54 @@ def sweep(log: Any, space: Mapping[str, Any] | Sequence[MemoryParams], *, base: 
         for ref in lent:
             _CACHE.pop(ref, None)
 
-    flat = pd.DataFrame([p.to_flat() for p in points])
-    flat["multi_valued_predicates"] = [",".join(sorted(p.multi_valued_predicates)) for p in points]
-    table = pd.concat([flat, pd.DataFrame(rows)], axis=1)
-    table.insert(0, "seed_defaults", [p == MemoryParams() for p in points])
-    table.insert(0, "baseline", [include_baseline and i == 0 for i in range(len(points))])
-    table.insert(0, "run_id", [run_id(P.sha256, p, schedule) for p in points])
+    refs: dict[str, dict[str, np.ndarray]] = {}
+    ref_table = pd.DataFrame()
+    ref_params: dict[str, MemoryParams] = {}
+    if with_refs:
+        keep, keep_row = points[-1], rows[-1]
+        points, rows = points[:n_candidates], rows[:n_candidates]
+        refs = {EMPTY: {part: empty_sums(a[-1]) for part, a in sums.items()},
+                KEEP_EVERYTHING: {part: a[-1] for part, a in sums.items()}}
+        sums = {part: a[:n_candidates] for part, a in sums.items()}
+        ref_params = {KEEP_EVERYTHING: keep}
+        ref_table = _reference_table(refs, keep, keep_row, objective, subjects)
+    table = _table(points, rows, include_baseline, P.sha256, schedule)
     return SweepResult(table=table, params=points, schedule=schedule, objective=objective, holdout=holdout,
                        dataset_sha256=P.sha256, holdout_sha256=None if H is None else H.sha256, split_at=split_at,
                        context=sums, subjects=subjects, points={k: v[0] for k, v in npoints.items()},
-                       sampled_from={k: v[1] for k, v in npoints.items()}, calibration=bool(calibration))
+                       sampled_from={k: v[1] for k, v in npoints.items()}, calibration=bool(calibration),
+                       references=refs, reference_table=ref_table, reference_params=ref_params)
+
+
+def _table(points: list[MemoryParams], rows: list[dict], include_baseline: bool, sha: str,
+           schedule: Schedule) -> pd.DataFrame:
+    flat = pd.DataFrame([p.to_flat() for p in points])
+    flat["multi_valued_predicates"] = [",".join(sorted(p.multi_valued_predicates)) for p in points]
+    table = pd.concat([flat, pd.DataFrame(rows)], axis=1)
+    table.insert(0, "probe", False)
+    table.insert(0, "seed_defaults", [p == MemoryParams() for p in points])
+    table.insert(0, "baseline", [include_baseline and i == 0 for i in range(len(points))])
+    table.insert(0, "run_id", [run_id(sha, p, schedule) for p in points])
+    return table
+
+
+def _reference_table(refs: dict[str, dict[str, np.ndarray]], keep: MemoryParams, keep_row: dict,
+                     objective: Objective, subjects: dict[str, np.ndarray]) -> pd.DataFrame:
+    """One row per reference: keep-everything as replayed (every column), the empty memory with its
+    context metrics (its whole-memory metrics are not defined: it is a context policy) and NaN
+    parameters."""
+    keep_table = _table([keep], [keep_row], False, "", Schedule()).drop(
+        columns=["run_id", "baseline", "seed_defaults", "probe"])
+    empty_row: dict[str, Any] = {c: np.nan for c in keep_table.columns}
+    for part, arr in refs[EMPTY].items():
+        scores = ContextScores(objective.budgets, (part,), subjects[part], arr[None])
+        for k in objective.budgets:
+            summ = scores.summary(part, k)
+            empty_row.update({f"{part}.{m}@{k}": summ[m] for m in CONTEXT_METRICS})
+    empty_row["multi_valued_predicates"] = keep_table.loc[0, "multi_valued_predicates"]
+    out = pd.concat([pd.DataFrame([empty_row]), keep_table], ignore_index=True)
+    out.insert(0, "reference", [EMPTY, KEEP_EVERYTHING])
+    return out
 
 
 def calibration_columns(table: pd.DataFrame) -> list[str]:

@@ -20,8 +20,13 @@ The job, on one log (default: the bundled ``small``):
    before the split is scored after it; with ``log`` it is scored on another dataset.
 5. **Uncertainty.** The held-out difference recommended − baseline (pooled over points, per subject
    sums) with a 95% percentile interval from ``bootstrap`` resamples of held-out subjects (seeded).
-   The recommendation is **promoted** only if the interval excludes 0 in the better direction — and,
-   with ``current`` production parameters, only if it also beats those by the same rule. Selection
+   The same for the **reference policies** (:mod:`~factmem.tuning.references`: the empty memory and
+   keep-everything). The recommendation is **promoted** only if the near end of every interval — against
+   the baseline, ``current`` production parameters when given, and both references — clears the minimum
+   effect, and every restart of the search promotes too (:mod:`~factmem.tuning.decision`,
+   :mod:`~factmem.tuning.restarts`). Before that judgement, each searched parameter whose effect is
+   below the minimum effect is reset to the baseline's value in the recommendation and in every fold's
+   choice (:mod:`~factmem.tuning.identification`): what is judged is what is shipped. Selection
    stability: the share of bootstrap resamples of the tuning data in which the recommendation is
    within the noise of the best (in the top 5% of candidates by the objective).
 6. **Notes** when the recommendation sits at the edge of the searched range, or at a domain bound
@@ -53,7 +58,11 @@ from factmem.evaluation.cardinality import measure_cardinality, suggest_multi_va
 from factmem.evaluation.charges import CHARGE_KINDS, CHARGE_LABELS
 from factmem.evaluation.context import FIELDS
 from factmem.evaluation.simulate import PreparedLog, Schedule, default_schedule, prepare
+from factmem.tuning.decision import Promotion, judge, tradeoffs
+from factmem.tuning.identification import Identification, identify, log_support, probe_points
+from factmem.tuning.references import EMPTY, REFERENCES
 from factmem.tuning.report import write_tune_run
+from factmem.tuning.restarts import RestartRun, apply_agreement, restart_searches
 from factmem.tuning.runs import default_run_dir, run_folder
 from factmem.tuning.settings import CALIBRATION_OBJECTIVES, CONTEXT_OBJECTIVES, Compute, Holdout, Objective, Search
 from factmem.tuning.space import ALIASES, Range, coordinate, grid_points, random_points, refine_points
@@ -107,8 +116,22 @@ class Recommendation:
     versus_start: Comparison | None
     stability: float
     fold_choices: list[int]
-    heldout: pd.DataFrame  # metric × (recommended, baseline, seed defaults[, current]) on held-out data
+    heldout: pd.DataFrame  # metric × (recommended, baseline, seed defaults[, current], references) held out
     notes: list[str] = field(default_factory=list)
+    #: recommended − each reference policy (``empty``, ``keep-everything``), held out
+    versus_references: dict[str, Comparison] = field(default_factory=dict)
+    #: baseline − the empty memory, held out (a baseline below it is named in the Decision section)
+    baseline_versus_empty: Comparison | None = None
+    #: sentences naming what the recommendation gives up against the baseline (lower recall, ...)
+    tradeoffs: list[str] = field(default_factory=list)
+    #: the minimum effect the rule applied
+    min_effect: float = 0.0
+    #: every run of the search (the first, then each restart): its decision and values per budget
+    restarts: list[RestartRun] = field(default_factory=list)
+    #: which searched parameters this log identifies (None: not measured, e.g. a restart)
+    identification: Identification | None = None
+    #: the best candidate of the search (``index`` is it projected onto the identified parameters)
+    candidate: int = -1
 
     @property
     def chosen(self) -> MemoryParams:
@@ -144,6 +167,8 @@ class TuneResult:
     out: Path | None
     seconds: float
     notes: list[str] = field(default_factory=list)
+    promotion: Promotion = field(default_factory=Promotion)
+    restarts: list[RestartRun] = field(default_factory=list)
 
     @property
     def primary(self) -> Recommendation:
@@ -226,12 +251,13 @@ def selection_stability(res: SweepResult, part: str, budget: int, index: int, *,
         return float("nan")
     rows = np.arange(len(res.subjects[part])) if subjects is None else np.flatnonzero(subjects)
     rng = np.random.default_rng(seed)
-    top = max(1, math.ceil(TOP_SHARE * len(res.params)))
+    eligible = res.eligible()
+    top = max(1, math.ceil(TOP_SHARE * int(eligible.sum())))
     hits = 0
     obj = res.objective
     for _ in range(resamples):  # one resample at a time: each is a vectorized pass over candidates
         v = res.objective_values(part, budget, rows[rng.integers(0, len(rows), len(rows))])
-        v = np.where(np.isnan(v), np.inf if obj.lower_is_better else -np.inf, v)
+        v = np.where(np.isnan(v) | ~eligible, np.inf if obj.lower_is_better else -np.inf, v)
         better = (v < v[index]) if obj.lower_is_better else (v > v[index])
         hits += int(better.sum() < top)
     return hits / resamples
@@ -286,28 +312,17 @@ def _domain_meaning(name: str, value: float, params: MemoryParams) -> str | None
 
 
 def decide(versus_baseline: Comparison, lower_is_better: bool, versus_current: Comparison | None = None, *,
-           same_as_baseline: bool = False, objective: str = "utility@k") -> tuple[str, str]:
-    """The promotion rule: keep the recommendation only if its held-out interval against the baseline
-    (and against the current production parameters, when given) excludes 0 in the better direction.
-    Returns (``recommended`` | ``baseline`` | ``current``, a sentence saying why)."""
-    vb = versus_baseline
-
-    def interval(c: Comparison) -> str:
-        return f"{c.difference:+.4g}, 95% interval [{c.low:+.4g}, {c.high:+.4g}]"
-
-    if same_as_baseline:
-        return "baseline", "Not promoted: the baseline itself is the best candidate on the tuning data; it stays."
-    if not vb.excludes_zero(lower_is_better):
-        keep = "current" if versus_current is not None else "baseline"
-        return keep, (f"Not promoted: held-out {objective} {vb.a:.4g} against {vb.b:.4g} for the baseline "
-                      f"({interval(vb)}): the interval does not exclude 0, so the difference may be noise; "
-                      f"the {'current parameters' if keep == 'current' else 'baseline'} stay.")
-    if versus_current is not None and not versus_current.excludes_zero(lower_is_better):
-        return "current", (f"Not promoted: better than the baseline ({interval(vb)}) but not clearly better than "
-                           f"the current parameters ({interval(versus_current)}); the current parameters stay.")
-    extra = "" if versus_current is None else f"; against the current parameters {interval(versus_current)}"
-    return "recommended", (f"Promoted: held-out {objective} {vb.a:.4g} against {vb.b:.4g} for the baseline "
-                           f"({interval(vb)}{extra}).")
+           same_as_baseline: bool = False, objective: str = "utility@k", min_effect: float = 0.0,
+           references: Mapping[str, Comparison] | None = None) -> tuple[str, str]:
+    """The promotion rule (:func:`factmem.tuning.decision.judge`) on the comparisons of one budget:
+    recommended − baseline, − current (when given) and − each reference policy. Returns
+    (``recommended`` | ``baseline`` | ``current``, a sentence saying why and stating the rule)."""
+    comparisons: dict[str, Comparison] = {"baseline": versus_baseline}
+    if versus_current is not None:
+        comparisons["current"] = versus_current
+    comparisons.update(references or {})
+    return judge(comparisons, lower_is_better=lower_is_better, min_effect=min_effect, objective=objective,
+                 same_as_baseline=same_as_baseline)
 
 
 def _search_points(search: Search, base: MemoryParams) -> list[MemoryParams]:
@@ -320,10 +335,12 @@ def _search_points(search: Search, base: MemoryParams) -> list[MemoryParams]:
 def tune(log: Any = None, *, out: str | os.PathLike | None = None, search: Search | None = None,
          objective: Objective | None = None, holdout: Holdout | None = None, compute: Compute | None = None,
          schedule: Schedule | None = None, current: MemoryParams | None = None, start: MemoryParams | None = None,
-         write: bool = True, force: bool = False, calibrate_all: bool = False) -> TuneResult:
+         write: bool = True, force: bool = False, calibrate_all: bool = False,
+         promotion: Promotion | None = None) -> TuneResult:
     """Tune the memory's parameters on ``log`` (default: the bundled ``small`` dataset); see the
     module docstring. ``current``: production's parameters, which a recommendation must also beat.
     ``start``: a candidate to centre the search on (e.g. :func:`factmem.fit`'s parameters).
+    ``promotion``: the rule's minimum effect and restarts (:class:`~factmem.tuning.decision.Promotion`).
 
     ``out`` (default ``runs/<timestamp>/``) must be new or empty (the run-folder rule of
     :mod:`factmem.tuning.runs`; ``force=True`` replaces a previous run); it is checked before any work,
@@ -335,15 +352,18 @@ def tune(log: Any = None, *, out: str | os.PathLike | None = None, search: Searc
     them or ``calibrate_all``; the sweep table holds NaN for the others."""
     objective = objective or Objective()
     holdout = holdout or Holdout()
+    promotion = promotion or Promotion()
     if not objective.per_budget and holdout.mode == "subjects":
         raise InputError(f"objective {objective.name!r} is scored over the whole memory, not per subject, so it "
                          "cannot be held out by subject; use a context objective (utility, recall_at_k, "
                          "precision_at_k, stale_at_k) or hold out by time or another log")
     if not write:
-        return _tune(log, None, search, objective, holdout, compute, schedule, current, start, calibrate_all)
+        return _tune(log, None, search, objective, holdout, compute, schedule, current, start, calibrate_all,
+                     promotion)
     final = Path(out) if out is not None else default_run_dir()
     with run_folder(final, force=force) as folder:  # written beside `final`, renamed into place when complete
-        result = _tune(log, folder, search, objective, holdout, compute, schedule, current, start, calibrate_all)
+        result = _tune(log, folder, search, objective, holdout, compute, schedule, current, start, calibrate_all,
+                       promotion)
     result.out = final
     return result
 
@@ -360,9 +380,33 @@ def _check_tunable(P: PreparedLog) -> None:
                          "times at least")
 
 
+@dataclass
+class _Job:
+    """What every search of one tune shares (the first and each restart)."""
+
+    P: PreparedLog
+    base: MemoryParams
+    schedule: Schedule
+    objective: Objective
+    holdout: Holdout
+    compute: Compute
+    current: MemoryParams | None
+    start: MemoryParams | None
+    calibration: bool
+    promotion: Promotion
+
+    @property
+    def tuning_part(self) -> str:
+        return "all" if self.holdout.mode == "subjects" else "train"
+
+    @property
+    def eval_part(self) -> str:
+        return "all" if self.holdout.mode == "subjects" else "test"
+
+
 def _tune(log: Any, out: Path | None, search: Search | None, objective: Objective, holdout: Holdout,
           compute: Compute | None, schedule: Schedule | None, current: MemoryParams | None,
-          start: MemoryParams | None, calibrate_all: bool = False) -> TuneResult:
+          start: MemoryParams | None, calibrate_all: bool = False, promotion: Promotion | None = None) -> TuneResult:
     t0 = time.perf_counter()
     search = search or Search()
     compute = compute or Compute()
@@ -371,91 +415,192 @@ def _tune(log: Any, out: Path | None, search: Search | None, objective: Objectiv
     schedule = schedule or default_schedule(P)
     if holdout.mode == "log" and not isinstance(holdout.log, PreparedLog):
         holdout = Holdout(**{**holdout.__dict__, "log": prepare(holdout.log)})
-    base = base_params(P)
-    extra = [p for p in (start, current) if p is not None]
-    candidates = _search_points(search, base) + extra
-    calibration = calibrate_all or objective.name in CALIBRATION_OBJECTIVES
-    res = sweep(P, candidates, base=base, schedule=schedule, objective=objective, holdout=holdout, compute=compute,
-                calibration=calibration)
-    tuning_part = "all" if holdout.mode == "subjects" else "train"
-    eval_part = "all" if holdout.mode == "subjects" else "test"
-    n_subj = len(res.subjects[tuning_part])
-    folds = subject_folds(n_subj, holdout.folds, holdout.seed) if holdout.mode == "subjects" else None
-
-    # refinement: around the best candidates of every selection set (all tuning data, and each fold's)
-    if search.method == "random" and search.refine:
-        centres: list[MemoryParams] = [] if start is None else [start]
-        for k in objective.budgets:
-            selections = [None] + ([folds != f for f in range(holdout.folds)] if folds is not None else [])
-            for sel in selections:
-                v = res.objective_values(tuning_part, k if objective.per_budget else None, sel)
-                v = np.where(np.isnan(v), np.inf if objective.lower_is_better else -np.inf, v)
-                order = np.argsort(v if objective.lower_is_better else -v, kind="stable")
-                centres += [res.params[i] for i in order[:3] if res.params[i] not in centres]
-        more = refine_points(search.resolved_space, centres, search.refine, search.seed + 1)
-        more = [p for p in more if p not in set(res.params)]
-        if more:
-            res = _concat(res, sweep(P, more, base=base, schedule=schedule, objective=objective, holdout=holdout,
-                                     compute=compute, include_baseline=False, calibration=calibration))
-
-    baseline = baseline_rows(base)[0]
-    i_base = 0
-    i_def = next(i for i, p in enumerate(res.params) if p == MemoryParams())
-    i_cur = None if current is None else res.params.index(current)
-    i_start = None if start is None else res.params.index(start)
-    shown = [i_base, i_def] + [i for i in (i_cur, i_start) if i is not None] + \
-        [res.best(tuning_part, k if objective.per_budget else None) for k in objective.budgets]
-    res = fill_calibration(res, shown, P)
-    recs: dict[int, Recommendation] = {}
-    for k in objective.budgets:
-        recs[k] = _recommend(res, k, tuning_part, eval_part, folds, i_base, i_def, i_cur, current, search, holdout,
-                             i_start)
-    result = TuneResult(res, recs, search, compute, baseline, current, start, None, time.perf_counter() - t0)
+    job = _Job(P, base_params(P), schedule, objective, holdout, compute, current, start,
+               calibrate_all or objective.name in CALIBRATION_OBJECTIVES, promotion or Promotion())
+    res, folds = _search(job, search)
+    res, idents, chosen = _identify(job, res, folds, search)
+    res, recs = _judge(job, res, folds, search, calibrate=True, chosen=chosen)
+    for k, ident in idents.items():
+        recs[k].identification = ident
+    runs = [_run_of(search, res, recs)]
+    for again in restart_searches(search, job.promotion):  # the same job with another seed, smaller
+        res_r, folds_r = _search(job, again)
+        runs.append(_run_of(again, res_r, _judge(job, res_r, folds_r, again, calibrate=False)[1]))
+    for rec in recs.values():
+        rec.restarts = runs
+        apply_agreement(rec, runs, current if current is not None else res.params[0])
+    result = TuneResult(res, recs, search, compute, baseline_rows(job.base)[0], current, start, None,
+                        time.perf_counter() - t0, promotion=job.promotion, restarts=runs)
     if out is not None:
         result.out = write_tune_run(result, P, out)
     result.seconds = time.perf_counter() - t0
     return result
 
 
+def _run_of(search: Search, res: SweepResult, recs: dict[int, Recommendation]) -> RestartRun:
+    return RestartRun(seed=search.seed, n=search.n, refine=search.refine if search.method == "random" else 0,
+                      candidates=len(res.params), keep={k: r.keep for k, r in recs.items()},
+                      params={k: res.params[r.candidate] for k, r in recs.items()},
+                      difference={k: r.versus_baseline.difference for k, r in recs.items()})
+
+
+def _search(job: _Job, search: Search) -> tuple[SweepResult, np.ndarray | None]:
+    """The candidates of one search, scored: the search points (plus start and current), then
+    refinement around the best of every selection set. Returns the sweep and the subject folds."""
+    P, base, objective, holdout, start = job.P, job.base, job.objective, job.holdout, job.start
+    extra = [p for p in (start, job.current) if p is not None]
+    candidates = _search_points(search, base) + extra
+    res = sweep(P, candidates, base=base, schedule=job.schedule, objective=objective, holdout=holdout,
+                compute=job.compute, calibration=job.calibration)
+    tuning_part = job.tuning_part
+    n_subj = len(res.subjects[tuning_part])
+    folds = subject_folds(n_subj, holdout.folds, holdout.seed) if holdout.mode == "subjects" else None
+
+    # refinement: around the best candidates of every selection set (all tuning data, and each fold's)
+    if search.method == "random" and search.refine:
+        centres: list[MemoryParams] = [] if start is None else [start]
+        eligible = res.eligible()
+        for k in objective.budgets:
+            selections = [None] + ([folds != f for f in range(holdout.folds)] if folds is not None else [])
+            for sel in selections:
+                v = res.objective_values(tuning_part, k if objective.per_budget else None, sel)
+                v = np.where(np.isnan(v) | ~eligible, np.inf if objective.lower_is_better else -np.inf, v)
+                order = np.argsort(v if objective.lower_is_better else -v, kind="stable")
+                centres += [res.params[i] for i in order[:3] if res.params[i] not in centres]
+        more = refine_points(search.resolved_space, centres, search.refine, search.seed + 1)
+        more = [p for p in more if p not in set(res.params)]
+        if more:
+            res = _concat(res, sweep(P, more, base=base, schedule=job.schedule, objective=objective,
+                                     holdout=holdout, compute=job.compute, include_baseline=False,
+                                     calibration=job.calibration))
+    return res, folds
+
+
+def _identify(job: _Job, res: SweepResult, folds: np.ndarray | None, search: Search
+              ) -> tuple[SweepResult, dict[int, Identification], dict[int, tuple[int, int, list[int]]]]:
+    """Identification at every budget (:mod:`factmem.tuning.identification`): probe each searched
+    name at the best candidate, then project the best and every fold's choice onto the identified
+    names. Returns the sweep with the probe and projected rows (``probe``: never chosen), the
+    identification per budget, and per budget (best candidate, shipped row, each fold's judged row)."""
+    obj, part = job.objective, job.tuning_part
+    space = search.resolved_space
+    if not obj.per_budget or not space:
+        return res, {}, {}
+    baseline = res.params[0]
+    bests = {k: res.best(part, k) for k in obj.budgets}
+    fold_rows = {k: [res.best(part, k, folds != f) for f in range(job.holdout.folds)] if folds is not None else []
+                 for k in obj.budgets}
+    probes = {k: probe_points(space, res.params[b], baseline=baseline) for k, b in bests.items()}
+    res = _add_probes(job, res, [p for by in probes.values() for ps in by.values() for p in ps])
+    row_of = _rows(res)
+    support = log_support(job.P, space)
+    idents: dict[int, Identification] = {}
+    for k, b in bests.items():
+        idents[k] = identify(res, part, k, b, space, {n: [row_of[p] for p in ps] for n, ps in probes[k].items()},
+                             baseline, min_effect=job.promotion.min_effect, resamples=job.holdout.bootstrap,
+                             seed=job.holdout.seed + 1000 * k + 2, support=support)
+    projected = {k: [idents[k].project(res.params[i], baseline) for i in [bests[k], *fold_rows[k]]] for k in bests}
+    res = _add_probes(job, res, [p for ps in projected.values() for p in ps])
+    row_of = _rows(res)
+    chosen = {k: (bests[k], row_of[ps[0]], [row_of[p] for p in ps[1:]]) for k, ps in projected.items()}
+    return res, idents, chosen
+
+
+def _rows(res: SweepResult) -> dict[MemoryParams, int]:
+    out: dict[MemoryParams, int] = {}
+    for i, p in enumerate(res.params):
+        out.setdefault(p, i)
+    return out
+
+
+def _add_probes(job: _Job, res: SweepResult, points: list[MemoryParams]) -> SweepResult:
+    """``res`` with ``points`` it does not hold yet replayed and appended as ``probe`` rows."""
+    have = set(res.params)
+    new = list(dict.fromkeys(p for p in points if p not in have))
+    if not new:
+        return res
+    more = sweep(job.P, new, base=job.base, schedule=job.schedule, objective=job.objective, holdout=job.holdout,
+                 compute=job.compute, include_baseline=False, calibration=job.calibration)
+    more.table["probe"] = True
+    return _concat(res, more)
+
+
+def _judge(job: _Job, res: SweepResult, folds: np.ndarray | None, search: Search, *, calibrate: bool,
+           chosen: Mapping[int, tuple[int, int, list[int]]] | None = None
+           ) -> tuple[SweepResult, dict[int, Recommendation]]:
+    """The recommendation and its held-out judgement at every budget (``calibrate``: score the
+    calibration metrics of the rows the report shows first, in the sweep returned). ``chosen``: per
+    budget (best candidate, the row to ship, each fold's row to judge) from :func:`_identify`."""
+    chosen = chosen or {}
+    objective = job.objective
+    i_base = 0
+    i_def = next(i for i, p in enumerate(res.params) if p == MemoryParams())
+    i_cur = None if job.current is None else res.params.index(job.current)
+    i_start = None if job.start is None else res.params.index(job.start)
+    if calibrate:
+        shown = [i_base, i_def] + [i for i in (i_cur, i_start) if i is not None] + \
+            [chosen[k][1] if k in chosen else res.best(job.tuning_part, k if objective.per_budget else None)
+             for k in objective.budgets]
+        res = fill_calibration(res, shown, job.P)
+    return res, {k: _recommend(res, k, job.tuning_part, job.eval_part, folds, i_base, i_def, i_cur, job.current,
+                               search, job.holdout, i_start, job.promotion.min_effect, chosen.get(k))
+                 for k in objective.budgets}
+
+
 def _concat(a: SweepResult, b: SweepResult) -> SweepResult:
     table = pd.concat([a.table, b.table], ignore_index=True)
     ctx = {part: np.concatenate([a.context[part], b.context[part]]) for part in a.context}
-    return SweepResult(table=table, params=a.params + b.params, schedule=a.schedule, objective=a.objective,
-                       holdout=a.holdout, dataset_sha256=a.dataset_sha256, holdout_sha256=a.holdout_sha256,
-                       split_at=a.split_at, context=ctx, subjects=a.subjects, points=a.points,
-                       sampled_from=a.sampled_from, calibration=a.calibration and b.calibration)
+    return SweepResult(**{**a.__dict__, "table": table, "params": a.params + b.params, "context": ctx,
+                          "calibration": a.calibration and b.calibration})
 
 
 def _recommend(res: SweepResult, k: int, tuning_part: str, eval_part: str, folds: np.ndarray | None, i_base: int,
                i_def: int, i_cur: int | None, current: MemoryParams | None, search: Search, holdout: Holdout,
-               i_start: int | None = None) -> Recommendation:
+               i_start: int | None = None, min_effect: float = 0.0,
+               chosen: tuple[int, int, list[int]] | None = None) -> Recommendation:
     obj = res.objective
     kk = k if obj.per_budget else None
-    best = res.best(tuning_part, kk)
+    best = candidate = res.best(tuning_part, kk)
+    projected_folds: list[int] = []
+    if chosen is not None:  # identification: judge and ship the best projected onto the identified names
+        candidate, best, projected_folds = chosen
     b = obj.budgets.index(k)
     metric = CONTEXT_OBJECTIVES.get(obj.name, "utility")
+    vs_refs: dict[str, Comparison] = {}
+    base_vs_empty = None
     if obj.per_budget:
         ctx = res.context[eval_part][:, :, b, :]  # candidate × subject × field
         if folds is not None:
-            fold_choices = [res.best(tuning_part, k, folds != f) for f in range(holdout.folds)]
+            fold_choices = projected_folds if chosen is not None else \
+                [res.best(tuning_part, k, folds != f) for f in range(holdout.folds)]
             chosen_rows = np.asarray(fold_choices)[folds]  # each subject scored by its fold's choice
             rec_rows = ctx[chosen_rows, np.arange(ctx.shape[1]), :]
         else:
             fold_choices = []
             rec_rows = ctx[best]
         seed = holdout.seed + 1000 * k
-        vs_base = bootstrap_difference(rec_rows, ctx[i_base], metric, resamples=holdout.bootstrap, seed=seed)
-        vs_def = bootstrap_difference(rec_rows, ctx[i_def], metric, resamples=holdout.bootstrap, seed=seed)
-        vs_cur = None if i_cur is None else bootstrap_difference(rec_rows, ctx[i_cur], metric,
-                                                                 resamples=holdout.bootstrap, seed=seed)
-        stability = selection_stability(res, tuning_part, k, best, resamples=holdout.bootstrap, seed=seed + 1)
+
+        def versus(other: np.ndarray, a: np.ndarray = rec_rows) -> Comparison:
+            return bootstrap_difference(a, other, metric, resamples=holdout.bootstrap, seed=seed)
+
+        vs_base = versus(ctx[i_base])
+        vs_def = versus(ctx[i_def])
+        vs_cur = None if i_cur is None else versus(ctx[i_cur])
+        stability = selection_stability(res, tuning_part, k, candidate, resamples=holdout.bootstrap, seed=seed + 1)
         columns = {"recommended": rec_rows, "baseline": ctx[i_base], "seed defaults": ctx[i_def]}
         if i_cur is not None:
             columns["current"] = ctx[i_cur]
         vs_start = None
         if i_start is not None:  # the start (e.g. fitted) point is a fixed candidate: no selection to hold out
             columns["start"] = ctx[i_start]
-            vs_start = bootstrap_difference(rec_rows, ctx[i_start], metric, resamples=holdout.bootstrap, seed=seed)
+            vs_start = versus(ctx[i_start])
+        for name in REFERENCES:
+            if name in res.references:
+                ref = res.references[name][eval_part][:, b, :]
+                columns[name] = ref
+                vs_refs[name] = versus(ref)
+        if EMPTY in res.references:
+            base_vs_empty = versus(res.references[EMPTY][eval_part][:, b, :], ctx[i_base])
         heldout = _heldout_table(columns, res, eval_part, best, i_base, i_def, i_cur, k, i_start)
     else:
         fold_choices = []
@@ -469,7 +614,8 @@ def _recommend(res: SweepResult, k: int, tuning_part: str, eval_part: str, folds
         stability = float("nan")
         heldout = _heldout_table({}, res, eval_part, best, i_base, i_def, i_cur, k, i_start)
     label = f"{metric}@{k}" if obj.per_budget else obj.name
-    keep, decision = decide(vs_base, obj.lower_is_better, vs_cur, same_as_baseline=best == i_base, objective=label)
+    keep, decision = decide(vs_base, obj.lower_is_better, vs_cur, same_as_baseline=best == i_base, objective=label,
+                            min_effect=min_effect, references=vs_refs)
     if not obj.per_budget:
         keep, decision = "baseline", (f"Not promoted: objective {obj.name} has no per-subject sums, so no interval; "
                                       f"held-out {obj.name} {vs_base.a:.4g} against {vs_base.b:.4g} for the baseline. "
@@ -478,7 +624,10 @@ def _recommend(res: SweepResult, k: int, tuning_part: str, eval_part: str, folds
                          decision=decision, versus_baseline=vs_base, versus_defaults=vs_def, versus_current=vs_cur,
                          versus_start=vs_start,
                          stability=stability, fold_choices=fold_choices, heldout=heldout,
-                         notes=edge_notes(search.resolved_space, res.params[best], search.method))
+                         notes=edge_notes(search.resolved_space, res.params[best], search.method),
+                         versus_references=vs_refs, baseline_versus_empty=base_vs_empty,
+                         tradeoffs=tradeoffs(heldout, k) if obj.per_budget else [], min_effect=min_effect,
+                         candidate=candidate)
     rec._kept = {"recommended": res.params[best], "baseline": res.params[i_base],
                  "current": current if current is not None else res.params[i_base]}[keep]
     return rec
@@ -527,6 +676,10 @@ def _heldout_table(columns: dict[str, np.ndarray], res: SweepResult, part: str, 
         if c not in tab.columns:
             continue
         row = {"metric": label, "key": col, **{name: float(tab.loc[i, c]) for name, i in idx.items()}}
+        refs = res.reference_table
+        for name in REFERENCES:  # the empty memory is a context policy: its whole-memory metrics are NaN
+            if columns and name in columns and len(refs) and c in refs.columns:
+                row[name] = float(refs.set_index("reference").loc[name, c])
         row["better"] = "—" if higher is None else ("higher" if higher else "lower")
         row["scope"] = "whole memory" + (" (descriptive: the recommendation's own tuning data)" if part == "all" else "")
         rows.append(row)
