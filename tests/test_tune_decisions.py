@@ -164,3 +164,30 @@ def test_a_gain_without_effect_is_not_identified_kept_at_the_baseline_and_listed
     # restarts: two runs of the search, each decision printed
     assert [r.seed for r in rec.restarts] == [3, 4] and rec.restarts[1].candidates < rec.restarts[0].candidates
     assert report.count("| 3 | ") == 1 and report.count("| 4 | ") == 1
+
+
+def test_shipped_files_carry_the_judged_comparison(tmp_path):
+    import math
+
+    from factmem.export import load_params_file, write_params_file
+    from factmem.export.diff import diff_metrics, render_diff
+    from factmem.export.rust import render_rust
+
+    judged = {"keep": "recommended", "promoted": "yes", "against": "baseline", "objective": "utility@20",
+              "budget": 20.0, "recommended": 0.82, "baseline": 0.77, "difference": 0.05, "low": 0.04, "high": 0.06,
+              "people": 40.0, "points": 9703.0, "holdout": "3-fold over people", "costs": "stale=1, false=1",
+              "min_effect": 0.01, "empty_difference": 0.82, "keep_everything_difference": math.nan}
+    prov = {"run_id": "r", "dataset_sha256": "a" * 64, "metrics": {"utility_at_20": 0.82},
+            "baseline_metrics": {"utility_at_20": 0.77}, "judgement": judged}
+    for name in ("p.toml", "p.json"):
+        path = write_params_file(tmp_path / name, MemoryParams(), prov, stamp=False)
+        _, back = load_params_file(path)
+        assert back["judgement"]["difference"] == 0.05 and back["judgement"]["keep"] == "recommended"
+        assert math.isnan(back["judgement"]["keep_everything_difference"])
+    rust = render_rust(tmp_path / "p.toml")
+    assert "judged against (baseline)" in rust and "seed defaults" not in rust and "//! - difference: 0.05" in rust
+    m = diff_metrics(tmp_path / "p.toml", tmp_path / "p.json")
+    assert m.loc["utility_at_20", "b_baseline"] == 0.77 and "b_defaults" not in m.columns
+    text = render_diff(tmp_path / "p.toml", tmp_path / "p.json")
+    assert "B judged: recommended kept (promoted); held-out utility@20 0.82 against 0.77" in text
+    assert "[+0.04, +0.06]" in text and "40 people" in text and "costs stale=1, false=1" in text
