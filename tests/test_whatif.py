@@ -17,7 +17,7 @@ from factmem.cli.main import main
 from factmem.core.codes import DAY
 from factmem.data.generate import generate
 from factmem.errors import ParamsFileError, ProductionDBError
-from factmem.evaluation.context import ContextEvaluator
+from factmem.evaluation.context import FIELDS, ContextEvaluator
 from factmem.evaluation.simulate import Schedule, kernel_beliefs, prepare, simulate
 from factmem.export.sqlite_format import EVIDENCE_DDL, SEED_FACTS_DDL, SEED_LINKS_DDL
 from factmem.production.compare import context_sums
@@ -382,3 +382,25 @@ def test_the_figures_draw_both_sides(tmp_path):
     assert len(fig.axes) == 2 and fig.axes[0].get_ylabel() == "people"
     with pytest.raises(ValueError, match="believed_current"):
         plots.believed_over_time(result.over_time.drop(columns=["believed_current"]))
+
+
+def test_whatif_scores_the_reference_policies_on_the_same_session_starts(exported, tmp_path):
+    from factmem.tuning.references import keep_everything
+
+    res = whatif(exported["prod"], OWN.replace(decay_rate={"explicit": 0.4}), budgets=(5,), bootstrap=50)
+    row = res.comparison("utility", 5)
+    assert row["empty"] == 0 and row["new_minus_empty"] == row["new"]
+    # keep-everything: the current parameters without decay, replayed and scored on the same session starts
+    log = read_production(exported["prod"])
+    evaluator = ContextEvaluator(log.prepared(sessions_only=True), budgets=(5,), needed="next-session")
+    keep = replay_log(log, keep_everything(OWN), consolidation_grid(log.first, res.horizon, res.settings.period))
+    fact_triple, triples_index = log.triple_of_fact()
+    triple_of_event = fact_triple[log.events["fact"].to_numpy()]
+    subject_names = triples_index.levels[0]
+    eval_subject = pd.Index(evaluator.subjects).get_indexer(pd.Index(np.asarray(subject_names, dtype=object)))
+    state_subject = eval_subject[np.asarray(triples_index.codes[0], np.int64)[triple_of_event]]
+    sums = context_sums(evaluator, keep.beliefs(log, triple_of_event), keep, state_subject).sums[0, :, 0, :]
+    assert row["keep_everything"] == pytest.approx(sums[:, FIELDS.index("utility")].sum()
+                                                   / sums[:, FIELDS.index("points")].sum())
+    report = (res.write(tmp_path / "run", figures=False) / "report.md").read_text()
+    assert "reference policies" in report and "keep-everything" in report

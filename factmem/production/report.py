@@ -197,6 +197,26 @@ def render_report(result: WhatIfResult) -> str:
         lines.append(f"| {row['budget']} | {row['metric']}@k | {_num(row['current'])} | {_num(row['new'])} | "
                      f"{_signed(row['difference'])} | {_interval(row['low'], row['high'])} | "
                      f"{_direction(row, lower)} |")
+    if "empty" in result.metrics.columns:
+        lines += ["", "The same session starts under the reference policies — the *empty memory* (nothing in the "
+                  "context) and *keep-everything* (the current parameters with no decay and both thresholds at "
+                  "1e-6: nothing archived). New parameters that do not beat both buy nothing a trivial rule "
+                  "would not.", "",
+                  "| k | metric | empty | new − empty (95%) | keep-everything | new − keep-everything (95%) |",
+                  "|---|---|---|---|---|---|"]
+        below = []
+        for row in result.metrics.to_dict(orient="records"):
+            if row["metric"] == "utility" and row["current"] < row["empty"]:
+                below.append(f"**The current parameters score below the empty memory at k = {row['budget']}**: "
+                             f"utility@k {_num(row['current'])} against {_num(row['empty'])} for showing nothing.")
+            if row["metric"] not in ("utility", "recall"):
+                continue
+            lines.append(f"| {row['budget']} | {row['metric']}@k | {_num(row['empty'])} | "
+                         f"{_signed(row['new_minus_empty'])} {_interval(row['new_minus_empty_low'], row['new_minus_empty_high'])} | "
+                         f"{_num(row['keep_everything'])} | {_signed(row['new_minus_keep_everything'])} "
+                         f"{_interval(row['new_minus_keep_everything_low'], row['new_minus_keep_everything_high'])} |")
+        if below:
+            lines += [""] + below
     lines += ["", "![per-person change](subject_changes.png)", "",
               "## Most affected people", "",
               f"Ranked by facts whose state differs at {_date(result.at)}, then context changes (k = {k}), "

@@ -72,6 +72,7 @@ from factmem.production.compare import (
 )
 from factmem.production.rebuild import ProductionLog, file_sha256, read_production, release_memory
 from factmem.production.replay import Reproduction, check_reproduction, consolidation_grid, encode, replay_log
+from factmem.tuning.references import EMPTY, KEEP_EVERYTHING, empty_sums, keep_everything
 from factmem.tuning.tune import bootstrap_difference
 
 __all__ = ["CONTEXT_METRICS", "WhatIfSettings", "ParamsSource", "WhatIfResult", "whatif"]
@@ -322,7 +323,15 @@ def whatif(production: str | os.PathLike, params: MemoryParams | ParamsDocument 
     release_memory()
     scores = {side: context_sums(evaluator, rep.beliefs(log, triple_of_event), rep, state_subject)
               for side, rep in replays.items()}
-    metrics = _metric_table(scores, settings)
+    # the reference policies on the same session starts: keep-everything (the current parameters with no
+    # decay, thresholds at 1e-6) replayed; the empty memory exact from the points
+    keep_all = replay_log(log, keep_everything(cur.params), grid)
+    references = {KEEP_EVERYTHING: context_sums(evaluator, keep_all.beliefs(log, triple_of_event), keep_all,
+                                                state_subject).sums,
+                  EMPTY: empty_sums(scores["current"].sums)}
+    del keep_all
+    release_memory()
+    metrics = _metric_table(scores, settings, references)
 
     # -- tables ------------------------------------------------------------------------------------
     subjects = _subject_table(log, subject_names, subject_of_triple, mentioned, latest, states, change, gained, lost,
@@ -345,7 +354,10 @@ def whatif(production: str | os.PathLike, params: MemoryParams | ParamsDocument 
 # -- helpers ----------------------------------------------------------------------------------------------
 
 
-def _metric_table(scores: dict, settings: WhatIfSettings) -> pd.DataFrame:
+def _metric_table(scores: dict, settings: WhatIfSettings,
+                  references: dict[str, np.ndarray] | None = None) -> pd.DataFrame:
+    """Per budget and metric: current, new, new − current with its interval, and for each reference
+    policy (``empty``, ``keep-everything``; columns with ``_`` for ``-``) its value and new − it."""
     rows = []
     for bi, k in enumerate(settings.budgets):
         cur = scores["current"].sums[0, :, bi, :]
@@ -354,8 +366,15 @@ def _metric_table(scores: dict, settings: WhatIfSettings) -> pd.DataFrame:
         for metric in CONTEXT_METRICS:
             c = bootstrap_difference(new[has], cur[has], metric, resamples=settings.bootstrap,
                                      seed=settings.seed + bi)
-            rows.append({"budget": k, "metric": metric, "current": c.b, "new": c.a, "difference": c.difference,
-                         "low": c.low, "high": c.high, "subjects": c.subjects, "points": c.points})
+            row = {"budget": k, "metric": metric, "current": c.b, "new": c.a, "difference": c.difference,
+                   "low": c.low, "high": c.high, "subjects": c.subjects, "points": c.points}
+            for name, sums in (references or {}).items():
+                r = bootstrap_difference(new[has], sums[0, :, bi, :][has], metric, resamples=settings.bootstrap,
+                                         seed=settings.seed + bi)
+                key = name.replace("-", "_")
+                row.update({key: r.b, f"new_minus_{key}": r.difference, f"new_minus_{key}_low": r.low,
+                            f"new_minus_{key}_high": r.high})
+            rows.append(row)
     return pd.DataFrame(rows)
 
 
