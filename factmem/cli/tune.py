@@ -90,7 +90,9 @@ def _run_tune(args) -> int:
     res = tune(log_dir, out=args.out, search=search, objective=objective, holdout=holdout, compute=compute,
                schedule=schedule_of(args, log=log_dir), current=params_arg(args.current), start=_start_of(args, log_dir),
                force=args.force, calibrate_all=args.calibrate_all, promotion=promotion)
-    say.say(f"\n{len(res.sweep.params)} candidates in {res.seconds:.0f} s")
+    restarts = f", {len(res.restarts) - 1} restarts of {res.restarts[1].candidates}" if len(res.restarts) > 1 else ""
+    say.say(f"\n{int(res.sweep.eligible().sum())} candidates ({int(res.sweep.table['probe'].sum())} probes for "
+            f"identification{restarts}) in {res.seconds:.0f} s")
     # the budget params.toml holds comes last, so that the terminal ends with what was written
     order = [k for k in res.recommendations if k != res.primary.budget] + [res.primary.budget]
     for k in order:

@@ -350,7 +350,8 @@ def render_report(result: TuneResult, P: PreparedLog, figs: dict[str, Path], cal
                                        obj.lower_is_better)
                 if sentence:
                     L += ["", sentence]
-            L += [""] + [t for t in rec.tradeoffs]
+            for t in rec.tradeoffs:
+                L += ["", t]
         L += ["", f"> {rec.decision}", ""]
         restarts = restart_lines(rec, result.search.resolved_space)
         if restarts:
@@ -361,9 +362,10 @@ def render_report(result: TuneResult, P: PreparedLog, figs: dict[str, Path], cal
                   f"recommendation, held out the same way: {vs.b:.4f} vs {vs.a:.4f} (recommended − start "
                   f"{vs.difference:+.4f}, 95% interval [{vs.low:+.4f}, {vs.high:+.4f}]).", ""]
         if math.isfinite(rec.stability):
-            L.append(f"Selection stability: the recommendation is within the noise of the best (top "
-                     f"{100 * 0.05:.0f}% of {len(res.params)} candidates) in {100 * rec.stability:.0f}% of "
-                     f"{ho.bootstrap:,} bootstrap resamples of the tuning data."
+            L.append(f"Selection stability: the chosen candidate is within the noise of the best (top "
+                     f"{100 * 0.05:.0f}% of {int(res.eligible().sum())} candidates) in {100 * rec.stability:.0f}% of "
+                     f"{ho.bootstrap:,} bootstrap resamples of the tuning data — a statement about that candidate, "
+                     "not about its values: which values the log pins down is under Identification."
                      + (f" The folds chose rows {rec.fold_choices} (the final choice, on all subjects: row {rec.index})."
                         if rec.fold_choices else ""))
             L.append("")
@@ -387,7 +389,10 @@ def render_report(result: TuneResult, P: PreparedLog, figs: dict[str, Path], cal
           "(for reference only: no decision compares with them, and they are never chosen). The reference policies, "
           "scored on the same points: " + "; ".join(f"*{n}* ({t})" for n, t in reference_labels().items()) + ". "
           f"Minimum effect: {result.promotion.min_effect:g} in {CONTEXT_OBJECTIVES.get(obj.name, obj.name)} units. "
-          f"{len(res.params)} candidates ({res.table['baseline'].sum()} baseline) in {result.seconds:.0f} s; "
+          f"{int(res.eligible().sum())} candidates ({res.table['baseline'].sum()} baseline; plus "
+          f"{int(res.table['probe'].sum()) if 'probe' in res.table.columns else 0} probe rows for identification"
+          + (f"; {len(result.restarts) - 1} restarts with {result.restarts[1].candidates} candidates each"
+             if len(result.restarts) > 1 else "") + f") in {result.seconds:.0f} s; "
           f"consolidation every {res.schedule.consolidate_every_hours:g} h.", ""]
 
     idents = [(k, r) for k, r in result.recommendations.items() if r.identification is not None]

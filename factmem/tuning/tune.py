@@ -439,7 +439,7 @@ def _tune(log: Any, out: Path | None, search: Search | None, objective: Objectiv
 
 def _run_of(search: Search, res: SweepResult, recs: dict[int, Recommendation]) -> RestartRun:
     return RestartRun(seed=search.seed, n=search.n, refine=search.refine if search.method == "random" else 0,
-                      candidates=len(res.params), keep={k: r.keep for k, r in recs.items()},
+                      candidates=int(res.eligible().sum()), keep={k: r.keep for k, r in recs.items()},
                       params={k: res.params[r.candidate] for k, r in recs.items()},
                       difference={k: r.versus_baseline.difference for k, r in recs.items()})
 
