@@ -248,7 +248,7 @@ def test_tune_end_to_end(tiny_dir, tmp_path):
     r5 = res.recommendations[5]
     assert j["against"] == "baseline" and j["budget"] == 5 and j["difference"] == r5.versus_baseline.difference
     assert (j["low"], j["high"], j["people"]) == (r5.versus_baseline.low, r5.versus_baseline.high, 6)
-    assert j["min_effect"] == 0.01 and "stale=1" in j["costs"] and j["keep"] == r5.keep
+    assert j["min_effect"] == 0.01 and j["costs"] == "stale=1,expired=1,false=1,unneeded=0" and j["keep"] == r5.keep
     assert prov["baseline_metrics"]["utility_at_5"] == r5.versus_baseline.b
     assert load_params_file(out / "params-k20.toml")[0] == res.recommendations[20].chosen
     report = (out / "report.md").read_text()

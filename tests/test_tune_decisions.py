@@ -102,7 +102,7 @@ def test_sentences_below_empty_and_tradeoffs():
     h = pd.DataFrame({"key": ["recall_at_20", "charged_at_20", "lost", "context_at_20"],
                       "recommended": [0.27, 0.5, 900.0, 10.0], "baseline": [0.33, 1.9, 400.0, 19.0]})
     text = " ".join(tradeoffs(h, 20))
-    assert "recall@20 0.27 against 0.33" in text and "fewer charged ones (0.5" in text
+    assert "recall@20 0.27 against 0.33" in text and "fewer charged ones (a charge of 0.5 per context" in text
     assert "900 archived" in text and "shrinks the context" in text
     same = h.assign(recommended=h["baseline"])
     assert tradeoffs(same, 20) == []

@@ -171,8 +171,8 @@ def tradeoffs(heldout: pd.DataFrame, budget: int) -> list[str]:
     if recall and recall[0] < recall[1]:
         gain = ""
         if charged and charged[0] < charged[1]:
-            gain = (f"; the gain is fewer charged ones ({charged[0]:.3g} stale or false facts per context against "
-                    f"{charged[1]:.3g})")
+            gain = (f"; the gain is fewer charged ones (a charge of {charged[0]:.3g} per context against "
+                    f"{charged[1]:.3g}: stale, expired and false facts at their costs)")
         out.append(f"**Trade-off:** it puts fewer needed facts in the context than the baseline — held-out "
                    f"recall@{budget} {recall[0]:.4g} against {recall[1]:.4g}{gain}.")
     lost = pair("lost")
@@ -203,7 +203,7 @@ def comparison_lines(rec: Any, objective: str) -> list[str]:
         v = float(h.loc[key, col])
         return "n/a" if not math.isfinite(v) else f"{v:.4g}"
 
-    L = [f"| held out, k = {k} | {objective} | recall@{k} | charged facts per context | context size | "
+    L = [f"| held out, k = {k} | {objective} | recall@{k} | charge per context (cost-weighted) | context size | "
          "recommended − this (95% interval) |", "|---|---|---|---|---|---|"]
     L.append(f"| **recommended** | {rec.versus_baseline.a:.4g} | {cell(f'recall_at_{k}', 'recommended')} | "
              f"{cell(f'charged_at_{k}', 'recommended')} | {cell(f'context_at_{k}', 'recommended')} | — |")

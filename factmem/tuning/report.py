@@ -237,7 +237,7 @@ def judgement(result: TuneResult, rec: Recommendation) -> dict[str, float | str]
         "recommended": vb.a, "baseline": vb.b, "difference": vb.difference, "low": vb.low, "high": vb.high,
         "level": 0.95, "people": float(vb.subjects), "points": float(vb.points), "resamples": float(ho.bootstrap),
         "holdout": {"subjects": f"{ho.folds}-fold over people", "time": "time split", "log": "another log"}[ho.mode],
-        "costs": f"stale={obj.stale_cost:g}, false={obj.stale_cost:g}",
+        "costs": str(obj.costs),
         "min_effect": rec.min_effect,
         "rule": "promoted only if the 95% interval's near end clears min_effect against every comparison",
         "baseline_is": "the seed's numbers on the log's base (its multi-valued predicates)",
