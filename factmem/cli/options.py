@@ -73,7 +73,14 @@ def search_args(p: argparse.ArgumentParser, *, method: str = "random") -> None:
     h.add_argument("--split", type=float, default=None, metavar="F",
                    help="hold out by time instead: judge after this fraction of the log's span (e.g. 0.667)")
     h.add_argument("--holdout", metavar="DIR", help="hold out another log instead (e.g. another seed)")
-    h.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples of subjects (default 1000)")
+    h.add_argument("--bootstrap", type=int, default=1000,
+                   help="bootstrap resamples of groups of people (default 1000)")
+    h.add_argument("--group-by", default=None, metavar="COLUMN|FILE.csv",
+                   help="what makes people one group for folds and resamples: a mention column (components of "
+                        "people sharing a value), or a CSV file subject,group (default: session_id — people who "
+                        "share sessions are one group)")
+    h.add_argument("--min-groups", type=int, default=10, metavar="N",
+                   help="held-out groups of people needed to promote (default 10; fewer: too few to decide)")
     c = p.add_argument_group("compute")
     c.add_argument("--workers", type=int, default=None, help="worker processes (default: all cores; 0: none)")
     c.add_argument("--dask", metavar="ADDRESS", help="run the sweep on a Dask distributed cluster at ADDRESS")
@@ -94,7 +101,8 @@ def settings_of(args: argparse.Namespace) -> tuple[Any, Any, Any, Any]:
     objective = Objective(name=args.objective, budgets=budgets, costs=args.cost, needed=args.needed,
                           max_points_per_subject=args.max_points)
     holdout = Holdout(mode=mode, folds=args.folds, split=args.split if args.split is not None else 2 / 3,
-                      log=args.holdout, bootstrap=args.bootstrap, seed=args.seed)
+                      log=args.holdout, bootstrap=args.bootstrap, seed=args.seed,
+                      group_by=args.group_by, min_groups=args.min_groups)
     quiet = getattr(args, "quiet", False) or getattr(args, "json", False)
     compute = Compute(workers=args.workers, executor=executor_of(args), progress=not quiet)
     return search, objective, holdout, compute

@@ -91,14 +91,21 @@ def budget_curve_table(result: TuneResult, P: PreparedLog) -> pd.DataFrame:
     # one seeded set of resamples of people for every line (paired, as the report's intervals are)
     resamples = min(ho.bootstrap, CURVE_RESAMPLES)
     weights = None
+    groups = result.groups.get(part)
+    if groups is not None and len(groups) != len(points):
+        groups = None
+    n_groups = len(points) if groups is None or not len(points) else int(groups.max()) + 1
     if resamples > 0 and len(points) > 1:
         rng = np.random.default_rng(ho.seed)
-        draws = rng.integers(0, len(points), size=(resamples, len(points)))
-        weights = np.stack([np.bincount(d, minlength=len(points)) for d in draws]).astype(np.float64)
+        draws = rng.integers(0, n_groups, size=(resamples, n_groups))
+        weights = np.stack([np.bincount(d, minlength=n_groups) for d in draws]).astype(np.float64)
+        if n_groups < len(points):  # whole groups drawn: each person as often as their group
+            assert groups is not None
+            weights = weights[:, groups]
     rows = []
     for k, rec in result.recommendations.items():
         if rec.fold_choices:
-            folds = ho.subject_folds(len(ctx.subjects))
+            folds = _folds(result, part, len(ctx.subjects))
             held = np.zeros_like(curve_of(rec.index), dtype=np.float64)
             for f, c in enumerate(rec.fold_choices):
                 held[folds == f] = curve_of(c)[folds == f]
@@ -271,6 +278,15 @@ def _metric_dict(rec: Recommendation, column: str) -> dict[str, float]:
     return {str(key): float(v) for key, v in zip(h["key"], h[column]) if isinstance(v, (int, float, np.floating))}
 
 
+def _folds(result: TuneResult, part: str, n_subjects: int) -> np.ndarray:
+    """Each subject's fold as the tune cut them (over groups of people who share sessions)."""
+    ho = result.sweep.holdout
+    groups = result.groups.get(part)
+    if groups is None or len(groups) != n_subjects:
+        return ho.subject_folds(n_subjects)
+    return ho.group_folds(groups)
+
+
 def _subject_table(result: TuneResult) -> pd.DataFrame:
     """Per subject and budget: held-out utility of the recommendation (as judged) and of the baseline."""
     from factmem.evaluation.context import FIELDS
@@ -286,7 +302,7 @@ def _subject_table(result: TuneResult) -> pd.DataFrame:
         b = res.objective.budgets.index(k)
         ctx = res.context[part][:, :, b, :]
         if rec.fold_choices:
-            folds = ho.subject_folds(len(subjects))
+            folds = _folds(result, part, len(subjects))
             chosen = np.asarray(rec.fold_choices)[folds]
         else:
             folds = np.full(len(subjects), -1)
@@ -341,8 +357,9 @@ def render_report(result: TuneResult, P: PreparedLog, figs: dict[str, Path], cal
                 f"{h.loc['charge (cost-weighted)']['baseline']:.2f} ({charges('baseline')}) for the baseline "
                 f"(costs {obj.costs}). "
                 f"Utility@{k} {vb.a:.4f} against {vb.b:.4f}: difference **{vb.difference:+.4f}**, 95% interval "
-                f"[{vb.low:+.4f}, {vb.high:+.4f}] ({ho.bootstrap:,} bootstrap resamples of {vb.subjects} held-out "
-                f"people, {vb.points:,} session starts).")
+                f"[{vb.low:+.4f}, {vb.high:+.4f}] ({ho.bootstrap:,} bootstrap resamples of {vb.groups} held-out "
+                f"groups of people — {vb.subjects} people, people who share sessions being one group; "
+                f"{vb.points:,} session starts; promotion needs at least {ho.min_groups} groups).")
         if obj.per_budget:
             L += ["", *comparison_lines(rec, f"{CONTEXT_OBJECTIVES.get(obj.name, obj.name)}@{k}")]
             if rec.baseline_versus_empty is not None:

@@ -27,6 +27,7 @@ from factmem.core.codes import SEARCH_MODES, SearchMode
 from factmem.errors import InputError
 from factmem.evaluation.charges import ChargeCosts
 from factmem.evaluation.context import NEEDED_MODES, Needed
+from factmem.evaluation.groups import GroupBy, describe_group_by
 from factmem.tuning.space import Range
 
 __all__ = ["ObjectiveName", "OBJECTIVES", "CALIBRATION_OBJECTIVES", "CONTEXT_OBJECTIVES", "HoldoutMode", "HOLDOUT_MODES", "Objective",
@@ -130,12 +131,15 @@ class Objective:
 class Holdout:
     """How a choice is judged on data it was not made on.
 
-    ``subjects`` (default): ``folds``-fold over subjects, seeded — each subject is held out once and
-    scored by a choice made on the others (a subject's memory never shares facts with another's, so
-    nothing leaks through the memory). ``time``: tuned on evaluation points before ``split`` (a
-    fraction of the log's span, or a Unix time), judged after. ``log``: judged on another dataset
-    (``log``). ``bootstrap`` resamples of held-out subjects give the interval; ``seed`` seeds folds and
-    resamples."""
+    ``subjects`` (default): ``folds``-fold over groups of subjects, seeded — each group is held out
+    once and scored by a choice made on the others. A group is the people who share sessions
+    (:mod:`factmem.evaluation.groups`; ``group_by``: another mention column or a subject → group
+    mapping or CSV file instead), so two people of one conversation are never on both sides; a log
+    where everyone has sessions of their own has one group per person. ``time``: tuned on evaluation
+    points before ``split`` (a fraction of the log's span, or a Unix time), judged after. ``log``: judged
+    on another dataset (``log``). ``bootstrap`` resamples of held-out groups give the interval;
+    ``min_groups``: held-out groups needed to promote (fewer: "too few to decide"); ``seed`` seeds folds
+    and resamples."""
 
     mode: HoldoutMode = "subjects"
     folds: int = 3
@@ -143,6 +147,8 @@ class Holdout:
     log: Any = None
     bootstrap: int = 1000
     seed: int = 0
+    group_by: GroupBy = None
+    min_groups: int = 10
 
     def __post_init__(self) -> None:
         if self.mode not in HOLDOUT_MODES:
@@ -150,6 +156,9 @@ class Holdout:
         _check_int("folds", self.folds, 2)
         _check_int("bootstrap", self.bootstrap, 0)
         _check_int("seed", self.seed, 0)
+        _check_int("min_groups", self.min_groups, 1)
+        if self.group_by is not None and not isinstance(self.group_by, (str, os.PathLike, Mapping)):
+            raise InputError(f"group_by must be a mention column, a CSV file or a mapping, got {self.group_by!r}")
         if self.mode == "log" and self.log is None:
             raise InputError("holdout mode 'log' needs log= (another dataset)")
         if isinstance(self.split, bool) or not isinstance(self.split, (int, float)) or self.split <= 0:
@@ -166,10 +175,25 @@ class Holdout:
         fold[perm] = np.arange(n_subjects) % self.folds
         return fold
 
+    def group_folds(self, groups: np.ndarray) -> np.ndarray:
+        """Fold of each subject when folds are over ``groups`` (group index per subject): the groups
+        cut as :meth:`subject_folds` cuts subjects, every member in its group's fold — with one group
+        per person, exactly :meth:`subject_folds`."""
+        groups = np.asarray(groups, np.int64)
+        n_groups = int(groups.max()) + 1 if len(groups) else 0
+        if n_groups == len(groups):
+            return self.subject_folds(len(groups))[groups]
+        if n_groups < self.folds:
+            raise InputError(f"{self.folds}-fold over groups of people needs at least {self.folds} groups; the log "
+                             f"has {n_groups} (people who share sessions are one group; use a time split or "
+                             "another log to hold out)")
+        return self.subject_folds(n_groups)[groups]
+
     def to_dict(self) -> dict[str, Any]:
         return {"mode": self.mode, "folds": self.folds, "split": self.split,
                 "log": None if self.log is None else str(getattr(self.log, "path", self.log)),
-                "bootstrap": self.bootstrap, "seed": self.seed}
+                "bootstrap": self.bootstrap, "seed": self.seed, "group_by": describe_group_by(self.group_by),
+                "min_groups": self.min_groups}
 
 
 @dataclass(frozen=True)

@@ -57,6 +57,7 @@ from factmem.errors import InputError
 from factmem.evaluation.cardinality import measure_cardinality, suggest_multi_valued
 from factmem.evaluation.charges import CHARGE_KINDS, CHARGE_LABELS
 from factmem.evaluation.context import FIELDS
+from factmem.evaluation.groups import subject_groups
 from factmem.evaluation.simulate import PreparedLog, Schedule, default_schedule, prepare
 from factmem.tuning.decision import Promotion, judge, tradeoffs
 from factmem.tuning.identification import Identification, identify, log_support, probe_points
@@ -79,7 +80,8 @@ _LEVEL = 0.95
 @dataclass
 class Comparison:
     """A held-out difference ``a − b`` of the objective, pooled over points, with its bootstrap
-    interval over subjects (``low``, ``high``; NaN when no resample was drawn)."""
+    interval over groups of subjects (``low``, ``high``; NaN when no resample was drawn); ``groups``:
+    how many groups of people (people who share sessions) have a scored point (None: not known)."""
 
     a: float
     b: float
@@ -88,6 +90,7 @@ class Comparison:
     high: float
     subjects: int
     points: int
+    groups: int | None = None
 
     def excludes_zero(self, lower_is_better: bool) -> bool:
         """Whether the interval lies entirely on the better side of 0."""
@@ -95,9 +98,9 @@ class Comparison:
             return False
         return self.high < 0 if lower_is_better else self.low > 0
 
-    def to_dict(self) -> dict[str, float]:
+    def to_dict(self) -> dict[str, float | int | None]:
         return {"a": self.a, "b": self.b, "difference": self.difference, "low": self.low, "high": self.high,
-                "subjects": self.subjects, "points": self.points}
+                "subjects": self.subjects, "points": self.points, "groups": self.groups}
 
 
 @dataclass
@@ -142,7 +145,7 @@ class Recommendation:
     def to_dict(self) -> dict[str, Any]:
         """Plain-dict form (``factmem tune --json``): the decision, the parameters kept and the
         held-out comparisons, as the report states them."""
-        def comparison(c: Comparison | None) -> dict[str, float] | None:
+        def comparison(c: Comparison | None) -> dict[str, float | int | None] | None:
             return None if c is None else c.to_dict()
 
         return {"budget": self.budget, "promoted": self.promoted, "keep": self.keep, "decision": self.decision,
@@ -169,6 +172,8 @@ class TuneResult:
     notes: list[str] = field(default_factory=list)
     promotion: Promotion = field(default_factory=Promotion)
     restarts: list[RestartRun] = field(default_factory=list)
+    #: group index per subject of each part (people who share sessions are one group)
+    groups: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
 
     @property
     def primary(self) -> Recommendation:
@@ -224,29 +229,46 @@ def _ratio(rows: np.ndarray, field_name: str) -> float:
     return float(num / den) if den > 0 else float("nan")
 
 
-def bootstrap_difference(a: np.ndarray, b: np.ndarray, metric: str, *, resamples: int, seed: int) -> Comparison:
+def bootstrap_difference(a: np.ndarray, b: np.ndarray, metric: str, *, resamples: int, seed: int,
+                         groups: np.ndarray | None = None) -> Comparison:
     """Pooled ``metric`` of per-subject sums ``a`` minus ``b`` (subject × FIELDS), with a percentile
-    interval from ``resamples`` resamples of subjects (seeded)."""
+    interval from ``resamples`` resamples (seeded) of ``groups`` (group index per subject: people who
+    share sessions are drawn together; None or one group per person: resamples of subjects)."""
     n = len(a)
     i_num, i_den = FIELDS.index(metric), FIELDS.index("precise" if metric == "precision" else "points")
     va, vb = _ratio(a, metric), _ratio(b, metric)
+    points = int(a[:, FIELDS.index("points")].sum())
+    scored = a[:, FIELDS.index("points")] > 0
+    n_groups = n if groups is None or not n else int(np.max(groups)) + 1
+    if n_groups < n:  # whole groups are drawn: resample the groups' sums
+        assert groups is not None
+        a, b = _group_sums(a, groups, n_groups), _group_sums(b, groups, n_groups)
+        scored = a[:, FIELDS.index("points")] > 0
     low = high = float("nan")
     if resamples and n:
         rng = np.random.default_rng(seed)
-        idx = rng.integers(0, n, size=(resamples, n))
+        idx = rng.integers(0, n_groups, size=(resamples, n_groups))
         with np.errstate(invalid="ignore", divide="ignore"):
             da = a[idx, i_num].sum(axis=1) / a[idx, i_den].sum(axis=1)
             db = b[idx, i_num].sum(axis=1) / b[idx, i_den].sum(axis=1)
         d = (da - db)[np.isfinite(da - db)]
         if d.size:
             low, high = (float(x) for x in np.quantile(d, [(1 - _LEVEL) / 2, 1 - (1 - _LEVEL) / 2]))
-    return Comparison(va, vb, va - vb, low, high, n, int(a[:, FIELDS.index("points")].sum()))
+    return Comparison(va, vb, va - vb, low, high, n, points, int(scored.sum()))
+
+
+def _group_sums(rows: np.ndarray, groups: np.ndarray, n_groups: int) -> np.ndarray:
+    """Per-group sums of per-subject rows (subject × FIELDS)."""
+    out = np.zeros((n_groups, rows.shape[1]))
+    np.add.at(out, groups, rows)
+    return out
 
 
 def selection_stability(res: SweepResult, part: str, budget: int, index: int, *, resamples: int, seed: int,
-                        subjects: np.ndarray | None = None) -> float:
-    """Share of bootstrap resamples of the tuning subjects in which candidate ``index`` ranks in the
-    top :data:`TOP_SHARE` of candidates by the objective."""
+                        subjects: np.ndarray | None = None, groups: np.ndarray | None = None) -> float:
+    """Share of bootstrap resamples of the tuning subjects (whole ``groups`` at a time: group index
+    per subject of the part) in which candidate ``index`` ranks in the top :data:`TOP_SHARE` of
+    candidates by the objective."""
     if not resamples:
         return float("nan")
     rows = np.arange(len(res.subjects[part])) if subjects is None else np.flatnonzero(subjects)
@@ -255,8 +277,23 @@ def selection_stability(res: SweepResult, part: str, budget: int, index: int, *,
     top = max(1, math.ceil(TOP_SHARE * int(eligible.sum())))
     hits = 0
     obj = res.objective
+    by_group = None
+    if groups is not None and len(rows):
+        g = np.asarray(groups)[rows]
+        codes, g = np.unique(g, return_inverse=True)
+        if len(codes) < len(rows):
+            member = np.argsort(g, kind="stable")  # rows by group
+            by_group = (g, rows[member], len(codes))
+
+    def draw() -> np.ndarray:
+        if by_group is None:
+            return rows[rng.integers(0, len(rows), len(rows))]
+        g, ordered, n_groups = by_group
+        times = np.bincount(rng.integers(0, n_groups, n_groups), minlength=n_groups)
+        return np.repeat(ordered, times[np.sort(g)])  # every member of a drawn group, as often as it was drawn
+
     for _ in range(resamples):  # one resample at a time: each is a vectorized pass over candidates
-        v = res.objective_values(part, budget, rows[rng.integers(0, len(rows), len(rows))])
+        v = res.objective_values(part, budget, draw())
         v = np.where(np.isnan(v) | ~eligible, np.inf if obj.lower_is_better else -np.inf, v)
         better = (v < v[index]) if obj.lower_is_better else (v > v[index])
         hits += int(better.sum() < top)
@@ -394,6 +431,8 @@ class _Job:
     start: MemoryParams | None
     calibration: bool
     promotion: Promotion
+    #: group index per subject of each part (people who share sessions: one group), set by _search
+    groups: dict[str, np.ndarray] = field(default_factory=dict)
 
     @property
     def tuning_part(self) -> str:
@@ -430,7 +469,7 @@ def _tune(log: Any, out: Path | None, search: Search | None, objective: Objectiv
         rec.restarts = runs
         apply_agreement(rec, runs, current if current is not None else res.params[0])
     result = TuneResult(res, recs, search, compute, baseline_rows(job.base)[0], current, start, None,
-                        time.perf_counter() - t0, promotion=job.promotion, restarts=runs)
+                        time.perf_counter() - t0, promotion=job.promotion, restarts=runs, groups=job.groups)
     if out is not None:
         result.out = write_tune_run(result, P, out)
     result.seconds = time.perf_counter() - t0
@@ -452,9 +491,13 @@ def _search(job: _Job, search: Search) -> tuple[SweepResult, np.ndarray | None]:
     candidates = _search_points(search, base) + extra
     res = sweep(P, candidates, base=base, schedule=job.schedule, objective=objective, holdout=holdout,
                 compute=job.compute, calibration=job.calibration)
-    tuning_part = job.tuning_part
-    n_subj = len(res.subjects[tuning_part])
-    folds = subject_folds(n_subj, holdout.folds, holdout.seed) if holdout.mode == "subjects" else None
+    tuning_part, eval_part = job.tuning_part, job.eval_part
+    # people who share sessions are one group: folds and resamples keep them together
+    if not job.groups:
+        job.groups[tuning_part] = subject_groups(P, res.subjects[tuning_part], holdout.group_by)
+        job.groups[eval_part] = job.groups[tuning_part] if eval_part == tuning_part else subject_groups(
+            holdout.log if holdout.mode == "log" else P, res.subjects[eval_part], holdout.group_by)
+    folds = holdout.group_folds(job.groups[tuning_part]) if holdout.mode == "subjects" else None
 
     # refinement: around the best candidates of every selection set (all tuning data, and each fold's)
     if search.method == "random" and search.refine:
@@ -543,7 +586,7 @@ def _judge(job: _Job, res: SweepResult, folds: np.ndarray | None, search: Search
              for k in objective.budgets]
         res = fill_calibration(res, shown, job.P)
     return res, {k: _recommend(res, k, job.tuning_part, job.eval_part, folds, i_base, i_def, i_cur, job.current,
-                               search, job.holdout, i_start, job.promotion.min_effect, chosen.get(k))
+                               search, job.holdout, i_start, job.promotion.min_effect, chosen.get(k), job.groups)
                  for k in objective.budgets}
 
 
@@ -557,7 +600,8 @@ def _concat(a: SweepResult, b: SweepResult) -> SweepResult:
 def _recommend(res: SweepResult, k: int, tuning_part: str, eval_part: str, folds: np.ndarray | None, i_base: int,
                i_def: int, i_cur: int | None, current: MemoryParams | None, search: Search, holdout: Holdout,
                i_start: int | None = None, min_effect: float = 0.0,
-               chosen: tuple[int, int, list[int]] | None = None) -> Recommendation:
+               chosen: tuple[int, int, list[int]] | None = None,
+               groups: Mapping[str, np.ndarray] | None = None) -> Recommendation:
     obj = res.objective
     kk = k if obj.per_budget else None
     best = candidate = res.best(tuning_part, kk)
@@ -579,14 +623,16 @@ def _recommend(res: SweepResult, k: int, tuning_part: str, eval_part: str, folds
             fold_choices = []
             rec_rows = ctx[best]
         seed = holdout.seed + 1000 * k
+        g_eval = None if not groups else groups[eval_part]
 
         def versus(other: np.ndarray, a: np.ndarray = rec_rows) -> Comparison:
-            return bootstrap_difference(a, other, metric, resamples=holdout.bootstrap, seed=seed)
+            return bootstrap_difference(a, other, metric, resamples=holdout.bootstrap, seed=seed, groups=g_eval)
 
         vs_base = versus(ctx[i_base])
         vs_def = versus(ctx[i_def])
         vs_cur = None if i_cur is None else versus(ctx[i_cur])
-        stability = selection_stability(res, tuning_part, k, candidate, resamples=holdout.bootstrap, seed=seed + 1)
+        stability = selection_stability(res, tuning_part, k, candidate, resamples=holdout.bootstrap, seed=seed + 1,
+                                        groups=None if not groups else groups[tuning_part])
         columns = {"recommended": rec_rows, "baseline": ctx[i_base], "seed defaults": ctx[i_def]}
         if i_cur is not None:
             columns["current"] = ctx[i_cur]
@@ -616,6 +662,14 @@ def _recommend(res: SweepResult, k: int, tuning_part: str, eval_part: str, folds
     label = f"{metric}@{k}" if obj.per_budget else obj.name
     keep, decision = decide(vs_base, obj.lower_is_better, vs_cur, same_as_baseline=best == i_base, objective=label,
                             min_effect=min_effect, references=vs_refs)
+    scored = vs_base.groups
+    if obj.per_budget and scored is not None and scored < holdout.min_groups:
+        if keep == "recommended":
+            keep = "current" if vs_cur is not None else "baseline"
+        decision = (f"Not promoted: too few to decide — {scored} held-out groups of people (people who share "
+                    f"sessions are one group), fewer than the {holdout.min_groups} a decision needs (min_groups); "
+                    f"the {'current parameters' if keep == 'current' else 'baseline'} stay. What the intervals alone "
+                    f"would say on so few: {decision}")
     if not obj.per_budget:
         keep, decision = "baseline", (f"Not promoted: objective {obj.name} has no per-subject sums, so no interval; "
                                       f"held-out {obj.name} {vs_base.a:.4g} against {vs_base.b:.4g} for the baseline. "
