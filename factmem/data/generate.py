@@ -220,10 +220,26 @@ class _Generator:
         c = cs - cs[first]
         start = c + np.maximum.accumulate(start - c + sp * _BIG) - sp * _BIG
         keep = start + dur <= self.T
-        self.s_p, self.s_start, self.s_dur = sp[keep], start[keep], dur[keep]
+        sp, start, dur = sp[keep], start[keep], dur[keep]
+        if s.shared_by == 2:
+            sp, start, dur = self._pair_sessions(sp, start, dur)
+        self.s_p, self.s_start, self.s_dur = sp, start, dur
         self.s_end = self.s_start + self.s_dur
         self.key_start = self.s_p * _BIG + self.s_start
         self.key_end = self.s_p * _BIG + self.s_end
+
+    def _pair_sessions(self, sp: np.ndarray, start: np.ndarray, dur: np.ndarray
+                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Conversations of two: persona 2i+1 talks in persona 2i's sessions (its own drawn ones are
+        dropped); an unpaired last persona keeps its own. Sorted by (persona, start), as before."""
+        P = self.sc.personas
+        partner = (sp % 2 == 1) & (sp < P - (P % 2))  # sessions of a second of a pair: replaced
+        lead = (sp % 2 == 0) & (sp + 1 < P)  # sessions of a first of a pair: shared
+        sp = np.concatenate([sp[~partner], sp[lead] + 1])
+        start = np.concatenate([start[~partner], start[lead]])
+        dur = np.concatenate([dur[~partner], dur[lead]])
+        order = np.lexsort((start, sp))
+        return sp[order], start[order], dur[order]
 
     def _window(self, p: np.ndarray, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Sessions of persona p starting at or after a and ending before b: [lo, hi)."""
@@ -463,6 +479,11 @@ class _Generator:
         line_of = np.empty(len(m_sess), dtype=np.int64)
         line_of[line_order] = np.arange(len(m_sess))
         session_ids = numbered_ids("s", S)[chrono]
+        if sc.sessions.shared_by == 2:  # a pair's two copies of a session are one conversation: one id
+            conv, conv_of = np.unique(np.stack([self.s_p // 2, self.s_start]), axis=1, return_inverse=True)
+            conv_chrono = np.empty(conv.shape[1], dtype=np.int64)
+            conv_chrono[np.lexsort((conv[0], conv[1]))] = np.arange(conv.shape[1])
+            session_ids = numbered_ids("s", conv.shape[1])[conv_chrono[conv_of.ravel()]]
         message_ids = numbered_ids("m", len(m_sess))[line_of]
         item_msg = m_off[it["sess"]] + slot * mult
         # -- text ---------------------------------------------------------------------------------

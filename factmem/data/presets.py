@@ -296,6 +296,27 @@ def _scale(preds: dict, kind: str, key: str, factor: float, **only: Any) -> dict
     }
 
 
+def _conversation(cat: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The ``conversation`` preset's overrides: 20 people in 10 pairs (one group each) over eight
+    months; a pair talks every ~8 days on average (median gap ~6 days, no bursts); a lasting fact comes
+    up again in a session with a twelfth of its default salience (a few dozen repeated mentions of
+    lasting facts in the whole log: the gain has little to act on); episodes come three times as often,
+    are re-mentioned a sixth as often and stay relevant eight times as long (weeks: what a later session
+    asks about), so they are most of what is needed; two remarks said in passing per session (true,
+    never needed)."""
+    lasting = {n: {"salience": p["salience"] / 12} for n, p in cat.items()
+               if p["kind"] != "episodic" and not p.get("irrelevant")}
+    episodes = {n: {"rate_per_year": p["rate_per_year"] * 3, "relevance_days": p["relevance_days"] * 8,
+                    "salience": p["salience"] / 6}
+                for n, p in cat.items() if p["kind"] == "episodic" and not p.get("irrelevant")}
+    return {"days": 240, "personas": 20,
+            "sessions": {"rate_per_day": 0.115, "rate_spread": 0.3, "weekend_factor": 1.0, "bursts_per_year": 0.0,
+                         "absences_per_year": 0.5, "absence_days": 14.0, "shared_by": 2},
+            "messages": {"facts_per_message": 2},
+            "noise": {"irrelevant_per_session": 2.0},
+            "predicates": {**lasting, **episodes}}
+
+
 def _preset_dicts() -> dict[str, tuple[str, dict[str, Any]]]:
     cat = default_catalogue()
     return {
@@ -335,6 +356,11 @@ def _preset_dicts() -> dict[str, tuple[str, dict[str, Any]]]:
                        "messages": {"assistant_replies": False, "facts_per_message": 3},
                        "noise": {"extraction_rate": 0.1},
                        "predicates": churn_catalogue()}),
+        "conversation": ("the structure of real multi-session conversations: pairs of people talking in the same "
+                         "sessions about a week apart, lasting facts rarely said twice, episodes that stay relevant "
+                         "for weeks and are most of what is needed, and much said in passing that is never needed "
+                         "again: stresses decisions (references, groups) on data where the seed's numbers are weak",
+                         _conversation(cat)),
         "large": (">= 1M mentions for benchmarks (not committed; generate on demand)",
                   {"days": 365, "personas": 900, "sessions": {"rate_per_day": 2.0},
                    "messages": {"assistant_replies": False}}),

@@ -91,9 +91,21 @@ def _build(cls, path: str, data: Mapping[str, Any], checks: Mapping[str, Any]):
     return cls(**kwargs)
 
 
+def _people_per_session(path: str, value: Any) -> int:
+    if isinstance(value, bool) or value not in (1, 2):
+        raise ScenarioError(f"{path} must be 1 (sessions of one's own) or 2 (pairs share sessions), got {value!r}")
+    return int(value)
+
+
 @dataclass(frozen=True)
 class Sessions:
-    """When personas talk: a per-day Poisson rate shaped by weekday, hour, bursts and absences."""
+    """When personas talk: a per-day Poisson rate shaped by weekday, hour, bursts and absences.
+
+    ``shared_by`` 2: conversations of two — personas pair up in name order (the first with the second,
+    the third with the fourth, ...) and each pair talks in the same sessions (the first's schedule;
+    one session id, both people's facts mentioned in it); an odd one out talks alone. Default 1:
+    everyone has sessions of their own (left out of the plain-dict form, so older scenario files stay
+    byte-identical)."""
 
     rate_per_day: float = 1.0  # mean sessions per persona-day (before the factors below)
     rate_spread: float = 0.5  # lognormal sigma of the per-persona rate (mean kept)
@@ -109,6 +121,13 @@ class Sessions:
     burst_factor: float = 3.0  # rate multiplier inside a burst
     absences_per_year: float = 1.0  # long absences (no sessions) per persona-year
     absence_days: float = 10.0  # mean absence length
+    shared_by: int = 1  # people per conversation: 1 (sessions of one's own) or 2 (pairs share sessions)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = {k: (list(v) if isinstance(v, tuple) else v) for k, v in dataclasses.asdict(self).items()}
+        if d["shared_by"] == 1:  # absent = 1: older scenario files stay byte-identical
+            del d["shared_by"]
+        return d
 
     @staticmethod
     def from_dict(data: Mapping[str, Any], path: str = "sessions") -> Sessions:
@@ -127,6 +146,7 @@ class Sessions:
             "duration_minutes": lambda p, v: _num(p, v, 1.0, 24 * 60), "min_gap_minutes": pos,
             "bursts_per_year": pos, "burst_days": lambda p, v: _num(p, v, 0.0, 365.0),
             "burst_factor": pos, "absences_per_year": pos, "absence_days": lambda p, v: _num(p, v, 0.0, 3650.0),
+            "shared_by": _people_per_session,
         }
         return _build(Sessions, path, data, checks)
 
@@ -401,7 +421,7 @@ class Scenario:
             "days": self.days,
             "personas": self.personas,
             "multi_valued_predicates": list(self.multi_valued_predicates),
-            "sessions": {k: (list(v) if isinstance(v, tuple) else v) for k, v in dataclasses.asdict(self.sessions).items()},
+            "sessions": self.sessions.to_dict(),
             "messages": {k: (list(v) if isinstance(v, tuple) else v) for k, v in dataclasses.asdict(self.messages).items()},
             "noise": self.noise.to_dict(),
             "predicates": {p.name: p.to_dict() for p in self.predicates},
