@@ -112,7 +112,7 @@ def test_two_people_of_one_conversation_are_never_on_both_sides():
                holdout=Holdout(folds=3, bootstrap=100, seed=2, group_by=pairs))
     rec = res.primary
     assert rec.versus_baseline.groups == 6 and rec.versus_baseline.subjects == 12
-    assert not rec.promoted and rec.decision.startswith("Too few to decide: 6 held-out groups")
+    assert not rec.promoted and rec.decision.startswith("Not promoted: too few to decide — 6 held-out groups")
     folds = Holdout(folds=3, seed=2).group_folds(subject_groups(ds, people, pairs))
     assert all(folds[2 * i] == folds[2 * i + 1] for i in range(6))
     stab = selection_stability(res.sweep, "all", 10, rec.index, resamples=50, seed=1,
