@@ -26,6 +26,7 @@ import pandas as pd
 from factmem.core.params import MemoryParams
 from factmem.evaluation.charges import CHARGE_KINDS, CHARGE_LABELS
 from factmem.evaluation.context import ContextEvaluator
+from factmem.evaluation.groups import describe_group_by
 from factmem.evaluation.simulate import PreparedLog, kernel_beliefs, simulate
 from factmem.tuning.decision import below_empty, comparison_lines, restart_lines
 from factmem.tuning.identification import identification_lines
@@ -332,8 +333,10 @@ def render_report(result: TuneResult, P: PreparedLog, figs: dict[str, Path], cal
     needed = obj.needed or ("truth" if len(ds.truth) else "next-session")
     needed_text = ("true and relevant then, and mentioned since it became true" if needed == "truth"
                    else "mentioned in that session (no ground truth used)")
-    how = {"subjects": f"{ho.folds}-fold cross-fitting over subjects: each person is scored by the choice made on "
-                       "the other folds (no memory is shared between people)",
+    how = {"subjects": f"{ho.folds}-fold cross-fitting over groups of people (people who share sessions are one "
+                       "group" + ("" if ho.group_by is None else f", here by {describe_group_by(ho.group_by)}")
+                       + "): each person is scored by the choice made on the other folds, so no one's number "
+                       "comes from a choice made on their own conversations",
            "time": f"chosen on session starts before {_date(res.split_at or 0)}, judged after",
            "log": f"chosen on this log, judged on another (`{getattr(ho.log, 'dataset', None) and ho.log.dataset.path}`)"
            }[ho.mode]
