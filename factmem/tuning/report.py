@@ -158,8 +158,8 @@ def write_tune_run(result: TuneResult, P: PreparedLog, out: Path) -> Path:
         fig = plots.pareto(tab.rename(columns={px: "charge per context", py: "recall@k"}),
                            x="charge per context", y="recall@k",
                            highlight={"recommended": primary.index, "baseline": 0},
-                           title=f"Every candidate: the charge ({obj.costs}) against needed facts in a context of "
-                                 f"{primary.budget}")
+                           title=f"Every candidate: the charge against needed facts in a context of {primary.budget}"
+                                 f"\n(costs {obj.costs})")
         figs["pareto"] = plots.save(fig, out / "pareto.png")
 
     # the recommendation and the baseline replayed through a FactStore, for figures and inspection
