@@ -83,3 +83,14 @@ def test_a_one_line_rule_is_found_or_beaten_on_held_out_people(conversation):
     folds = Holdout(folds=3, seed=0).group_folds(subject_groups(ds, res.sweep.subjects["all"]))
     pairs = subject_groups(ds, res.sweep.subjects["all"])
     assert all(len(set(folds[pairs == g])) == 1 for g in range(10))
+
+
+def test_the_empty_memory_is_never_promoted(conversation):
+    """`tune --search grid --param threshold=0.98` (nothing ever reaches the context) on the
+    conversation preset: not promoted at any budget."""
+    res = tune(conversation, write=False, search=Search(space={"threshold": [0.98]}, method="grid"),
+               objective=Objective(budgets=(20, 10, 5)), holdout=Holdout(folds=3, bootstrap=200, seed=0),
+               compute=Compute(workers=0, progress=False))
+    for k, rec in res.recommendations.items():
+        assert not rec.promoted and rec.keep == "baseline", (k, rec.decision)
+        assert rec.versus_baseline.groups == 10
