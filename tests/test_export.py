@@ -348,7 +348,7 @@ def test_rust_module_compiles_and_its_tests_pass_standalone(tmp_path):
     rs = tmp_path / "memory_params.rs"
     assert main(["export", str(src), "--format", "rust", "--out", str(rs), "-q"]) == 0
     code, out = run_rust_tests(rs, tmp_path)
-    assert code == 0 and "test result: ok. 3 passed" in out, out
+    assert code == 0 and "test result: ok. 4 passed" in out, out
     # the others in one crate: each module under its own name, plus a --no-enum module using a crate's own enum
     mods = []
     for i, d in enumerate(docs):
@@ -366,7 +366,58 @@ mod fact {{
 }}
 """)
     code, out = run_rust_tests(crate, tmp_path)
-    assert code == 0 and f"test result: ok. {3 * (len(docs) + 1)} passed" in out, out
+    assert code == 0 and f"test result: ok. {4 * (len(docs) + 1)} passed" in out, out
+
+
+@needs_rustc
+def test_rust_module_is_included_into_a_binary_crate_without_warnings(tmp_path):
+    """`include!` works (no inner doc comments or attributes) and a binary crate using a few items
+    compiles with -D warnings: standalone (with the enum) and inside a module of a crate with its own
+    enum (--no-enum); the program's context, schedule and kinds are factmem's."""
+    p = MemoryParams(decay_rate_by_predicate={"works_on": 0.01}, reinforce_base="effective", retrieval_threshold=0.3)
+    (tmp_path / "with_enum.rs").write_text(render_rust(p))
+    (tmp_path / "no_enum.rs").write_text(render_rust(p, with_enum=False, enum_path="crate::FactKind"))
+    assert "//!" not in (tmp_path / "with_enum.rs").read_text()
+    main_a = tmp_path / "a.rs"
+    main_a.write_text('''include!("with_enum.rs");
+fn main() {
+    let kind: FactKind = "episodic".parse().unwrap();
+    let facts = vec![
+        ContextFact { id: 1, predicate: "likes".into(), object: "tea".into(), confidence: 0.5, decay_rate: 0.0,
+                      first_seen: 0, last_reinforced: 0 },
+        ContextFact { id: 2, predicate: "likes".into(), object: "go".into(), confidence: 0.5, decay_rate: 0.0,
+                      first_seen: 0, last_reinforced: 10 },
+        ContextFact { id: 3, predicate: "uses".into(), object: "vim".into(), confidence: 0.29, decay_rate: 0.0,
+                      first_seen: 0, last_reinforced: 20 },
+    ];
+    let ids: Vec<i64> = rank_context(facts, 5, 86_400).iter().map(|(f, _)| f.id).collect();
+    println!("{} {:?} {} {} {}", kind.as_str(), ids, next_consolidation(1_704_067_201), MAX_FACTS + 1,
+             PARAMS_FINGERPRINT);
+}
+''')
+    main_b = tmp_path / "b.rs"
+    main_b.write_text('''#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FactKind { Explicit, UserPreference, Episodic, Derived }
+mod memory_params { include!("no_enum.rs"); }
+fn main() {
+    let now: i64 = 86_400;
+    let c = memory_params::reinforce(FactKind::Episodic.initial_confidence(), FactKind::Episodic.decay_rate_for("works_on"), 0, now);
+    println!("{} {}", c > 0.0, memory_params::CONSOLIDATE_EVERY_SECONDS);
+}
+''')
+    for src in (main_a, main_b):
+        exe = tmp_path / (src.stem + "_bin")
+        build = subprocess.run([RUSTC, "--edition", "2021", "-D", "warnings", str(src), "-o", str(exe)],
+                               capture_output=True, text=True, timeout=180, cwd=tmp_path)
+        assert build.returncode == 0, build.stderr
+        assert "warning" not in build.stderr, build.stderr
+        run = subprocess.run([str(exe)], capture_output=True, text=True, timeout=60)
+        assert run.returncode == 0, run.stderr
+        if src is main_a:
+            assert run.stdout.split() == ["episodic", "[2,", "1]", str(1_704_067_200 + 86_400), "3",
+                                          params_fingerprint(p)]
+        else:
+            assert run.stdout.split() == ["true", "86400"]
 
 
 @needs_rustc
@@ -381,8 +432,8 @@ def test_rust_bit_assertions_can_fail(tmp_path):
 
 
 def test_rust_rejects_what_rust_cannot_hold(tmp_path):
-    with pytest.raises(ExportError, match="max_facts = 4294967296"):
-        render_rust(MemoryParams(max_facts=2**32))
+    with pytest.raises(ExportError, match="max_facts = 9223372036854775808 does not fit the Rust type i64"):
+        render_rust(MemoryParams(max_facts=2**63))
     with pytest.raises(ValueError, match="enum_path"):
         render_rust(MemoryParams(), with_enum=False, enum_path="crate::fact::FactKind; fn x()")
     text = render_rust(MemoryParams(), with_enum=False, enum_path="crate::fact::FactKind")

@@ -109,6 +109,9 @@ def add_export_db(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("db", metavar="DB", help="store file (DuckDB), e.g. memory.duckdb")
     p.add_argument("--out", required=True, metavar="FILE", help="SQLite file to write, e.g. prod.sqlite")
+    p.add_argument("--consolidate-every", type=float, default=24.0, metavar="HOURS",
+                   help="the consolidation period the memory was built with, recorded in factmem_meta (default 24: "
+                        "daily at midnight UTC)")
     p.add_argument("--force", action="store_true", help="replace --out if it exists")
     output_args(p)
     p.set_defaults(func=_run_export_db)
@@ -118,7 +121,12 @@ def _run_export_db(args: argparse.Namespace) -> int:
     from factmem.export.sqlite import export_db
 
     say = Output(args)
-    result = export_db(args.db, args.out, overwrite=args.force, progress=False if say.quiet else None)
+    seconds = args.consolidate_every * 3600
+    if not seconds >= 1 or seconds != round(seconds):
+        raise InputError(f"--consolidate-every {args.consolidate_every!r}: a positive number of hours that is a whole "
+                         "number of seconds")
+    result = export_db(args.db, args.out, overwrite=args.force, progress=False if say.quiet else None,
+                       consolidate_every_seconds=int(round(seconds)))
     say.say(str(result))
     return say.result(result, [args.out])
 

@@ -9,10 +9,10 @@ per-group minima, lexicographic ranks, and cutting grouped rows into blocks.
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import pandas as pd
+
+from factmem.core.context_rule import lexicographic_rank
 
 __all__ = ["cover_count", "member", "group_min", "lexicographic_rank", "blocks"]
 
@@ -40,15 +40,6 @@ def group_min(group: np.ndarray, value: np.ndarray) -> np.ndarray:
     out = np.full(len(uniq), np.iinfo(np.int64).max, np.int64)
     np.minimum.at(out, codes, value)
     return out[codes]
-
-
-def lexicographic_rank(predicates: Any, objects: Any) -> np.ndarray:
-    """Rank of each (predicate, object) pair in lexicographic order (equal pairs share a rank)."""
-    frame = pd.DataFrame({"p": np.asarray(predicates, dtype=object), "o": np.asarray(objects, dtype=object)})
-    order = np.lexsort((frame["o"].to_numpy(str), frame["p"].to_numpy(str)))
-    rank = np.empty(len(frame), np.int64)
-    rank[order] = np.arange(len(frame))
-    return rank
 
 
 def blocks(group: np.ndarray, cnt: np.ndarray, size: int) -> list[tuple[int, int]]:

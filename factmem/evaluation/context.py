@@ -14,7 +14,9 @@ session's own mentions are not in it yet. A log with many sessions may be sample
 belief states (see :mod:`factmem.evaluation.metrics`) with effective confidence at ``t`` at least
 ``max(archive_threshold, retrieval_threshold)``, ranked by effective confidence (higher first), ties
 broken by later ``last_reinforced``, then later ``first_seen``, then (predicate, object) in
-lexicographic order; the first ``k`` of them.
+lexicographic order; the first ``k`` of them — the rule of :mod:`factmem.evaluation.context_rule`,
+which ``FactStore.context`` and the Rust export apply too. :meth:`ContextEvaluator.contexts` lists
+the contexts themselves.
 
 **Needed** facts at ``e`` — two definitions:
 
@@ -63,7 +65,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from factmem.core.codes import OPEN, SECONDS_PER_DAY, EndReason
+from factmem.core.codes import OPEN, EndReason
+from factmem.core.context_rule import context_order, context_tie_keys, effective_at, ranks_within
 from factmem.core.params import MemoryParams
 from factmem.errors import InputError
 from factmem.evaluation.arrays import blocks, cover_count, group_min, lexicographic_rank, member
@@ -340,9 +343,11 @@ class ContextEvaluator:
 
     # -- scoring ----------------------------------------------------------------------------------
 
-    def score(self, beliefs: pd.DataFrame | dict, params: MemoryParams, *, curve: bool = False) -> ContextScores:
+    def score(self, beliefs: pd.DataFrame | dict, params: MemoryParams, *, curve: bool = False,
+              collect: list | None = None) -> ContextScores:
         """Score one parameter set's belief states (columns triple, kind, start, end, reason,
-        confidence, rate, fact).
+        confidence, rate, fact). ``collect``: a list to append the contexts to, as tuples (budget
+        index, point, belief row, effective confidence) of arrays — what :meth:`contexts` reads.
 
         How (the result does not depend on it): the (state, point) pairs are enumerated state by
         state, in a canonical order of the states (subject, triple, start) so that sums do not depend
@@ -405,20 +410,22 @@ class ContextEvaluator:
             pe = np.repeat(lo[a:z] - offs - p0, bcnt) + np.arange(total)  # local point of each pair
             pb = np.repeat(np.arange(a, z), bcnt)  # its state
             t = self._v_t[p0:p1][pe]
-            eff = np.repeat(cf[a:z], bcnt) * np.exp(
-                -np.repeat(rt[a:z], bcnt) * np.maximum(0.0, (t - np.repeat(st[a:z], bcnt)) / SECONDS_PER_DAY))
+            eff = effective_at(np.repeat(cf[a:z], bcnt), np.repeat(rt[a:z], bcnt), np.repeat(st[a:z], bcnt), t)
             believed = eff >= thr
             if not believed.all():
                 pe, pb, t, eff = pe[believed], pb[believed], t[believed], eff[believed]
 
             def tie_keys(idx: np.ndarray, pb=pb) -> tuple[np.ndarray, ...]:
                 s = pb[idx]
-                return self._po_rank[tr[s]], -first_seen()[s], -st[s]
+                return context_tie_keys(self._po_rank[tr[s]], first_seen()[s], st[s])
 
             masks = top_k_masks(pe, eff, ks, p1 - p0, tie_keys, floor=thr)
             widest = masks[int(np.argmax(ks))]
             pe, pb, t, eff = pe[widest], pb[widest], t[widest], eff[widest]
             masks = [m[widest] for m in masks]
+            if collect is not None:  # the contexts themselves: (scored point, belief row) of each budget
+                for bi in range(n_b):
+                    collect.append((bi, self._v_index[pe[masks[bi]] + p0], sel[pb[masks[bi]]], eff[masks[bi]]))
             needed, code, true_now = self._pair_flags(pe + p0, pb, tr, t, states, params)
             pc = np.clip(eff, _EPS, 1 - _EPS)
             ll = np.empty(len(pc))  # -(y log p + (1 - y) log(1 - p)), each log only where it is used
@@ -436,12 +443,9 @@ class ContextEvaluator:
             if per_rank is not None:
                 m = masks[-1]
                 ipe, ipb, ieff = pe[m], pb[m], eff[m]
-                rank_order = np.lexsort((self._po_rank[tr[ipb]], -first_seen()[ipb], -st[ipb], -ieff, ipe))
+                rank_order = context_order(ipe, ieff, st[ipb], first_seen()[ipb], self._po_rank[tr[ipb]])
                 grp = ipe[rank_order]
-                first = np.ones(len(grp), bool)
-                first[1:] = grp[1:] != grp[:-1]
-                pos = np.arange(len(grp))
-                rank = pos - np.maximum.accumulate(np.where(first, pos, 0))
+                rank = ranks_within(grp)
                 vp = self._v_index[grp + p0]
                 gain = (needed[m][rank_order].astype(np.float64) - self._code_cost[code[m][rank_order]]) \
                     / np.maximum(1.0, N[grp + p0])
@@ -468,6 +472,35 @@ class ContextEvaluator:
                 sums[:, :, bi, FIELD_INDEX[name]] = np.bincount(cell, weights=v, minlength=npts_cells).reshape(n_parts, n_subj)
         curve_arr = np.cumsum(per_rank, axis=2) if per_rank is not None else None
         return ContextScores(self.budgets, self.parts, self.subjects, sums, curve_arr)
+
+    def contexts(self, beliefs: pd.DataFrame | dict, params: MemoryParams, budget: int | None = None) -> pd.DataFrame:
+        """The contexts the metrics score, at every scored point: one row per (point, fact in its
+        context of ``budget`` facts — default the first budget), with ``point`` (row of
+        :attr:`points`), ``session``, ``subject`` (name), ``t``, ``row`` (of ``beliefs``), ``triple``,
+        ``effective_confidence`` and ``rank`` (0 first, in the order of
+        :mod:`factmem.evaluation.context_rule`). Sorted by point and rank."""
+        k = self.budgets[0] if budget is None else int(budget)
+        if k not in self.budgets:
+            raise InputError(f"budget {k} is not one of this evaluator's budgets {list(self.budgets)}")
+        got: list = []
+        self.score(beliefs, params, collect=got)
+        bi = self.budgets.index(k)
+        parts = [g for g in got if g[0] == bi]
+        point = np.concatenate([g[1] for g in parts]) if parts else np.zeros(0, np.int64)
+        row = np.concatenate([g[2] for g in parts]) if parts else np.zeros(0, np.int64)
+        eff = np.concatenate([g[3] for g in parts]) if parts else np.zeros(0)
+        triple = np.asarray(beliefs["triple"]).astype(np.int64)[row]
+        start = np.asarray(beliefs["start"]).astype(np.int64)[row]
+        fact = np.asarray(beliefs["fact"]).astype(np.int64)
+        first_seen = group_min(fact, np.asarray(beliefs["start"]).astype(np.int64))[row]
+        order = context_order(point, eff, start, first_seen, self._po_rank[triple])
+        point, row, eff, triple = point[order], row[order], eff[order], triple[order]
+        pts = self.points
+        return pd.DataFrame({
+            "point": point, "session": pts["session"].to_numpy()[point],
+            "subject": np.asarray(self.subjects, dtype=object)[pts["subject"].to_numpy()[point]],
+            "t": pts["t"].to_numpy()[point], "row": row, "triple": triple, "effective_confidence": eff,
+            "rank": ranks_within(point)})
 
     def _state_flags(self, tr: np.ndarray, lo: np.ndarray, cnt: np.ndarray, params: MemoryParams):
         """With truth: each state's flags at its first scored point, and whether they may change over

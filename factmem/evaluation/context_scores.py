@@ -11,7 +11,7 @@ from typing import Literal, get_args
 
 import numpy as np
 
-from factmem.core.params import MemoryParams
+from factmem.core.context_rule import context_threshold
 
 __all__ = ["Needed", "NEEDED_MODES", "FIELDS", "FIELD_INDEX", "ContextScores", "context_threshold"]
 
@@ -38,12 +38,6 @@ FIELDS: tuple[str, ...] = (
     "scored",      # number of context facts in log_loss
 )
 FIELD_INDEX = {name: i for i, name in enumerate(FIELDS)}
-
-
-def context_threshold(params: MemoryParams) -> float:
-    """The effective confidence a fact needs to enter a context: what the memory keeps (archive
-    threshold) and what counts as believed (retrieval threshold), whichever is stricter."""
-    return max(params.archive_threshold, params.retrieval_threshold)
 
 
 @dataclass

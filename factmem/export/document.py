@@ -2,7 +2,7 @@
 with their provenance; loading with strict validation; and the diff a reviewer reads before a promotion.
 
 A document (``schema = "factmem.params/1"``) is the :class:`~factmem.core.params.MemoryParams` plain dict
-plus two keys::
+plus the ``schema`` key, the ``schedule`` table and the ``provenance`` table::
 
     schema = "factmem.params/1"
     reinforce_gain = 0.3
@@ -12,6 +12,9 @@ plus two keys::
     ...
     [decay_rate_by_predicate]             # only when some predicate has its own rate
     works_on = 0.0103
+    [schedule]                            # the consolidation schedule the values were tuned with
+    consolidate_every_seconds = 86400     # (factmem.core.schedule; absent in older files: daily)
+    anchor = "1970-01-01T00:00:00Z"       # at multiples of the period since the epoch: midnight UTC
     [provenance]
     run_id = "2026-05-01T12-00-00"
     dataset_sha256 = "9f86d0…"            # 64 hex digits (Dataset.sha256)
@@ -78,6 +81,7 @@ import numpy as np
 from factmem import __version__
 from factmem.core.codes import KINDS
 from factmem.core.params import MemoryParams, PerKind, PerPredicate, dumps_toml
+from factmem.core.schedule import CONSOLIDATE_EVERY_SECONDS, CONSOLIDATION_ANCHOR_TEXT, check_period
 from factmem.errors import InputError, ParamsFileError
 from factmem.export.atomic import write_text
 
@@ -158,11 +162,13 @@ class ParamsDocument:
     provenance: dict[str, Any] = field(default_factory=dict)
     schema: str | None = PARAMS_SCHEMA
     source: str | None = None
+    consolidate_every_seconds: int = CONSOLIDATE_EVERY_SECONDS
 
     def __post_init__(self) -> None:
         if not isinstance(self.params, MemoryParams):
             raise InputError(f"params must be MemoryParams, got {type(self.params).__name__}")
         object.__setattr__(self, "provenance", validate_provenance(self.provenance, where="provenance"))
+        check_period(self.consolidate_every_seconds)
 
     @property
     def legacy(self) -> bool:
@@ -179,6 +185,8 @@ class ParamsDocument:
         """The plain-dict form written to files: schema, every parameter, provenance (if any)."""
         out: dict[str, Any] = {"schema": PARAMS_SCHEMA}
         out.update(self.params.to_dict())
+        out["schedule"] = {"consolidate_every_seconds": self.consolidate_every_seconds,
+                           "anchor": CONSOLIDATION_ANCHOR_TEXT}
         if self.provenance:
             prov = {k: (dict(v) if isinstance(v, dict) else v) for k, v in self.provenance.items()}
             if json_safe:
@@ -391,8 +399,29 @@ def _parse_document(data: Any, where: str) -> ParamsDocument:
                if schema.startswith(_SCHEMA_FAMILY) else f"not a factmem params document (expected {PARAMS_SCHEMA!r})")
         raise _err(where, "schema", schema, why)
     prov = validate_provenance(data.pop("provenance", None), where=where)
+    period = _parse_schedule(data.pop("schedule", None), where)
     params = _parse_params(data, where, complete=True)
-    return ParamsDocument(params, prov, schema=schema, source=where)
+    return ParamsDocument(params, prov, schema=schema, source=where, consolidate_every_seconds=period)
+
+
+def _parse_schedule(table: Any, where: str) -> int:
+    """The ``[schedule]`` table: the consolidation period (seconds) and its anchor. Absent (documents
+    written before it): the daily schedule every tuning has assumed."""
+    if table is None:
+        return CONSOLIDATE_EVERY_SECONDS
+    if not isinstance(table, Mapping):
+        raise _err(where, "schedule", table, "expected a table")
+    for key, value in table.items():
+        if key not in ("consolidate_every_seconds", "anchor"):
+            raise _err(where, f"schedule.{key}", value, "unknown key; schedule keys are consolidate_every_seconds, anchor")
+    anchor = table.get("anchor", CONSOLIDATION_ANCHOR_TEXT)
+    if anchor != CONSOLIDATION_ANCHOR_TEXT:
+        raise _err(where, "schedule.anchor", anchor, f"the only supported anchor is {CONSOLIDATION_ANCHOR_TEXT!r} "
+                                                      "(consolidations at multiples of the period since the epoch)")
+    period = table.get("consolidate_every_seconds", CONSOLIDATE_EVERY_SECONDS)
+    if isinstance(period, bool) or not isinstance(period, int) or period <= 0:
+        raise _err(where, "schedule.consolidate_every_seconds", period, "expected a positive whole number of seconds")
+    return _check_int(where, "schedule.consolidate_every_seconds", period)
 
 
 # -- reading and writing --------------------------------------------------------------------------------------
@@ -417,8 +446,11 @@ def stamp_provenance(provenance: Mapping[str, Any] | None) -> dict[str, Any]:
 
 
 def write_params_file(path: str | os.PathLike, params: MemoryParams,
-                      provenance: Mapping[str, Any] | None = None, *, stamp: bool = True) -> Path:
+                      provenance: Mapping[str, Any] | None = None, *, stamp: bool = True,
+                      consolidate_every_seconds: int = CONSOLIDATE_EVERY_SECONDS) -> Path:
     """Write a versioned params document (TOML or JSON by the suffix), atomically.
+    ``consolidate_every_seconds``: the consolidation period the parameters were chosen with (its
+    ``[schedule]`` table).
 
     ``provenance`` keys are :data:`PROVENANCE_KEYS` (all optional); with ``stamp`` (default) the
     ``factmem_version`` and ``created_at`` keys are filled in when absent — pass ``created_at``
@@ -428,7 +460,8 @@ def write_params_file(path: str | os.PathLike, params: MemoryParams,
     path = Path(path)
     fmt = _format_of(path)
     prov = stamp_provenance(provenance) if stamp else dict(provenance or {})
-    doc = ParamsDocument(params, validate_provenance(prov, where=str(path)))
+    doc = ParamsDocument(params, validate_provenance(prov, where=str(path)),
+                         consolidate_every_seconds=consolidate_every_seconds)
     return write_text(path, doc_text(doc, fmt))
 
 

@@ -21,9 +21,32 @@ exports with ``with_enum=False`` (``--no-enum``): the module then starts with ``
 ``decay_rate()``. ``DECAY_RATE_BY_PREDICATE`` lists the same pairs sorted by predicate. The memory
 stores the rate with the fact at insert; reinforcement keeps it.
 
+**What a client needs besides the numbers** (see docs/design.md, "Writing a production client"):
+
+* the **context rule** the tuning scored (:mod:`factmem.core.context_rule`): ``CONTEXT_CANDIDATES_SQL``
+  (the person's active facts, ``?1`` = subject), ``CONTEXT_THRESHOLD`` (``max(ARCHIVE_THRESHOLD,
+  RETRIEVAL_THRESHOLD)``) and the pure ``rank_context(facts, k, now)`` over ``ContextFact`` rows —
+  threshold, order (effective confidence, later ``last_reinforced``, later ``first_seen``,
+  (predicate, object), then id) and budget, with no database dependency;
+* the **schedule** (:mod:`factmem.core.schedule`): ``CONSOLIDATE_EVERY_SECONDS`` at multiples since
+  ``CONSOLIDATION_ANCHOR`` (midnight UTC), ``next_consolidation(after)``, and ``archive_due`` (the
+  consolidate pass's test);
+* ``effective_confidence(confidence, decay_rate, last_reinforced, now)`` (timestamps are Unix
+  **seconds**, ``i64``; ``SECONDS_PER_DAY``), ``reinforce(...)`` applying ``REINFORCE_BASE``. The
+  same float operations as factmem, except that ``f64::exp`` is the C library's and factmem's is
+  numpy's vectorized one: the two may differ by one ulp (measured: 4.7% of 200,000 exponents in
+  [-30, 0], never more than one ulp; equal inputs still give equal outputs, so ties stay ties);
+* ``FactKind::from_str`` / ``as_str`` (and ``FromStr``) when the enum is emitted.
+
+**Usable as a crate author uses it**: the file has no inner attributes or ``//!`` comments (the
+provenance is the outer doc comment of ``PARAMS_FINGERPRINT``), so ``include!("memory_params.rs")``
+works as well as ``#[path] mod``; every item carries ``#[allow(dead_code)]``, so a binary crate that
+uses a few of them compiles with ``-D warnings``.
+
 Floats are printed from Python's shortest round-tripping ``repr`` as valid Rust ``f64`` literals
-(``1.0``, ``5e-324`` → ``5.0e-324``), strings escaped for Rust. Integers are ``u32`` (an error
-naming the parameter if one does not fit). The output is a pure function of the document.
+(``1.0``, ``5e-324`` → ``5.0e-324``), strings escaped for Rust. Integers are ``i64``, SQLite's
+integer type (an error naming the parameter if one does not fit). The output is a pure function of
+the document.
 """
 
 from __future__ import annotations
@@ -36,16 +59,25 @@ import unicodedata
 from collections.abc import Sequence
 from typing import Any
 
-from factmem.core.codes import KINDS, LINK_SCOPES, REINFORCE_BASES
+from factmem.core.codes import KINDS, LINK_SCOPES, REINFORCE_BASES, SECONDS_PER_DAY
+from factmem.core.context_rule import context_threshold, effective_at
 from factmem.core.decay import reinforce
 from factmem.core.params import MemoryParams
+from factmem.core.schedule import CONSOLIDATION_ANCHOR, CONSOLIDATION_ANCHOR_TEXT, check_period
 from factmem.errors import ExportError, InputError
 from factmem.export.atomic import write_text
 from factmem.export.document import FIELD_TYPES, PARAMS_SCHEMA, ParamsDocument, as_document, params_fingerprint
 
-__all__ = ["RUST_CONSTS", "rust_f64", "f64_bits", "rust_str", "render_rust", "write_rust"]
+__all__ = ["RUST_CONSTS", "CONTEXT_CANDIDATES_SQL", "rust_f64", "f64_bits", "rust_str", "render_rust",
+           "write_rust"]
 
-_U32_MAX = 2**32 - 1
+_I64 = (-(2**63), 2**63 - 1)
+#: The query a client runs for a person's context candidates (``?1``: the subject): its active facts,
+#: with the columns ``rank_context`` reads. The threshold and order are applied in Rust, with the same
+#: float operations as factmem (SQLite's ``exp`` is optional and need not round alike).
+CONTEXT_CANDIDATES_SQL = ("SELECT id, predicate, object, confidence, decay_rate, first_seen, last_reinforced "
+                          "FROM memory_facts WHERE subject = ?1 AND status = 'active'")
+_ALLOW = "#[allow(dead_code)]"  # a binary crate uses some items only: no warning for the rest
 _RUST_PATH = re.compile(r"(::)?[A-Za-z_][A-Za-z0-9_]*(::[A-Za-z_][A-Za-z0-9_]*)*")
 
 #: Rust constant name of each scalar parameter (per-kind ones become FactKind methods).
@@ -149,27 +181,27 @@ def _doc_text(value: Any) -> str:
     return str(value)
 
 
-def _u32(name: str, v: int) -> str:
-    if not 0 <= v <= _U32_MAX:
-        raise ExportError(f"{name} = {v} does not fit the Rust type u32 (0..={_U32_MAX})")
+def _i64(name: str, v: int) -> str:
+    if not _I64[0] <= v <= _I64[1]:
+        raise ExportError(f"{name} = {v} does not fit the Rust type i64 ({_I64[0]}..={_I64[1]})")
     return str(v)
 
 
 def _provenance_doc(doc: ParamsDocument) -> list[str]:
     p = doc.provenance
-    lines = ["//! Provenance:", f"//! - schema: {doc.schema or 'legacy (no schema key)'}",
-             f"//! - parameters fingerprint (sha256 of canonical JSON): {params_fingerprint(doc.params)}"]
+    lines = ["/// Provenance:", f"/// - schema: {doc.schema or 'legacy (no schema key)'}",
+             f"/// - parameters fingerprint (sha256 of canonical JSON): {params_fingerprint(doc.params)}"]
     labels = {"run_id": "run id", "dataset_sha256": "dataset sha256", "objective": "objective",
               "git_commit": "git commit", "factmem_version": "factmem version", "created_at": "created at",
               "notes": "notes"}
     for key, label in labels.items():
         if key in p:
-            lines.append(f"//! - {label}: {_doc_text(p[key])}")
+            lines.append(f"/// - {label}: {_doc_text(p[key])}")
     judged = p.get("judgement", {})
     if judged:
-        lines += ["//!", "//! Judged comparison (held out, the one the decision made):"]
+        lines += ["///", "/// Judged comparison (held out, the one the decision made):"]
         for key, v in judged.items():
-            lines.append(f"//! - {_doc_text(key)[1:-1]}: {_doc_text(v)[1:-1] if isinstance(v, str) else repr(v)}")
+            lines.append(f"/// - {_doc_text(key)[1:-1]}: {_doc_text(v)[1:-1] if isinstance(v, str) else repr(v)}")
     # the comparison the decision made (the baseline); files written before it existed carry the seed defaults
     metrics = p.get("metrics", {})
     other, label = (p["baseline_metrics"], "judged against (baseline)") if "baseline_metrics" in p \
@@ -177,22 +209,26 @@ def _provenance_doc(doc: ParamsDocument) -> list[str]:
     defaults = other
     names = list(metrics) + [m for m in defaults if m not in metrics]
     if names:
-        lines += ["//!", "//! Held-out metrics:", "//!", f"//! | metric | these parameters | {label} |",
-                  "//! |---|---|---|"]
+        lines += ["///", "/// Held-out metrics:", "///", f"/// | metric | these parameters | {label} |",
+                  "/// |---|---|---|"]
         for m in names:
             a = repr(metrics[m]) if m in metrics else "-"
             b = repr(defaults[m]) if m in defaults else "-"
             name = _doc_text(m)[1:-1].replace("|", "\\|")
-            lines.append(f"//! | {name} | {a} | {b} |")
+            lines.append(f"/// | {name} | {a} | {b} |")
     if not p:
-        lines.append("//! - no provenance recorded")
+        lines.append("/// - no provenance recorded")
     return lines
 
 
-def render_rust(source: Any, *, with_enum: bool = True, enum_path: str = "super::FactKind") -> str:
-    """The Rust module text for a params file, :class:`ParamsDocument` or :class:`MemoryParams`."""
+def render_rust(source: Any, *, with_enum: bool = True, enum_path: str = "super::FactKind",
+                consolidate_every_seconds: int | None = None) -> str:
+    """The Rust module text for a params file, :class:`ParamsDocument` or :class:`MemoryParams`.
+    ``consolidate_every_seconds``: the consolidation period (default: the document's)."""
     doc = as_document(source)
     params: MemoryParams = doc.params
+    period = check_period(doc.consolidate_every_seconds if consolidate_every_seconds is None
+                          else consolidate_every_seconds)
     if not with_enum and not _RUST_PATH.fullmatch(enum_path):
         raise InputError(f"enum_path {enum_path!r} is not a Rust path like crate::memory::FactKind")
     unmapped = [f for f, t in FIELD_TYPES.items() if t != "per_kind" and f not in RUST_CONSTS]
@@ -200,10 +236,19 @@ def render_rust(source: Any, *, with_enum: bool = True, enum_path: str = "super:
         raise ExportError(f"no Rust constant for parameter {unmapped[0]!r}; add it to factmem.export.rust.RUST_CONSTS")
     variants = [(k, _variant(k)) for k in KINDS]
     L: list[str] = [
-        "//! Memory parameters chosen with factmem. Generated by `factmem export --format rust`: do not edit;",
-        "//! re-export from the params file instead.",
-        "//!",
+        "// Memory parameters chosen with factmem. Generated by `factmem export --format rust`: do not edit;",
+        "// re-export from the params file instead. Use it with `include!(\"memory_params.rs\");` or",
+        "// `#[path = \"memory_params.rs\"] mod memory_params;`. Timestamps are Unix seconds (i64).",
+        "",
+        "/// sha256 of the parameters' canonical JSON (`factmem.export.params_fingerprint`); a file exported",
+        "/// by factmem records the fingerprint it was built with in `factmem_meta` (`params_fingerprint`).",
+        "///",
         *_provenance_doc(doc),
+        _ALLOW,
+        f"pub const PARAMS_FINGERPRINT: &str = {rust_str(params_fingerprint(params))};",
+        "/// Schema of the factmem params document these values came from.",
+        _ALLOW,
+        f"pub const PARAMS_SCHEMA: &str = {rust_str(PARAMS_SCHEMA)};",
         "",
     ]
     if with_enum:
@@ -212,11 +257,13 @@ def render_rust(source: Any, *, with_enum: bool = True, enum_path: str = "super:
             "// ---- that already defines the seed's FactKind exports with `--no-enum` and drops this block.",
             "",
             "/// The seed's four fact kinds.",
+            _ALLOW,
             "#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]",
             "pub enum FactKind {",
             *[f"    {v}," for _, v in variants],
             "}",
             "",
+            _ALLOW,
             "impl FactKind {",
             f"    pub const ALL: [FactKind; {len(variants)}] = [{', '.join(f'FactKind::{v}' for _, v in variants)}];",
             "",
@@ -226,14 +273,31 @@ def render_rust(source: Any, *, with_enum: bool = True, enum_path: str = "super:
             *[f"            FactKind::{v} => {rust_str(k)}," for k, v in variants],
             "        }",
             "    }",
+            "",
+            "    /// The kind stored as `s` in `memory_facts.kind` (None for any other text).",
+            "    pub fn from_str(s: &str) -> Option<FactKind> {",
+            "        match s {",
+            *[f"            {rust_str(k)} => Some(FactKind::{v})," for k, v in variants],
+            "            _ => None,",
+            "        }",
+            "    }",
+            "}",
+            "",
+            "impl std::str::FromStr for FactKind {",
+            "    type Err = String;",
+            "",
+            "    /// `\"explicit\".parse::<FactKind>()`; the error names the text.",
+            "    fn from_str(s: &str) -> Result<FactKind, String> {",
+            "        FactKind::from_str(s).ok_or_else(|| format!(\"unknown fact kind {s:?}\"))",
+            "    }",
             "}",
             "",
             "// ---- end of FactKind",
             "",
         ]
     else:
-        L += [f"use {enum_path};", ""]
-    L += ["impl FactKind {"]
+        L += [_ALLOW, f"use {enum_path};", ""]
+    L += [_ALLOW, "impl FactKind {"]
     for i, name in enumerate(("decay_rate", "initial_confidence")):
         table = getattr(params, name)
         if i:
@@ -259,18 +323,14 @@ def render_rust(source: Any, *, with_enum: bool = True, enum_path: str = "super:
         "    }",
     ]
     L += ["}", ""]
-    L += ["/// Schema of the factmem params document these values came from.",
-          f"pub const PARAMS_SCHEMA: &str = {rust_str(PARAMS_SCHEMA)};",
-          "/// sha256 of the parameters' canonical JSON (`factmem.export.params_fingerprint`).",
-          f"pub const PARAMS_FINGERPRINT: &str = {rust_str(params_fingerprint(params))};", ""]
     for field, const in RUST_CONSTS.items():
         value = getattr(params, field)
         ftype = FIELD_TYPES[field]
-        L.append(f"/// {_CONST_DOCS[field]}")
+        L += [f"/// {_CONST_DOCS[field]}", _ALLOW]
         if ftype == "float":
             L.append(f"pub const {const}: f64 = {rust_f64(value)};")
         elif ftype == "int":
-            L.append(f"pub const {const}: u32 = {_u32(field, value)};")
+            L.append(f"pub const {const}: i64 = {_i64(field, value)};")
         elif field == "reinforce_base":
             L.append(f"pub const {const}: ReinforceBase = ReinforceBase::{_variant(value)};")
         elif field == "multi_valued_predicates":
@@ -286,34 +346,138 @@ def render_rust(source: Any, *, with_enum: bool = True, enum_path: str = "super:
         L.append("")
     L += [
         "/// Which confidence the reinforcement gain applies to.",
+        _ALLOW,
         "#[derive(Debug, Clone, Copy, PartialEq, Eq)]",
         "pub enum ReinforceBase {",
         *[f"    {_variant(b)}," for b in REINFORCE_BASES],
         "}",
         "",
         "/// What an abstraction pass links a derived fact to, and so what pruning archives under it.",
+        _ALLOW,
         "#[derive(Debug, Clone, Copy, PartialEq, Eq)]",
         "pub enum LinkScope {",
         *[f"    {_variant(b)}," for b in LINK_SCOPES],
         "}",
         "",
         "/// True when `predicate` may hold several objects at once (never supersedes).",
+        _ALLOW,
         "pub fn is_multi_valued(predicate: &str) -> bool {",
         "    MULTI_VALUED_PREDICATES.binary_search(&predicate).is_ok()",
         "}",
         "",
         "/// One reinforcement with the bounded gain: `min(CONFIDENCE_CAP, base + REINFORCE_GAIN * (1 - base))`,",
         "/// where `base` is the stored confidence, or the effective one when `REINFORCE_BASE` is `Effective`.",
+        _ALLOW,
         "pub fn reinforced(base: f64) -> f64 {",
         "    (base + REINFORCE_GAIN * (1.0 - base)).min(CONFIDENCE_CAP)",
         "}",
         "",
+        "/// The confidence after an observation at `now` reinforces a fact: `reinforced` of the stored",
+        "/// confidence, or of the effective one at `now` when `REINFORCE_BASE` is `Effective`.",
+        _ALLOW,
+        "pub fn reinforce(confidence: f64, decay_rate: f64, last_reinforced: i64, now: i64) -> f64 {",
+        "    match REINFORCE_BASE {",
+        "        ReinforceBase::Stored => reinforced(confidence),",
+        "        ReinforceBase::Effective => reinforced(effective_confidence(confidence, decay_rate, last_reinforced, now)),",
+        "    }",
+        "}",
+        "",
+        "// ---- time, decay and the consolidation schedule",
+        "",
+        "/// Seconds per day: ages in days are `(now - last_reinforced) as f64 / SECONDS_PER_DAY`.",
+        _ALLOW,
+        f"pub const SECONDS_PER_DAY: f64 = {rust_f64(SECONDS_PER_DAY)};",
+        "",
+        "/// Effective confidence at `now` (Unix seconds): `confidence * exp(-decay_rate * max(0, age in days))`,",
+        "/// the same float operations as factmem (whose numpy `exp` may differ from `f64::exp` by one ulp).",
+        _ALLOW,
+        "pub fn effective_confidence(confidence: f64, decay_rate: f64, last_reinforced: i64, now: i64) -> f64 {",
+        "    let age_days = ((now - last_reinforced) as f64 / SECONDS_PER_DAY).max(0.0);",
+        "    confidence * (-decay_rate * age_days).exp()",
+        "}",
+        "",
+        f"/// The consolidation period the parameters were tuned with, in seconds ({period / 3600:g} h). A",
+        "/// consolidation archives every active fact with `archive_due` true; run one at each",
+        "/// `CONSOLIDATION_ANCHOR + n * CONSOLIDATE_EVERY_SECONDS`, before the observations at that time.",
+        _ALLOW,
+        f"pub const CONSOLIDATE_EVERY_SECONDS: i64 = {period};",
+        f"/// Consolidations run at multiples of the period since this Unix time ({CONSOLIDATION_ANCHOR_TEXT}:",
+        "/// a daily schedule runs at midnight UTC).",
+        _ALLOW,
+        f"pub const CONSOLIDATION_ANCHOR: i64 = {CONSOLIDATION_ANCHOR};",
+        "",
+        "/// The first consolidation time strictly after `after` (Unix seconds).",
+        _ALLOW,
+        "pub fn next_consolidation(after: i64) -> i64 {",
+        "    CONSOLIDATION_ANCHOR",
+        "        + ((after - CONSOLIDATION_ANCHOR).div_euclid(CONSOLIDATE_EVERY_SECONDS) + 1) * CONSOLIDATE_EVERY_SECONDS",
+        "}",
+        "",
+        "/// True when a consolidation at `at` archives an active fact: its effective confidence is below",
+        "/// `ARCHIVE_THRESHOLD`.",
+        _ALLOW,
+        "pub fn archive_due(confidence: f64, decay_rate: f64, last_reinforced: i64, at: i64) -> bool {",
+        "    effective_confidence(confidence, decay_rate, last_reinforced, at) < ARCHIVE_THRESHOLD",
+        "}",
+        "",
+        "// ---- the context rule the parameters were tuned for",
+        "",
+        "/// A person's context candidates: their active facts (`?1` = subject), the columns of `ContextFact`",
+        "/// in order. Filter and rank the rows with `rank_context`.",
+        _ALLOW,
+        f"pub const CONTEXT_CANDIDATES_SQL: &str = {rust_str(CONTEXT_CANDIDATES_SQL)};",
+        "",
+        "/// A fact enters a context when its effective confidence is at least this:",
+        "/// `max(ARCHIVE_THRESHOLD, RETRIEVAL_THRESHOLD)`.",
+        _ALLOW,
+        f"pub const CONTEXT_THRESHOLD: f64 = {rust_f64(context_threshold(params))};",
+        "",
+        "/// One context candidate: a row of `CONTEXT_CANDIDATES_SQL`.",
+        _ALLOW,
+        "#[derive(Debug, Clone, PartialEq)]",
+        "pub struct ContextFact {",
+        "    pub id: i64,",
+        "    pub predicate: String,",
+        "    pub object: String,",
+        "    pub confidence: f64,",
+        "    pub decay_rate: f64,",
+        "    pub first_seen: i64,",
+        "    pub last_reinforced: i64,",
+        "}",
+        "",
+        "/// The context of budget `k` at `now`: the candidates with effective confidence at least",
+        "/// `CONTEXT_THRESHOLD`, by effective confidence (higher first), ties by later `last_reinforced`,",
+        "/// later `first_seen`, then `(predicate, object)` in byte order, then `id`; the first `k`, each with",
+        "/// its effective confidence. The rule factmem's context metrics score (`FactStore.context`).",
+        _ALLOW,
+        "pub fn rank_context(facts: Vec<ContextFact>, k: usize, now: i64) -> Vec<(ContextFact, f64)> {",
+        "    let mut ranked: Vec<(ContextFact, f64)> = facts",
+        "        .into_iter()",
+        "        .map(|f| {",
+        "            let e = effective_confidence(f.confidence, f.decay_rate, f.last_reinforced, now);",
+        "            (f, e)",
+        "        })",
+        "        .filter(|(_, e)| *e >= CONTEXT_THRESHOLD)",
+        "        .collect();",
+        "    ranked.sort_by(|(a, ea), (b, eb)| {",
+        "        eb.partial_cmp(ea).unwrap_or(std::cmp::Ordering::Equal)",
+        "            .then(b.last_reinforced.cmp(&a.last_reinforced))",
+        "            .then(b.first_seen.cmp(&a.first_seen))",
+        "            .then_with(|| a.predicate.as_bytes().cmp(b.predicate.as_bytes()))",
+        "            .then_with(|| a.object.as_bytes().cmp(b.object.as_bytes()))",
+        "            .then(a.id.cmp(&b.id))",
+        "    });",
+        "    ranked.truncate(k);",
+        "    ranked",
+        "}",
+        "",
     ]
-    L += _rust_tests(params, variants)
+    L += _rust_tests(params, variants, with_enum, period)
     return "\n".join(L) + "\n"
 
 
-def _rust_tests(params: MemoryParams, variants: Sequence[tuple[str, str]]) -> list[str]:
+def _rust_tests(params: MemoryParams, variants: Sequence[tuple[str, str]], with_enum: bool,
+                period: int) -> list[str]:
     T = ["#[cfg(test)]", "mod tests {", "    use super::*;", "", "    #[test]", "    fn values_are_bit_exact() {"]
     for name in ("decay_rate", "initial_confidence"):
         table = getattr(params, name)
@@ -356,7 +520,9 @@ def _rust_tests(params: MemoryParams, variants: Sequence[tuple[str, str]]) -> li
         c0 = params.initial_confidence[k]
         r = float(reinforce(c0, params.reinforce_gain, params.confidence_cap))
         T.append(f"        assert_eq!(reinforced(FactKind::{v}.initial_confidence()).to_bits(), {f64_bits(r)});")
-    T += ["    }", "", "    #[test]", "    fn invariants_hold() {",
+    T += ["    }", ""]
+    T += _rust_rule_tests(params, variants, with_enum, period)
+    T += ["", "    #[test]", "    fn invariants_hold() {",
           "        assert!(CONFIDENCE_CAP > 0.0 && CONFIDENCE_CAP <= 1.0);",
           "        assert!(REINFORCE_GAIN > 0.0 && REINFORCE_GAIN <= 1.0);",
           "        assert!(ARCHIVE_THRESHOLD >= 0.0 && ARCHIVE_THRESHOLD < CONFIDENCE_CAP);",
@@ -372,6 +538,71 @@ def _rust_tests(params: MemoryParams, variants: Sequence[tuple[str, str]]) -> li
           "            assert!(kind.initial_confidence() > 0.0 && kind.initial_confidence() <= CONFIDENCE_CAP);",
           "        }",
           "    }", "}"]
+    return T
+
+
+#: a hand-made candidate set for the generated ``rank_context`` test: (id, predicate, object,
+#: confidence as a fraction of the cap, decay rate, first_seen, last_reinforced) — ties on every key
+_RANK_CASE = [(1, "b", "x", 1.0, 0.0, 0, 100), (2, "a", "y", 1.0, 0.0, 0, 100), (3, "a", "x", 1.0, 0.0, 0, 100),
+              (4, "c", "z", 1.0, 0.0, 50, 100), (5, "d", "w", 1.0, 0.0, 0, 200), (6, "e", "v", 1.0, 0.3, 0, 0),
+              (7, "f", "u", 0.0, 0.0, 0, 300), (8, "a", "x", 1.0, 0.0, 0, 100)]
+_RANK_NOW = 3 * 86400 + 7
+
+
+def _rust_rule_tests(params: MemoryParams, variants: Sequence[tuple[str, str]], with_enum: bool,
+                     period: int) -> list[str]:
+    """Tests of the helpers against factmem's own functions: effective confidence bit for bit, the
+    schedule, the context rule on a hand-made set with ties on every key, and FactKind's names."""
+    import numpy as np
+
+    from factmem.core.context_rule import context_order, lexicographic_rank
+    from factmem.core.schedule import next_consolidation
+
+    T = ["    /// Distance in units in the last place. factmem computes `exp` with numpy's vectorized routine,",
+         "    /// which may differ from the C library's (Rust's `f64::exp`) by one ulp.",
+         "    fn ulps(a: f64, b: f64) -> u64 {",
+         "        (a.to_bits() as i64 - b.to_bits() as i64).unsigned_abs()",
+         "    }",
+         "",
+         "    #[test]", "    fn helpers_match_factmem() {"]
+    for k, _ in variants:
+        c0, r0 = params.initial_confidence[k], params.decay_rate[k]
+        for last, now in ((0, 216_000), (1_704_067_200, 1_704_067_200 + 3_601), (10, 5)):
+            e = float(effective_at(c0, r0, last, now))
+            T.append(f"        assert!(ulps(effective_confidence({rust_f64(c0)}, {rust_f64(r0)}, {last}, {now}), "
+                     f"f64::from_bits({f64_bits(e)})) <= 1);")
+    T += [f"        assert_eq!(SECONDS_PER_DAY, {rust_f64(SECONDS_PER_DAY)});",
+          f"        assert_eq!(CONSOLIDATE_EVERY_SECONDS, {period});"]
+    for after in (0, 1_704_067_199, 1_704_067_200, -1, -86_400):
+        T.append(f"        assert_eq!(next_consolidation({after}), {next_consolidation(after, period)});")
+    cap = params.confidence_cap
+    rows = [(i, p, o, f * cap, r, fs, lr) for i, p, o, f, r, fs, lr in _RANK_CASE]
+    conf = np.array([r[3] for r in rows])
+    rates = np.array([r[4] for r in rows])
+    firsts = np.array([r[5] for r in rows], np.int64)
+    lasts = np.array([r[6] for r in rows], np.int64)
+    eff = effective_at(conf, rates, lasts, _RANK_NOW)
+    keep = np.flatnonzero(eff >= context_threshold(params))
+    order = keep[context_order(np.zeros(len(keep), np.int64), eff[keep], lasts[keep], firsts[keep],
+                               lexicographic_rank([rows[i][1] for i in keep], [rows[i][2] for i in keep]))]
+    expected = [rows[i][0] for i in order]
+    T.append("        let facts = vec![")
+    for i, p, o, c, r, fs, lr in rows:
+        T.append(f"            ContextFact {{ id: {i}, predicate: {rust_str(p)}.to_string(), object: {rust_str(o)}.to_string(), "
+                 f"confidence: {rust_f64(c)}, decay_rate: {rust_f64(r)}, first_seen: {fs}, last_reinforced: {lr} }},")
+    T += ["        ];",
+          f"        let all: Vec<i64> = rank_context(facts.clone(), 100, {_RANK_NOW}).iter().map(|(f, _)| f.id).collect();",
+          f"        assert_eq!(all, vec!{expected!r});",
+          f"        let top: Vec<i64> = rank_context(facts, 3, {_RANK_NOW}).iter().map(|(f, _)| f.id).collect();",
+          f"        assert_eq!(top, vec!{expected[:3]!r});"]
+    if with_enum:
+        T += ["        for kind in FactKind::ALL {",
+              "            assert_eq!(FactKind::from_str(kind.as_str()), Some(kind));",
+              "            assert_eq!(kind.as_str().parse::<FactKind>(), Ok(kind));",
+              "        }",
+              "        assert_eq!(FactKind::from_str(\"Explicit\"), None);",
+              "        assert!(\"nope\".parse::<FactKind>().is_err());"]
+    T.append("    }")
     return T
 
 

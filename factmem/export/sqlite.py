@@ -20,8 +20,16 @@
   over unchanged clusters makes no calls" true after the round trip. Files written before it hold
   ``factmem_abstraction_empty(subject, member_ids, examined_at, pass_id)`` (empty answers only):
   import reads them as ``empty`` records;
-* ``factmem_meta(key, value)``: the file format (``factmem.sqlite/1``), the factmem version, and the
-  store's parameters as JSON, so an import restores them.
+* ``factmem_meta(key, value)``: the file format (``factmem.sqlite/1``), the factmem version, the
+  store's parameters as JSON (so an import restores them), their fingerprint (``params_fingerprint``,
+  the Rust module's ``PARAMS_FINGERPRINT``) and the consolidation period the memory runs with
+  (``consolidate_every_seconds``, default 86400: daily at midnight UTC). ``whatif`` compares both with
+  what it replays and says when the file was built otherwise;
+* the index ``memory_facts_subject_predicate_status`` on ``memory_facts(subject, predicate, status)``
+  (``FACTS_INDEX``): the seed's ``remember`` looks up a (subject, predicate)'s active facts at every
+  observation, and without the index each lookup scans the table (the issue that added it measured a
+  Rust client over half the bundled log at 1.5 s without it, 0.41 s with it). An index is not a table:
+  ``import-db`` reads files with or without it (and with the crate's own indexes);
 
 **Import** (:func:`import_db`) reads such a file — or a production memory that has only the seed's
 tables — into a new FactStore file, keeping every row and value as stored (ids, statuses,
@@ -60,17 +68,22 @@ from tqdm.auto import tqdm
 
 from factmem import __version__
 from factmem.core.params import MemoryParams
+from factmem.core.schedule import CONSOLIDATE_EVERY_SECONDS, check_period
 from factmem.errors import ExportError, InputError, ProductionDBError, StoreError
 from factmem.export.atomic import atomic_write
+from factmem.export.document import params_fingerprint
 from factmem.export.sqlite_format import (
     EVIDENCE_DDL,
     EVIDENCE_INDEX,
     EVIDENCE_SPEC,
     EXAMINED_DDL,
     EXAMINED_SPEC,
+    FACTS_INDEX,
     FACTS_SPEC,
     LINKS_SPEC,
     META_DDL,
+    META_FINGERPRINT,
+    META_PERIOD,
     SEED_FACTS_DDL,
     SEED_LINKS_DDL,
     SQLITE_FORMAT,
@@ -158,14 +171,17 @@ def _check_out(out: Path, overwrite: bool) -> None:
 
 
 def export_db(store_or_path: FactStore | str | os.PathLike, out_sqlite: str | os.PathLike, *,
-              overwrite: bool = False, progress: bool | None = None) -> ExportResult:
+              overwrite: bool = False, progress: bool | None = None,
+              consolidate_every_seconds: int = CONSOLIDATE_EVERY_SECONDS) -> ExportResult:
     """Write a FactStore (or a store file, opened read-only) to a SQLite file in the seed's schema.
 
     See the module docstring for the tables. Nothing is written on error; an existing
     ``out_sqlite`` is replaced only with ``overwrite=True``. ``progress``: a bar over rows written
-    (None: only on a terminal).
+    (None: only on a terminal). ``consolidate_every_seconds``: the consolidation period the memory
+    was built (and is to be continued) with, recorded in ``factmem_meta``.
     """
     t0 = time.perf_counter()
+    period = check_period(consolidate_every_seconds)
     out = Path(out_sqlite)
     _check_out(out, overwrite)
     own = not isinstance(store_or_path, FactStore)
@@ -219,9 +235,11 @@ def export_db(store_or_path: FactStore | str | os.PathLike, out_sqlite: str | os
                     "SELECT subject, CAST(to_json(member_ids) AS VARCHAR) AS member_ids, examined_at, pass_id, "
                     f"outcome FROM {examined} ORDER BY examined_at, subject, member_ids, outcome, pass_id")
                 sq.execute(EVIDENCE_INDEX)  # built once after the load, not row by row
+                sq.execute(FACTS_INDEX)
                 sq.executemany("INSERT INTO factmem_meta VALUES (?, ?)", [
                     ("format", SQLITE_FORMAT), ("factmem_version", __version__),
-                    ("params", store.params.to_json(indent=None))])
+                    ("params", store.params.to_json(indent=None)),
+                    (META_FINGERPRINT, params_fingerprint(store.params)), (META_PERIOD, str(period))])
                 sq.execute("COMMIT")
             finally:
                 sq.close()

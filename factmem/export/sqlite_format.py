@@ -28,7 +28,8 @@ from factmem.store.calls import SOURCES
 from factmem.store.examined import EXAMINED_OUTCOMES
 from factmem.store.schema import STATUSES
 
-__all__ = ["SQLITE_FORMAT", "SEED_FACTS_DDL", "SEED_LINKS_DDL", "EVIDENCE_DDL", "EVIDENCE_INDEX", "STATE_DDL",
+__all__ = ["SQLITE_FORMAT", "SEED_FACTS_DDL", "SEED_LINKS_DDL", "EVIDENCE_DDL", "EVIDENCE_INDEX", "FACTS_INDEX",
+           "META_FINGERPRINT", "META_PERIOD", "read_meta", "STATE_DDL",
            "EXAMINED_DDL", "LEGACY_EMPTY_DDL", "META_DDL", "FACTS_SPEC", "LINKS_SPEC", "EVIDENCE_SPEC", "STATE_SPEC",
            "LEGACY_EMPTY_SPEC", "EXAMINED_SPEC", "open_sqlite", "check_file", "check_meta", "check_active_keys",
            "validate_sqlite", "read_meta_params", "check_acyclic", "text_error"]
@@ -70,6 +71,10 @@ EVIDENCE_DDL = """CREATE TABLE IF NOT EXISTS memory_evidence (
     source      TEXT
 );"""
 EVIDENCE_INDEX = "CREATE INDEX IF NOT EXISTS memory_evidence_fact_id ON memory_evidence(fact_id);"
+#: The index the seed's queries need: ``remember`` looks up a (subject, predicate)'s active facts at
+#: every observation, the context a subject's active facts. Without it every call scans the table.
+FACTS_INDEX = ("CREATE INDEX IF NOT EXISTS memory_facts_subject_predicate_status "
+               "ON memory_facts(subject, predicate, status);")
 
 STATE_DDL = """CREATE TABLE IF NOT EXISTS factmem_fact_state (
     id                INTEGER PRIMARY KEY REFERENCES memory_facts(id) ON DELETE CASCADE,
@@ -93,6 +98,13 @@ LEGACY_EMPTY_DDL = """CREATE TABLE IF NOT EXISTS factmem_abstraction_empty (
     examined_at INTEGER NOT NULL,
     pass_id     TEXT
 );"""
+
+#: ``factmem_meta`` keys beside ``format``, ``factmem_version`` and ``params``: the fingerprint of the
+#: parameters the memory was built with (``factmem.export.params_fingerprint``, the Rust module's
+#: ``PARAMS_FINGERPRINT``) and its consolidation period in seconds. A client that writes the file
+#: under other parameters or another schedule updates them (docs/design.md, "Writing a production client").
+META_FINGERPRINT = "params_fingerprint"
+META_PERIOD = "consolidate_every_seconds"
 
 META_DDL = """CREATE TABLE IF NOT EXISTS factmem_meta (
     key   TEXT PRIMARY KEY,
@@ -348,6 +360,16 @@ def check_file(path: Path, sq: sqlite3.Connection) -> dict[str, Any]:
     info["evidence_columns"] = list(present["memory_evidence"])
     info["counts"] = counts
     return info
+
+
+def read_meta(path: Path, sq: sqlite3.Connection, tables: list[str]) -> dict[str, str]:
+    """Every ``factmem_meta`` key and value as text (empty when the file has no such table)."""
+    if "factmem_meta" not in tables:
+        return {}
+    try:
+        return {str(k): str(v) for k, v in sq.execute("SELECT key, value FROM factmem_meta").fetchall()}
+    except sqlite3.DatabaseError as exc:
+        raise ProductionDBError(f"{path}: table factmem_meta: unreadable ({exc})") from None
 
 
 def read_meta_params(path: Path, sq: sqlite3.Connection, tables: list[str]) -> MemoryParams | None:

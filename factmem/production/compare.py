@@ -46,9 +46,10 @@ import numpy as np
 import pandas as pd
 
 from factmem.core.codes import DAY, OPEN, EndReason, Status
+from factmem.core.context_rule import context_order, context_threshold, ranks_within
 from factmem.core.decay import effective_confidence
 from factmem.engine.waves import first_archive_time
-from factmem.evaluation.context import ContextEvaluator, ContextScores, context_threshold
+from factmem.evaluation.context import ContextEvaluator, ContextScores
 from factmem.production.rebuild import ProductionLog, release_memory
 from factmem.production.replay import Replay
 
@@ -143,12 +144,8 @@ def contexts_at(log: ProductionLog, replay: Replay, states: TripleStates, budget
     subj = subject_of_triple[states.triples[idx]]
     last = ts[e[idx]]
     first_seen = ts[replay.origin[e[idx]]]
-    order = np.lexsort((po_rank[states.triples[idx]], -first_seen, -last, -states.effective[idx], subj))
-    subj_sorted = subj[order]
-    group_start = np.ones(len(order), bool)
-    group_start[1:] = subj_sorted[1:] != subj_sorted[:-1]
-    pos = np.arange(len(order))
-    rank = pos - np.maximum.accumulate(np.where(group_start, pos, 0))
+    order = context_order(subj, states.effective[idx], last, first_seen, po_rank[states.triples[idx]])
+    rank = ranks_within(subj[order])
     inside = np.zeros(len(states.triples), bool)
     inside[idx[order[rank < budget]]] = True
     return inside

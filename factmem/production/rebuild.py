@@ -57,7 +57,7 @@ from factmem.core.params import MemoryParams
 from factmem.data.logs import Dataset, empty_generalizations, empty_truth
 from factmem.errors import ProductionDBError
 from factmem.evaluation.simulate import PreparedLog
-from factmem.export.sqlite_format import read_meta_params, text_error, validate_sqlite
+from factmem.export.sqlite_format import read_meta, read_meta_params, text_error, validate_sqlite
 
 __all__ = ["OBSERVATION", "ABSTRACTION", "NO_ID", "CHUNK_ROWS", "ProductionLog", "read_production",
            "file_sha256", "release_memory"]
@@ -95,7 +95,10 @@ class ProductionLog:
     ``ts``, ``session_id``, ``message_id`` (categoricals; missing when NULL).
     ``counts``: rows read and what is not replayed. ``saved_params``: the parameters in
     ``factmem_meta`` (a file factmem wrote), else None. ``latest``: the latest time the file records
-    (observations, fact times, status changes, links).
+    (observations, fact times, status changes, links). ``meta``: every ``factmem_meta`` key (the
+    parameters' fingerprint and consolidation period among them). ``facts["has_state"]``: the fact has
+    a ``factmem_fact_state`` row (a client that does not keep the table writes none for the facts it
+    archives or supersedes).
     """
 
     path: Path
@@ -108,6 +111,7 @@ class ProductionLog:
     saved_params: MemoryParams | None
     has_fact_state: bool
     latest: int
+    meta: dict[str, str] = field(default_factory=dict)
     _prepared: dict = field(default_factory=dict, repr=False)
 
     @property
@@ -266,6 +270,7 @@ def read_production(path: str | os.PathLike) -> ProductionLog:
     sq = _connect(path)
     try:
         saved = read_meta_params(path, sq, tables)
+        meta = read_meta(path, sq, tables)
         facts = _read_facts(sq, has_state)
         evidence = _read_evidence(path, sq, ev_cols, counts["memory_evidence"])
         link_max = sq.execute("SELECT max(created_at) FROM memory_fact_links").fetchone()[0]
@@ -335,7 +340,7 @@ def read_production(path: str | os.PathLike) -> ProductionLog:
     release_memory()
     return ProductionLog(path=path, sha256=file_sha256(path), size_bytes=path.stat().st_size, tables=tables,
                          facts=facts, events=events, counts=counts_out, saved_params=saved,
-                         has_fact_state=has_state, latest=max(latest_parts))
+                         has_fact_state=has_state, latest=max(latest_parts), meta=meta)
 
 
 def release_memory() -> None:
@@ -366,18 +371,19 @@ def _count_messages(events: pd.DataFrame) -> int:
 
 
 def _read_facts(sq: sqlite3.Connection, has_state: bool) -> pd.DataFrame:
-    state = "s.status_changed_at, s.status_reason" if has_state else "NULL, NULL"
+    state = "s.status_changed_at, s.status_reason, s.id IS NOT NULL" if has_state else "NULL, NULL, 0"
     join = "LEFT JOIN factmem_fact_state s ON s.id = f.id" if has_state else ""
     sql = (f"SELECT f.id, f.subject, f.predicate, f.object, f.kind, f.confidence, f.reinforcement_count, "
            f"f.first_seen, f.last_reinforced, f.decay_rate, f.status, f.supersedes_id, {state} "
            f"FROM memory_facts f {join} ORDER BY f.id")
     ints: dict[str, list[np.ndarray]] = {c: [] for c in ("id", "reinforcement_count", "first_seen", "last_reinforced",
-                                                         "supersedes_id", "status_changed_at")}
+                                                         "supersedes_id", "status_changed_at", "has_state")}
     floats: dict[str, list[np.ndarray]] = {"confidence": [], "decay_rate": []}
     strings: dict[str, list[pa.Array]] = {c: [] for c in ("subject", "predicate", "object", "kind", "status",
                                                           "status_reason")}
     for cols in _chunks(sq, sql):
-        (fid, subj, pred, obj, kind, conf, cnt, first, last, rate, status, sup, changed, why) = cols
+        (fid, subj, pred, obj, kind, conf, cnt, first, last, rate, status, sup, changed, why, has_row) = cols
+        ints["has_state"].append(_ints(has_row))
         ints["id"].append(_ints(fid))
         ints["reinforcement_count"].append(_ints(cnt))
         ints["first_seen"].append(_ints(first))
@@ -405,6 +411,7 @@ def _read_facts(sq: sqlite3.Connection, has_state: bool) -> pd.DataFrame:
     out["supersedes_id"] = cat("supersedes_id")
     out["status_changed_at"] = cat("status_changed_at")
     out["status_reason"] = _categorical(strings["status_reason"], ["contradiction", "decay", "pruned"])
+    out["has_state"] = cat("has_state").astype(bool)
     return out
 
 

@@ -18,7 +18,10 @@ rebuild the file's facts. Per production fact with observations it checks: the r
 its first observation and attributes exactly its evidence rows to it (``evidence``: the fact ids);
 ``status``; ``confidence`` (within ``rtol = 1e-9``, ``atol = 1e-12``); ``reinforcement_count``;
 ``first_seen`` and ``last_reinforced``; ``decay_rate`` (within the same tolerance); ``supersedes_id``;
-and, when the file has factmem's ``factmem_fact_state``, ``status_changed_at``. A mismatch is
+and ``status_changed_at`` where the file has a ``factmem_fact_state`` row for the fact — a client that
+does not keep the table (a seed-style crate continuing an exported file) writes none for the facts it
+archives or supersedes, and their time is unknown, not wrong (``Reproduction.without_state`` counts the
+facts that left ``active`` without a row; the report names the cause). A mismatch is
 information, not an error: each failing fact is listed with the checks it fails and a likely cause —
 derived facts are not replayed; a fact pruned under a derived fact, or touched by abstraction
 evidence, cannot be reproduced without the abstraction; facts of a (subject, predicate) where that
@@ -188,6 +191,7 @@ class Reproduction:
     by_cause: dict[str, int]
     checks_skipped: list[str]
     failures: pd.DataFrame = field(repr=False)
+    without_state: int = 0
 
     @property
     def failed(self) -> int:
@@ -197,7 +201,7 @@ class Reproduction:
         return {"facts": self.facts, "checked": self.checked, "reproduced": self.reproduced, "failed": self.failed,
                 "derived": self.derived, "without_observations": self.without_observations,
                 "renumbered": self.renumbered, "by_check": dict(self.by_check), "by_cause": dict(self.by_cause),
-                "checks_skipped": list(self.checks_skipped)}
+                "checks_skipped": list(self.checks_skipped), "without_state": self.without_state}
 
 
 def _close(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -243,9 +247,13 @@ def check_reproduction(log: ProductionLog, replay: Replay) -> Reproduction:
     sup_id = np.where(superseded_prev, facts["id"].to_numpy()[fact[replay.origin[prev_c]]], NO_ID)
     ok["supersedes_id"] = sup_id == facts["supersedes_id"].to_numpy()
     skipped = []
+    # status_changed_at is known only where the file has a factmem_fact_state row: a client that does
+    # not keep the table writes none for the facts it archives or supersedes (they are counted apart)
+    has_row = facts["has_state"].to_numpy(bool)
+    without_state = int((checked & ~has_row & (prod_status != Status.ACTIVE)).sum())
     if log.has_fact_state:
         changed = np.where(status != Status.ACTIVE, replay.end[le], -1)
-        ok["status_changed_at"] = changed == facts["status_changed_at"].to_numpy()
+        ok["status_changed_at"] = ~has_row | (changed == facts["status_changed_at"].to_numpy())
     else:
         skipped.append("status_changed_at")
         ok["status_changed_at"] = np.ones(n_facts, bool)
@@ -287,7 +295,8 @@ def check_reproduction(log: ProductionLog, replay: Replay) -> Reproduction:
     return Reproduction(
         facts=n_facts, checked=int(checked.sum()), reproduced=int((checked & all_ok).sum()), derived=derived,
         without_observations=int((~checked).sum()) - derived, renumbered=renumbered, by_check=by_check,
-        by_cause={k: v for k, v in by_cause.items() if v}, checks_skipped=skipped, failures=failures)
+        by_cause={k: v for k, v in by_cause.items() if v}, checks_skipped=skipped, failures=failures,
+        without_state=without_state)
 
 
 def _causes(log: ProductionLog, failed: np.ndarray, params: MemoryParams) -> np.ndarray:

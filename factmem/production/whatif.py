@@ -70,6 +70,7 @@ from factmem.production.compare import (
     over_time,
     triple_states,
 )
+from factmem.production.provenance import provenance_notes
 from factmem.production.rebuild import ProductionLog, file_sha256, read_production, release_memory
 from factmem.production.replay import Reproduction, check_reproduction, consolidation_grid, encode, replay_log
 from factmem.tuning.references import EMPTY, KEEP_EVERYTHING, empty_sums, keep_everything
@@ -341,6 +342,7 @@ def whatif(production: str | os.PathLike, params: MemoryParams | ParamsDocument 
     timeline = over_time(log, replays, checkpoints(log.first, at_time))
     summary = _summary(subjects, states, change, gained, lost, events_diff, at_time, horizon, grid, evaluator)
     notes += _notes(log, reproduction, evaluator, settings, cur, timeline)
+    notes += provenance_notes(log.meta, cur.params, settings.period)
     result = WhatIfResult(
         production=log.to_dict(), current=cur, new=new, settings=settings, at=at_time, horizon=horizon,
         consolidations=len(grid), reproduction=reproduction, summary=summary, metrics=metrics, subjects=subjects,
@@ -511,6 +513,10 @@ def _notes(log: ProductionLog, reproduction: Reproduction, evaluator: ContextEva
     if not log.has_fact_state:
         notes.append("The file has no factmem_fact_state: when production archived a fact is unknown, so the "
                      "status_changed_at check is skipped and archivals after the last recorded time are not replayed.")
+    elif reproduction.without_state:
+        notes.append(f"The file has no factmem_fact_state for {reproduction.without_state} facts: written by a client "
+                     "that does not keep it (their status is checked, the time it changed is unknown and not checked; "
+                     "archivals after the last recorded time are not replayed).")
     if cur.source == "seed defaults":
         notes.append("The current parameters are the seed's defaults (the file records none; pass --current).")
     return notes

@@ -30,6 +30,7 @@ from factmem.core.timeutil import resolve_at
 from factmem.errors import InputError, ParamsError, SchemaVersionError, StoreError, StoreLockedError
 from factmem.store.base import ConsolidateResult, Evidence
 from factmem.store.calls import MAX_COUNT, check_count, check_remember
+from factmem.store.context import ContextReads
 from factmem.store.examined import ExaminedRecords, migrate_examined
 from factmem.store.journal import Journal, adopt_other_names, journal_path
 from factmem.store.keyindex import KeyIndex
@@ -56,7 +57,7 @@ _SQLITE_MAGIC = b"SQLite format 3\x00"
 _DUCKDB_MAGIC = b"DUCK"  # at offset 8 of every DuckDB database file
 
 
-class FactStore(BatchWrites, WriteBehind, Reads, ExaminedRecords):
+class FactStore(BatchWrites, WriteBehind, Reads, ContextReads, ExaminedRecords):
     """A fact memory in DuckDB: in memory (``FactStore()``) or in a file that persists and reopens.
 
     ``params`` default to those saved in the file (or the seed's for a new store); passing params

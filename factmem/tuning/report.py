@@ -223,9 +223,10 @@ def write_tune_run(result: TuneResult, P: PreparedLog, out: Path) -> Path:
                 "baseline_metrics": _metric_dict(rec, "baseline"),
                 "judgement": judgement(result, rec)}
         path = out / ("params.toml" if k == primary.budget else f"params-k{k}.toml")
-        write_params_file(path, rec.chosen, prov)
+        period = int(round(sched.consolidate_every_hours * 3600))  # the schedule travels with the values
+        write_params_file(path, rec.chosen, prov, consolidate_every_seconds=period)
         if k == primary.budget and len(obj.budgets) > 1:
-            write_params_file(out / f"params-k{k}.toml", rec.chosen, prov)
+            write_params_file(out / f"params-k{k}.toml", rec.chosen, prov, consolidate_every_seconds=period)
     (out / "report.md").write_text(render_report(result, P, figs, calib, curves), encoding="utf-8")
     return out
 
