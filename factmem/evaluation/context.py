@@ -14,7 +14,7 @@ session's own mentions are not in it yet. A log with many sessions may be sample
 belief states (see :mod:`factmem.evaluation.metrics`) with effective confidence at ``t`` at least
 ``max(archive_threshold, retrieval_threshold)``, ranked by effective confidence (higher first), ties
 broken by later ``last_reinforced``, then later ``first_seen``, then (predicate, object) in
-lexicographic order; the first ``k`` of them — the rule of :mod:`factmem.evaluation.context_rule`,
+lexicographic order; the first ``k`` of them — the rule of :mod:`factmem.core.context_rule`,
 which ``FactStore.context`` and the Rust export apply too. :meth:`ContextEvaluator.contexts` lists
 the contexts themselves.
 
@@ -478,7 +478,7 @@ class ContextEvaluator:
         context of ``budget`` facts — default the first budget), with ``point`` (row of
         :attr:`points`), ``session``, ``subject`` (name), ``t``, ``row`` (of ``beliefs``), ``triple``,
         ``effective_confidence`` and ``rank`` (0 first, in the order of
-        :mod:`factmem.evaluation.context_rule`). Sorted by point and rank."""
+        :mod:`factmem.core.context_rule`). Sorted by point and rank."""
         k = self.budgets[0] if budget is None else int(budget)
         if k not in self.budgets:
             raise InputError(f"budget {k} is not one of this evaluator's budgets {list(self.budgets)}")
