@@ -185,7 +185,7 @@ def test_shipped_files_carry_the_judged_comparison(tmp_path):
         assert back["judgement"]["difference"] == 0.05 and back["judgement"]["keep"] == "recommended"
         assert math.isnan(back["judgement"]["keep_everything_difference"])
     rust = render_rust(tmp_path / "p.toml")
-    assert "judged against (baseline)" in rust and "seed defaults" not in rust and "//! - difference: 0.05" in rust
+    assert "judged against (baseline)" in rust and "seed defaults" not in rust and "/// - difference: 0.05" in rust
     m = diff_metrics(tmp_path / "p.toml", tmp_path / "p.json")
     assert m.loc["utility_at_20", "b_baseline"] == 0.77 and "b_defaults" not in m.columns
     text = render_diff(tmp_path / "p.toml", tmp_path / "p.json")
