@@ -104,7 +104,7 @@ def test_every_command_has_a_documented_json_result(tmp_path, capsys):
 def test_exit_codes_are_documented_and_distinct():
     section = README[README.index("| exit status | meaning |"):]
     documented = {int(m) for m in re.findall(r"^\| (\d) \|", section[:section.index("\n\n")], re.M)}
-    assert documented == set(EXIT_CODES) == {0, 1, 2, 3}
+    assert documented == set(EXIT_CODES) == {0, 1, 2, 3, 4}
 
 
 def test_fail_if_not_promoted_exits_3(tmp_path, capsys):

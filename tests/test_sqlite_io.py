@@ -17,7 +17,12 @@ from factmem.core.codes import KINDS
 from factmem.core.params import MemoryParams
 from factmem.errors import ExportError, ProductionDBError, StoreError
 from factmem.export.sqlite import compare_memories, export_db, import_db
-from factmem.export.sqlite_format import EVIDENCE_DDL, SEED_FACTS_DDL, SEED_LINKS_DDL, validate_sqlite
+from factmem.export.sqlite_format import (
+    SEED_FACTS_DDL,
+    SEED_LINKS_DDL,
+    extra_columns_note,
+    validate_sqlite,
+)
 from factmem.store.factstore import Evidence, FactStore
 from factmem.store.schema import SEED_FACT_COLUMNS
 
@@ -325,8 +330,6 @@ ROW = (1, "ada", "likes", "rust", None, "explicit", 0.4, 0, 100, 100, 0.05, "act
 BAD_FILES = {
     "missing column": (dict(facts_ddl=facts_ddl({"note": None}),
                             facts=[ROW[:4] + ROW[5:]]), "table memory_facts: missing column 'note'"),
-    "extra column": (dict(facts_ddl=facts_ddl(add="embedding BLOB"), facts=[ROW + (None,)]),
-                     "table memory_facts: unexpected column 'embedding'"),
     "wrong declared type": (dict(facts_ddl=facts_ddl({"confidence": "confidence TEXT NOT NULL"})),
                             "column 'confidence' has type 'TEXT', expected REAL"),
     "text in an integer column": (dict(facts=[ROW[:8] + ("yesterday",) + ROW[9:]]),
@@ -347,8 +350,6 @@ BAD_FILES = {
     "evidence missing seed column": (dict(evidence_ddl="CREATE TABLE memory_evidence (fact_id INTEGER, observed_at "
                                           "INTEGER, session_id TEXT)"),
                                      "table memory_evidence: missing column 'message_id'"),
-    "evidence extra column": (dict(evidence_ddl=EVIDENCE_DDL.replace("source      TEXT", "source TEXT, weight REAL")),
-                              "table memory_evidence: unexpected column 'weight'"),
     "bad state table": (dict(extra_sql="CREATE TABLE factmem_fact_state (id INTEGER PRIMARY KEY, status_changed_at "
                              "INTEGER, status_reason TEXT, stale INTEGER NOT NULL); INSERT INTO factmem_fact_state "
                              "VALUES (3, 5, 'decay', 2);"), "factmem_fact_state: column 'stale': unknown value 2"),
@@ -386,6 +387,25 @@ def test_bad_sqlite_files_are_rejected_and_nothing_written(tmp_path, case, capsy
     err = capsys.readouterr().err
     assert message in err and len(err.strip().splitlines()) == 1
     assert sorted(p.name for p in tmp_path.iterdir()) == ["prod.sqlite"]
+
+
+def test_columns_a_deployment_added_to_the_seed_tables_are_ignored_and_listed(tmp_path):
+    """A real deployment adds columns (user_id, embedding) to the seed's tables: they are ignored, named in
+    ``extra_columns``; an extra column in factmem's own tables is still refused."""
+    rows = [(3, "ada", "likes", "rust", None, "user_preference", 0.65, 1, 100, 200, 0.02, "superseded", None, b"x"),
+            (7, "ada", "likes", "zig", "note", "user_preference", 0.5, 0, 300, 300, 0.02, "active", 3, None),
+            (12, "ada", "is", "a coder", None, "derived", 0.755, 3, 400, 900, 0.02, "active", None, None)]
+    src = make_production(tmp_path / "prod.sqlite", facts_ddl=facts_ddl(add="embedding BLOB"), facts=rows,
+                          evidence_ddl="CREATE TABLE memory_evidence (fact_id INTEGER NOT NULL, session_id TEXT, "
+                          "message_id TEXT, observed_at INTEGER NOT NULL, weight REAL)")
+    info = validate_sqlite(src)
+    assert info["extra_columns"] == {"memory_facts": ["embedding"], "memory_evidence": ["weight"]}
+    assert "memory_evidence (weight); memory_facts (embedding)" in extra_columns_note(info["extra_columns"])
+    import_db(src, tmp_path / "m.duckdb")
+    bad = make_production(tmp_path / "state.sqlite", extra_sql="CREATE TABLE factmem_fact_state (id INTEGER PRIMARY "
+                          "KEY, status_changed_at INTEGER, status_reason TEXT, stale INTEGER NOT NULL, extra TEXT);")
+    with pytest.raises(ProductionDBError, match="factmem_fact_state: unexpected column 'extra'"):
+        validate_sqlite(bad)
 
 
 def test_other_bad_inputs(tmp_path, sample):

@@ -21,6 +21,7 @@ from factmem.evaluation.context import FIELDS, ContextEvaluator
 from factmem.evaluation.simulate import Schedule, kernel_beliefs, prepare, simulate
 from factmem.export.sqlite_format import EVIDENCE_DDL, SEED_FACTS_DDL, SEED_LINKS_DDL
 from factmem.production.compare import context_sums
+from factmem.production.current import EXIT_NOT_REPRODUCED, CurrentParamsMissing, reproduction_warning
 from factmem.production.rebuild import file_sha256, read_production
 from factmem.production.replay import consolidation_grid, replay_log
 
@@ -63,12 +64,13 @@ def test_an_exported_memory_round_trips_with_zero_differences(exported):
     assert result.at == int(ds.events["ts"].max()) and result.horizon <= ds.end
 
 
-def test_the_rebuilt_log_gives_the_original_logs_next_session_metrics(exported):
-    """The next-session metrics need only sessions, times and triples: the rebuild loses none of them."""
+@pytest.mark.parametrize("needed", ["next-session", "hindsight", "next-3-sessions"])
+def test_the_rebuilt_log_gives_the_original_logs_no_truth_metrics(exported, needed):
+    """The no-truth metrics need only sessions, times and triples: the rebuild loses none of them."""
     new = OWN.replace(decay_rate={"explicit": 0.4})
-    result = whatif(exported["prod"], new, bootstrap=0, budgets=(5, 20))
+    result = whatif(exported["prod"], new, bootstrap=0, budgets=(5, 20), needed=needed)
     P = prepare(exported["dataset"])
-    ctx = ContextEvaluator(P, budgets=(5, 20), needed="next-session")
+    ctx = ContextEvaluator(P, budgets=(5, 20), needed=needed)
     grid = Schedule().consolidations(P.start, P.end)
     for params, side in ((OWN, "current"), (new, "new")):
         scores = ctx.score(kernel_beliefs(P, [params], grid)[0], params)
@@ -97,9 +99,22 @@ def test_a_file_without_factmem_extras_reproduces_with_current(exported, tmp_pat
     assert result.reproduction.reproduced == result.reproduction.checked == result.reproduction.facts
     assert result.summary["forgotten"] == result.summary["kept"] == 0
     assert any("factmem_fact_state" in n for n in result.notes)
-    # without --current: the seed's defaults, said so, and the mismatches counted with a cause
-    seed = whatif(bare, OWN, at=end, bootstrap=0)
+    # without --current: refused, naming the flag (the seed's defaults are never assumed)
+    with pytest.raises(CurrentParamsMissing, match="--current FILE.*--current seed"):
+        whatif(bare, OWN, at=end, bootstrap=0)
+    assert main(["whatif", str(bare), "--params", str(exported["dir"] / "own.toml"), "--out",
+                 str(tmp_path / "refused"), "-q"]) == 2
+    assert not (tmp_path / "refused").exists()
+    # --current seed, said explicitly: the mismatches counted with a cause, and the report warns first
+    seed = whatif(bare, OWN, current="seed", at=end, bootstrap=0)
     assert seed.current.source == "seed defaults" and seed.reproduction.failed > 0
+    assert any("--current seed" in n for n in seed.notes)
+    warning = reproduction_warning(seed.reproduction, seed.current.source)
+    assert warning is not None and "not against what production did" in warning
+    assert main(["whatif", str(bare), "--params", str(exported["dir"] / "own.toml"), "--current", "seed",
+                 "--at", str(end), "--bootstrap", "0", "--no-figures", "--out", str(tmp_path / "seed"), "-q"]) \
+        == EXIT_NOT_REPRODUCED
+    assert (tmp_path / "seed" / "report.md").read_text().splitlines()[0].startswith("**Warning: this comparison")
     assert set(seed.reproduction.failures["cause"]) <= {"other_decay_rate", "unexplained"}
     assert seed.reproduction.by_cause["other_decay_rate"] > 0
     failing = seed.reproduction.failures
@@ -190,7 +205,7 @@ def _hand_built(path, *, evidence=True, facts=True, drop_column=False, orphan=Fa
 def test_a_faster_preference_decay_archives_exactly_the_expected_facts(tmp_path):
     prod = _hand_built(tmp_path / "hand.sqlite")
     new = MemoryParams(decay_rate={"user_preference": 0.2})  # archived ln(10)/0.2 = 11.5 days after a mention
-    result = whatif(prod, new, bootstrap=20, out=tmp_path / "out")
+    result = whatif(prod, new, current="seed", bootstrap=20, out=tmp_path / "out")
     assert result.current.source == "seed defaults"
     rep = result.reproduction
     assert rep.checked == rep.reproduced == 7 and rep.checks_skipped == ["status_changed_at"]
@@ -223,8 +238,8 @@ def test_a_faster_preference_decay_archives_exactly_the_expected_facts(tmp_path)
 
 def test_the_order_of_evidence_rows_is_their_time_order(tmp_path):
     new = MemoryParams(decay_rate={"user_preference": 0.2})
-    ordered = whatif(_hand_built(tmp_path / "a.sqlite"), new, bootstrap=0)
-    shuffled = whatif(_hand_built(tmp_path / "b.sqlite", shuffled=True), new, bootstrap=0)
+    ordered = whatif(_hand_built(tmp_path / "a.sqlite"), new, current="seed", bootstrap=0)
+    shuffled = whatif(_hand_built(tmp_path / "b.sqlite", shuffled=True), new, current="seed", bootstrap=0)
     assert shuffled.reproduction.reproduced == 7
     assert shuffled.summary == ordered.summary
     pd.testing.assert_frame_equal(shuffled.triples, ordered.triples)
@@ -363,7 +378,7 @@ def test_the_figures_draw_both_sides(tmp_path):
     from factmem import plots
 
     result = whatif(_hand_built(tmp_path / "hand.sqlite"), MemoryParams(decay_rate={"user_preference": 0.2}),
-                    bootstrap=0)
+                    current="seed", bootstrap=0)
     table = result.over_time
     # here the active set is the believed set: one line per side and a note, not four entries
     assert (table["held_new"] == table["believed_new"]).all()

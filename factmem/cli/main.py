@@ -8,7 +8,9 @@ lists them. ``main`` returns the exit status of :mod:`factmem.cli.output` (the o
 ``--json`` and exit codes): 0 on success; 2 on a usage or input error (one line naming what is wrong:
 every :class:`~factmem.errors.FactmemError`; an unknown option prints the subcommand's usage and the
 closest options it has); 1 on a runtime failure of the operating system (disk full: its words, no
-traceback — also :class:`~factmem.errors.StoreWriteError`, a store's flush the file system refused); 3 when ``--fail-if-not-promoted`` was given and nothing was promoted. A closed stdout
+traceback — also :class:`~factmem.errors.StoreWriteError`, a store's flush the file system refused); 3 when ``--fail-if-not-promoted`` was given and nothing was promoted; 4 when ``whatif`` or ``tune --log
+PROD.sqlite`` completed but the current parameters' replay does not rebuild the production file
+(:data:`factmem.production.current.EXIT_NOT_REPRODUCED`). A closed stdout
 pipe ends the command quietly. Any other exception is a bug and shows its traceback.
 """
 

@@ -63,9 +63,15 @@ def search_args(p: argparse.ArgumentParser, *, method: str = "random") -> None:
     o.add_argument("--budget", default="20", metavar="K[,K...]",
                    help="context budget(s) k: facts per person in the prompt (default 20; e.g. 5,10,20,50)")
     cost_arg(o)
-    o.add_argument("--needed", choices=("truth", "next-session"), default=None,
+    from factmem.evaluation.context_scores import NEEDED_MODES
+
+    o.add_argument("--needed", choices=NEEDED_MODES, default=None,
                    help="what a context should hold: facts true and relevant then (truth; default when the log "
-                        "has truth) or the facts the next session mentions (next-session; for real logs)")
+                        "has truth), or a no-truth proxy (for real logs; factmem.evaluation.proxies): the facts the "
+                        "next session mentions (next-session), those the next 3 sessions mention (next-3-sessions), "
+                        "those mentioned again later, charging the ones never mentioned again (hindsight: the default "
+                        "for a production file, the best-agreeing on logs with truth) or only the contradicted ones "
+                        "(later-mention)")
     o.add_argument("--max-points", type=int, default=None, metavar="N",
                    help="sample at most N session starts per person (seeded; default: all)")
     h = p.add_argument_group("held-out judgement")

@@ -17,7 +17,8 @@
   vanished: the OS's words are printed); 2 bad input — a usage error or any
   :class:`~factmem.errors.FactmemError`, one line naming what is wrong, nothing written;
   3 the command ran but promoted nothing, only with ``--fail-if-not-promoted`` (``tune``), so the
-  default stays 0 and CI can gate on a decision.
+  default stays 0 and CI can gate on a decision; 4 ``whatif`` or ``tune --log PROD.sqlite`` ran but
+  the current parameters' replay does not rebuild more than 5% of the production file's facts.
 * A closed stdout (``factmem tune | head``) ends the command quietly with the status it would have
   returned, 0 if it had none yet: no ``BrokenPipeError`` traceback.
 """
@@ -31,7 +32,9 @@ import sys
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-__all__ = ["EXIT_OK", "EXIT_FAILURE", "EXIT_BAD_INPUT", "EXIT_NOT_PROMOTED", "EXIT_CODES", "output_args",
+from factmem.production.current import EXIT_NOT_REPRODUCED  # 4: defined with the check that returns it
+
+__all__ = ["EXIT_OK", "EXIT_FAILURE", "EXIT_BAD_INPUT", "EXIT_NOT_PROMOTED", "EXIT_NOT_REPRODUCED", "EXIT_CODES", "output_args",
            "Output", "json_document", "silence_stdout"]
 
 EXIT_OK = 0
@@ -45,6 +48,8 @@ EXIT_CODES: dict[int, str] = {
     EXIT_FAILURE: "a runtime failure (disk full, a file gone): the OS's words on stderr",
     EXIT_BAD_INPUT: "bad input: a usage error or a file, field or value the command refuses; nothing written",
     EXIT_NOT_PROMOTED: "ran, but nothing was promoted (only with --fail-if-not-promoted)",
+    EXIT_NOT_REPRODUCED: "ran (whatif, tune --log PROD.sqlite), but the current parameters' replay does not rebuild "
+                         "the production file: the comparison is not against what production did",
 }
 
 

@@ -39,11 +39,20 @@ def add_tune(sub) -> None:
                     "split, or another log) against the seed's numbers on the same base, with a bootstrap "
                     "interval; promote only if the interval excludes 0; write report.md, params.toml, figures and "
                     "tables to --out.")
-    log_arg(p)
+    p.add_argument("--log", metavar="DIR|PROD.sqlite",
+                   help="dataset folder (log.jsonl, truth.csv, ...), or a production memory file (SQLite in the "
+                        "seed's schema, or a factmem store file): then needed is a no-truth proxy and the current "
+                        "parameters are the baseline; default: the bundled 'small'")
     p.add_argument("--out", metavar="DIR", help="output folder, new or empty (default runs/<timestamp>/)")
     p.add_argument("--force", action="store_true", help="replace --out if it holds a previous run")
     search_args(p)
-    p.add_argument("--current", metavar="PARAMS", help="production parameters (params.toml) the recommendation must also beat")
+    p.add_argument("--current", metavar="PARAMS|seed",
+                   help="production parameters (params.toml) the recommendation must also beat; with a production "
+                        "file that records none (no factmem_meta), required: a params file, or 'seed' for the seed's "
+                        "defaults said explicitly")
+    p.add_argument("--max-search-people", type=int, default=None, metavar="N",
+                   help="production file: search on a seeded sample of N people when it has more (default 2000; "
+                        "judged on all)")
     g = p.add_argument_group("promotion rule")
     g.add_argument("--min-effect", type=float, default=0.01, metavar="D",
                    help="promote only if the 95%% interval's near end clears D (objective units; default 0.01) "
@@ -79,7 +88,14 @@ def _start_of(args, log_dir) -> MemoryParams | None:
 
 
 def _run_tune(args) -> int:
+    from pathlib import Path
+
     from factmem.tuning.tune import tune
+
+    if args.log and Path(args.log).is_file():  # a production memory, not a dataset folder
+        from factmem.cli.production import run_tune_production
+
+        return run_tune_production(args)
 
     say = Output(args)
     search, objective, holdout, compute = settings_of(args)

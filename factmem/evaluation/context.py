@@ -34,6 +34,8 @@ the contexts themselves.
   context is *stale* when the session mentions another object for its (subject, predicate) and the
   predicate is single-valued (and does not mention the fact's own object); every other unmentioned
   one is *unneeded*.
+* the other no-truth proxies — ``next-3-sessions``, ``hindsight``, ``later-mention`` — look further
+  into the log's future: :mod:`factmem.evaluation.proxies` defines them.
 
 **Per point**, with ``N`` needed facts, ``H`` of them in the context, ``C`` facts in it and the charge
 ``S = Σ cost(kind) · count(kind)`` (``costs``, a :class:`~factmem.evaluation.charges.ChargeCosts`;
@@ -80,6 +82,7 @@ from factmem.evaluation.context_scores import (
     context_threshold,
 )
 from factmem.evaluation.metrics import packed_order, settle_ties, true_intervals
+from factmem.evaluation.proxies import PointIndex, Proxy, make_proxy
 from factmem.evaluation.topk import top_k_masks
 
 if TYPE_CHECKING:
@@ -173,6 +176,8 @@ class ContextEvaluator:
                             "t": pt_t[order]})
         pt_session = pt_session[order]
         self.sampled_from = len(pts)
+        full_rows = np.arange(len(pts))
+        full_points = (pair, order, pts["subject"].to_numpy(np.int64), pts["t"].to_numpy(np.int64))
         if max_points_per_subject is not None:
             if max_points_per_subject < 1:
                 raise InputError(f"max_points_per_subject must be >= 1, got {max_points_per_subject!r}")
@@ -181,6 +186,7 @@ class ContextEvaluator:
             rank = pd.Series(key).groupby(pts["subject"].to_numpy()).rank(method="first").to_numpy()
             pts = pts[rank <= max_points_per_subject].reset_index(drop=True)
             pt_session = pt_session[rank <= max_points_per_subject]
+            full_rows = full_rows[rank <= max_points_per_subject]
         self.points = pts
         self._ev_session, self._pt_session = ev_session, pt_session  # for _prepare_sessions
         self._pt_subject = pts["subject"].to_numpy(np.int64)
@@ -199,10 +205,13 @@ class ContextEvaluator:
         if len(self.subjects) and len(self.subjects) * self._span >= 2**62:
             raise InputError("the log's time span times its subjects is too large to index points")
 
+        self._proxy: Proxy | None = None
         if needed == "truth":
             self._prepare_truth()
-        else:
+        elif needed == "next-session":
             self._prepare_sessions()
+        else:
+            self._prepare_proxy(needed, full_points, full_rows, ev_session, n_subj)
         del self._ev_session, self._pt_session
         valid = self._pt_needed >= 1
         self._pt_valid = valid & (self._pt_part >= 0)
@@ -340,6 +349,24 @@ class ContextEvaluator:
         self._pt_needed = np.bincount(key // n_tr, minlength=self._n_points).astype(np.float64)
         n_pred = max(len(self._predicates), 1)
         self._sess_pred_key = np.unique(pe * n_pred + self._triple_pred[tr])
+
+    def _prepare_proxy(self, name: str, full_points, full_rows: np.ndarray, ev_session: np.ndarray,
+                       n_subj: int) -> None:
+        """A proxy of :mod:`factmem.evaluation.proxies`, over every point before sampling."""
+        P = self.prepared
+        pair, order, full_subject, full_t = full_points
+        rank_of_pair = np.empty(len(order), np.int64)
+        rank_of_pair[order] = np.arange(len(order))
+        code = ev_session * n_subj + self._triple_subject[P.ev_triple]
+        pos = np.minimum(np.searchsorted(pair, code), max(len(pair) - 1, 0))
+        mention_point = np.where(pair[pos] == code, rank_of_pair[pos], -1) if len(pair) else np.full(len(code), -1)
+        index = PointIndex(full_subject=full_subject, full_t=full_t, point_full=full_rows, mention_point=mention_point,
+                           mention_triple=np.asarray(P.ev_triple, np.int64),
+                           mention_ts=np.asarray(P.events["ts"].to_numpy(), np.int64),
+                           triple_subject=self._triple_subject.copy(), triple_pred=self._triple_pred.copy(),
+                           n_pred=len(self._predicates), point_key=self._pt_key, tmin=self._tmin, span=self._span)
+        self._proxy = make_proxy(name, index)
+        self._pt_needed = self._proxy.needed_counts()
 
     # -- scoring ----------------------------------------------------------------------------------
 
@@ -561,6 +588,8 @@ class ContextEvaluator:
             code[needed] = 1
             return needed, code.astype(np.int64), true_now
         assert pe is not None  # next-session flags depend on the point, not only on its time
+        if self._proxy is not None:
+            return self._proxy.flags(pe, tr, t, params, np.asarray(self._predicates, dtype=object))
         n_tr = max(self._n_known, 1)
         needed = member(self._sess_triple_key, pe * n_tr + tr) & (tr < self._n_known)
         multi = np.isin(np.asarray(self._predicates, dtype=object),

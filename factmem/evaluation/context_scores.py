@@ -15,7 +15,9 @@ from factmem.core.context_rule import context_threshold
 
 __all__ = ["Needed", "NEEDED_MODES", "FIELDS", "FIELD_INDEX", "ContextScores", "context_threshold"]
 
-Needed = Literal["truth", "next-session"]
+#: ``truth`` needs ground truth; the others are no-truth proxies (``next-session`` in
+#: :mod:`factmem.evaluation.context`, the rest in :mod:`factmem.evaluation.proxies`)
+Needed = Literal["truth", "next-session", "next-3-sessions", "hindsight", "later-mention"]
 NEEDED_MODES: tuple[Needed, ...] = get_args(Needed)
 
 #: per (part, subject, budget) sums kept by :class:`ContextScores`

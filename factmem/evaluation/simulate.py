@@ -157,8 +157,11 @@ class PreparedLog:
         return self._evaluators[key]
 
 
-def prepare(log: Dataset | str | os.PathLike) -> PreparedLog:
-    """Load (if a path) and encode a dataset."""
+def prepare(log: PreparedLog | Dataset | str | os.PathLike) -> PreparedLog:
+    """Load (if a path) and encode a dataset (a log already encoded is returned as it is: e.g. one
+    rebuilt from a production file, :meth:`factmem.production.rebuild.ProductionLog.prepared`)."""
+    if isinstance(log, PreparedLog):
+        return log
     ds = log if isinstance(log, Dataset) else load(log)
     ev = ds.events
     if len(ev) and (np.diff(ev["ts"].to_numpy()) < 0).any():

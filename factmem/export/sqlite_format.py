@@ -4,8 +4,10 @@ The tables and what each holds are described in :mod:`factmem.export.sqlite` (wh
 them); this module holds their ``CREATE TABLE`` statements, the column specs (name, declared type,
 nullable) both directions use, and :func:`validate_sqlite`.
 
-The file is checked before anything is written: required tables; in each, missing and extra
-columns and each column's type affinity; then every value's storage class (SQLite is dynamically
+The file is checked before anything is written: required tables; in each, missing columns and
+each column's type affinity — columns a deployment added to the seed's three tables (a ``user_id``)
+are ignored and listed (``extra_columns`` of the result, which the what-if and tune report as a note),
+extra columns in factmem's own tables are refused; then every value's storage class (SQLite is dynamically
 typed: ``'abc'`` can sit in an INTEGER column), NULLs in NOT NULL columns, and unknown kinds and
 statuses. Each problem is a :class:`~factmem.errors.ProductionDBError` naming the file, the table,
 the column and the first offending row.
@@ -32,7 +34,8 @@ __all__ = ["SQLITE_FORMAT", "SEED_FACTS_DDL", "SEED_LINKS_DDL", "EVIDENCE_DDL", 
            "META_FINGERPRINT", "META_PERIOD", "read_meta", "STATE_DDL",
            "EXAMINED_DDL", "LEGACY_EMPTY_DDL", "META_DDL", "FACTS_SPEC", "LINKS_SPEC", "EVIDENCE_SPEC", "STATE_SPEC",
            "LEGACY_EMPTY_SPEC", "EXAMINED_SPEC", "open_sqlite", "check_file", "check_meta", "check_active_keys",
-           "validate_sqlite", "read_meta_params", "check_acyclic", "text_error"]
+           "validate_sqlite", "read_meta_params", "check_acyclic", "text_error",
+           "SEED_TABLES", "extra_columns_note"]
 
 SQLITE_FORMAT = "factmem.sqlite/1"
 
@@ -166,9 +169,16 @@ def _columns(sq: sqlite3.Connection, table: str) -> dict[str, str]:
     return {r[1]: r[2] for r in sq.execute(f'PRAGMA table_info("{table}")').fetchall()}
 
 
-def _check_table(path: Path, sq, table: str, spec: list[tuple[str, str, bool]], optional: frozenset[str] | set[str] = frozenset()
-                 ) -> dict[str, str]:
-    """Columns of ``table`` match ``spec`` (names, affinities); returns the present ones' affinities."""
+#: the seed's tables: a deployment adds its own columns to them (``user_id``, ``embedding``), which are
+#: ignored (reported in ``extra_columns``); factmem's own tables must match exactly
+SEED_TABLES = ("memory_facts", "memory_fact_links", "memory_evidence")
+
+
+def _check_table(path: Path, sq, table: str, spec: list[tuple[str, str, bool]], optional: frozenset[str] | set[str] = frozenset(),
+                 extra: list[str] | None = None) -> dict[str, str]:
+    """Columns of ``table`` match ``spec`` (names, affinities); returns the present ones' affinities.
+    Columns ``spec`` does not name are appended to ``extra`` when it is given (a seed table: ignored),
+    else refused."""
     have = _columns(sq, table)
     expected = [c for c, _, _ in spec]
     for col in expected:
@@ -177,6 +187,9 @@ def _check_table(path: Path, sq, table: str, spec: list[tuple[str, str, bool]], 
                                     f"(expected {', '.join(expected)})")
     for col in have:
         if col not in expected:
+            if extra is not None:
+                extra.append(col)
+                continue
             raise ProductionDBError(f"{path}: table {table}: unexpected column {col!r} "
                                     f"(expected exactly {', '.join(expected)})")
     for col, aff, _ in spec:
@@ -344,8 +357,12 @@ def check_file(path: Path, sq: sqlite3.Connection) -> dict[str, Any]:
     if "factmem_abstraction_examined" in tables:
         specs["factmem_abstraction_examined"] = (EXAMINED_SPEC, set())
     present = {}
+    extra_columns: dict[str, list[str]] = {}
     for table, (spec, optional) in specs.items():
-        present[table] = _check_table(path, sq, table, spec, optional)
+        added: list[str] | None = [] if table in SEED_TABLES else None
+        present[table] = _check_table(path, sq, table, spec, optional, added)
+        if added:
+            extra_columns[table] = added
     domains: dict[str, dict[str, tuple]] = {"memory_facts": {"kind": KINDS, "status": STATUSES},
                                             "factmem_fact_state": {"stale": (0, 1)},
                                             "factmem_abstraction_examined": {"outcome": EXAMINED_OUTCOMES}}
@@ -359,6 +376,7 @@ def check_file(path: Path, sq: sqlite3.Connection) -> dict[str, Any]:
             _check_unique_fact_ids(path, sq)
     info["evidence_columns"] = list(present["memory_evidence"])
     info["counts"] = counts
+    info["extra_columns"] = extra_columns
     return info
 
 
@@ -370,6 +388,14 @@ def read_meta(path: Path, sq: sqlite3.Connection, tables: list[str]) -> dict[str
         return {str(k): str(v) for k, v in sq.execute("SELECT key, value FROM factmem_meta").fetchall()}
     except sqlite3.DatabaseError as exc:
         raise ProductionDBError(f"{path}: table factmem_meta: unreadable ({exc})") from None
+
+
+def extra_columns_note(extra: dict[str, list[str]]) -> str | None:
+    """The note saying which added columns of the seed's tables were ignored (None when there are none)."""
+    if not extra:
+        return None
+    parts = [f"{table} ({', '.join(cols)})" for table, cols in sorted(extra.items())]
+    return ("Columns not in the seed's schema were ignored: " + "; ".join(parts) + ".")
 
 
 def read_meta_params(path: Path, sq: sqlite3.Connection, tables: list[str]) -> MemoryParams | None:

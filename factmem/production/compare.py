@@ -31,9 +31,8 @@ with the checkpoint semantics of the metrics (observations before the checkpoint
 or before it), and cumulative archivals and supersessions.
 
 **Budgeted context metrics** (:func:`context_sums`): utility@k, recall@k, precision@k and stale@k of
-:class:`~factmem.evaluation.context.ContextEvaluator` with ``needed="next-session"`` (production has no
-truth: at the start of each session the facts it mentions are needed; a fact in the context is stale
-when the session mentions another object for its single-valued (subject, predicate)). The scoring
+:class:`~factmem.evaluation.context.ContextEvaluator` with a no-truth ``needed`` (production has no
+truth: the what-if's setting, a proxy of :mod:`factmem.evaluation.proxies` or ``next-session``). The scoring
 runs over groups of subjects so that at most :data:`PAIR_BUDGET` (state, session start) pairs are
 held at once; per-subject sums are exactly those of one call.
 """

@@ -99,6 +99,8 @@ class ProductionLog:
     parameters' fingerprint and consolidation period among them). ``facts["has_state"]``: the fact has
     a ``factmem_fact_state`` row (a client that does not keep the table writes none for the facts it
     archives or supersedes).
+    (observations, fact times, status changes, links). ``extra_columns``: columns a deployment added
+    to the seed's tables, per table (ignored).
     """
 
     path: Path
@@ -112,6 +114,7 @@ class ProductionLog:
     has_fact_state: bool
     latest: int
     meta: dict[str, str] = field(default_factory=dict)
+    extra_columns: dict[str, list[str]] = field(default_factory=dict)
     _prepared: dict = field(default_factory=dict, repr=False)
 
     @property
@@ -128,7 +131,7 @@ class ProductionLog:
         return {"path": str(self.path), "sha256": self.sha256, "size_bytes": self.size_bytes,
                 "tables": list(self.tables), "counts": dict(self.counts), "first_observation": self.first,
                 "last_observation": self.last, "latest": self.latest, "has_fact_state": self.has_fact_state,
-                "has_saved_params": self.saved_params is not None}
+                "has_saved_params": self.saved_params is not None, "extra_columns": dict(self.extra_columns)}
 
     # -- encodings shared by the replays and the context metrics ------------------------------------
 
@@ -340,7 +343,8 @@ def read_production(path: str | os.PathLike) -> ProductionLog:
     release_memory()
     return ProductionLog(path=path, sha256=file_sha256(path), size_bytes=path.stat().st_size, tables=tables,
                          facts=facts, events=events, counts=counts_out, saved_params=saved,
-                         has_fact_state=has_state, latest=max(latest_parts), meta=meta)
+                         has_fact_state=has_state, latest=max(latest_parts), meta=meta,
+                         extra_columns=dict(info.get("extra_columns", {})))
 
 
 def release_memory() -> None:

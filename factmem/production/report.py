@@ -91,6 +91,20 @@ def _verdict(row: dict[str, Any], lower_is_better: bool = False) -> str:
     return f"a change beyond resampling noise — {d} under the new parameters"
 
 
+_NEEDED_TEXT = {
+    "next-session": "a fact is needed when the session mentions it, and stale when the session mentions another "
+                    "object for its single-valued (subject, predicate).",
+    "next-3-sessions": "a fact mentioned before is needed when one of the person's next 3 sessions mentions it, and "
+                       "stale when they mention another object for its single-valued (subject, predicate) instead.",
+    "hindsight": "a fact mentioned before is needed when the log mentions it again at or after the session start; "
+                 "a context fact the log never mentions again is charged (stale when another object of its "
+                 "single-valued (subject, predicate) is mentioned later).",
+    "later-mention": "a fact mentioned before is needed when the log mentions it again at or after the session "
+                     "start; a context fact is charged (stale) when the log later mentions another object for its "
+                     "single-valued (subject, predicate) and never its own again.",
+}
+
+
 def render_report(result: WhatIfResult) -> str:
     """``report.md``: the headline first, then inputs, reproduction, the comparison at ``at``, the
     context metrics, the most affected people, notes."""
@@ -98,7 +112,11 @@ def render_report(result: WhatIfResult) -> str:
     k = st.budgets[0]
     util = result.comparison("utility", k)
     at_label = "the last observation" if st.at is None else "--at"
-    lines = [f"# What-if: {result.new.describe()} on {Path(prod['path']).name}", ""]
+    from factmem.production.current import reproduction_warning
+    from factmem.tuning.agreement import agreement_sentence
+
+    warning = reproduction_warning(rep, result.current.source)
+    lines = ([warning, ""] if warning else []) + [f"# What-if: {result.new.describe()} on {Path(prod['path']).name}", ""]
     lines += [
         f"**At {_date(result.at)}** ({at_label}), replaying the production file's {prod['counts']['observations']:,} "
         f"observations of {s['subjects']:,} people under the new parameters instead of the current ones: "
@@ -182,11 +200,11 @@ def render_report(result: WhatIfResult) -> str:
         "",
         "![believed-set size over time](believed_over_time.png)",
         "",
-        "## Budgeted context metrics (needed = the next session)",
+        f"## Budgeted context metrics (needed = {st.needed})",
         "",
         f"At each session start, each person's context holds the top k of their active facts by effective "
-        f"confidence; a fact is needed when the session mentions it, and stale when the session mentions another "
-        f"object for its single-valued (subject, predicate). Means over {s['session_starts']:,} session starts "
+        f"confidence; {_NEEDED_TEXT.get(st.needed, st.needed)} {agreement_sentence(st.needed)} "
+        f"Means over {s['session_starts']:,} session starts "
         f"(those with a needed fact; {s['session_starts_all']:,} in all), pooled over people; Δ = new − current, "
         f"95% percentile interval from {st.bootstrap:,} bootstrap resamples of people (seed {st.seed}).",
         "",

@@ -14,19 +14,23 @@ Usage (``prod.sqlite`` a production memory, ``new_params.toml`` a params file)::
    file (:func:`~factmem.production.rebuild.read_production`: the seed's schema, evidence present and
    pointing at existing facts). Any problem is a :class:`~factmem.errors.FactmemError` naming it, and
    nothing is written.
-2. **Current parameters**: those the file records in ``factmem_meta`` when present, else ``current``
-   (``--current``), else the seed's defaults; the report says which (and notes a ``current`` that
-   differs from the file's own).
+2. **Current parameters** (:mod:`factmem.production.current`): those the file records in
+   ``factmem_meta`` when present, else ``current`` (``--current FILE``), else ``current="seed"`` said
+   explicitly; otherwise :class:`~factmem.production.current.CurrentParamsMissing` naming the flag
+   (nothing is assumed). The report says which (and notes a ``current`` that differs from the file's own).
 3. **Replay** the rebuilt mention log under the current parameters with a consolidation every
    ``consolidate_every_hours`` (at multiples of the period since the epoch: daily = midnight UTC) up to
    the later of ``at`` and the latest time the file records, and **check** that it reproduces the
    file's facts (:func:`~factmem.production.replay.check_reproduction`); the mismatches are counted
-   and explained, and the comparison goes on.
+   and explained, and the comparison goes on — but when more than 5% of the checked facts are not
+   rebuilt, the report's first line says the comparison is not against what production did, with the
+   likely causes (:func:`~factmem.production.current.reproduction_warning`), and the CLI exits 4.
 4. **Replay** the same log under the new parameters and **compare** (:mod:`factmem.production.compare`):
    at ``at`` (default: the last observation) per triple and per subject — facts forgotten or kept,
    supersessions that differ, believed-set sizes, the context of ``budgets[0]`` facts each person
    would get (gains and losses); over time — believed-set sizes, archivals, supersessions; and the
-   budgeted context metrics with ``needed="next-session"`` at every session start, per side, with the
+   budgeted context metrics with a no-truth ``needed`` (default: the best-agreeing proxy,
+   :data:`~factmem.tuning.agreement.DEFAULT_PROXY`) at every session start, per side, with the
    difference new − current and a 95% bootstrap interval over subjects
    (:func:`~factmem.tuning.tune.bootstrap_difference`).
 5. **Write** (``out=``, or :meth:`WhatIfResult.write`): ``report.md``, figures, Parquet tables and a
@@ -56,9 +60,10 @@ from factmem.core.params import MemoryParams
 from factmem.core.timeutil import to_seconds
 from factmem.errors import InputError
 from factmem.evaluation.charges import ChargeCosts
-from factmem.evaluation.context import FIELDS, ContextEvaluator
+from factmem.evaluation.context import FIELDS, NEEDED_MODES, ContextEvaluator
 from factmem.export.diff import diff_params
 from factmem.export.document import ParamsDocument, read_params_document
+from factmem.export.sqlite_format import extra_columns_note
 from factmem.production.compare import (
     changes,
     checkpoints,
@@ -70,13 +75,15 @@ from factmem.production.compare import (
     over_time,
     triple_states,
 )
+from factmem.production.current import SEED, resolve_current
 from factmem.production.provenance import provenance_notes
 from factmem.production.rebuild import ProductionLog, file_sha256, read_production, release_memory
 from factmem.production.replay import Reproduction, check_reproduction, consolidation_grid, encode, replay_log
 from factmem.tuning.references import EMPTY, KEEP_EVERYTHING, empty_sums, keep_everything
+from factmem.tuning.agreement import DEFAULT_PROXY
 from factmem.tuning.tune import bootstrap_difference
 
-__all__ = ["CONTEXT_METRICS", "WhatIfSettings", "ParamsSource", "WhatIfResult", "whatif"]
+__all__ = ["CONTEXT_METRICS", "WhatIfSettings", "ParamsSource", "WhatIfResult", "whatif", "params_source"]
 
 #: the budgeted context metrics compared (fields of :class:`~factmem.evaluation.context.ContextScores`)
 CONTEXT_METRICS: tuple[str, ...] = ("utility", "recall", "precision", "stale")
@@ -87,10 +94,11 @@ _SIDES = ("current", "new")
 class WhatIfSettings:
     """How the what-if runs. ``budgets``: context sizes k (the first one is used for the per-subject
     tables and the context gains and losses); ``at``: the time compared (None: the last observation);
-    ``needed``: only ``"next-session"`` (production has no truth); ``consolidate_every_hours``: the
+    ``needed``: a no-truth proxy (production has no truth; default
+    :data:`~factmem.tuning.agreement.DEFAULT_PROXY`, the best-agreeing on logs with truth; any of
+    :data:`~factmem.evaluation.proxies.PROXIES` or ``"next-session"``); ``consolidate_every_hours``: the
     replay's consolidation period; ``costs``: what each kind of charged context fact costs in
-    utility@k (:class:`~factmem.evaluation.charges.ChargeCosts`; next-session contexts have stale and
-    unneeded facts only); ``bootstrap``: resamples of
+    utility@k (:class:`~factmem.evaluation.charges.ChargeCosts`); ``bootstrap``: resamples of
     subjects for the intervals; ``seed``: of the bootstrap and of point sampling;
     ``max_points_per_subject``: sample at most this many session starts per subject (None: all);
     ``top``: the most affected subjects listed; ``show``: those whose context changes the report
@@ -98,7 +106,7 @@ class WhatIfSettings:
 
     budgets: tuple[int, ...] = (20,)
     at: int | None = None
-    needed: str = "next-session"
+    needed: str = DEFAULT_PROXY
     consolidate_every_hours: float = 24.0
     costs: ChargeCosts = field(default_factory=ChargeCosts)
     bootstrap: int = 1000
@@ -112,9 +120,9 @@ class WhatIfSettings:
         if not budgets or any(isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1 for k in budgets):
             raise InputError(f"budgets must be positive integers, got {list(budgets)!r}")
         object.__setattr__(self, "budgets", tuple(int(k) for k in budgets))
-        if self.needed != "next-session":
-            raise InputError(f"needed must be 'next-session' for a production memory (it has no truth), "
-                             f"got {self.needed!r}")
+        if self.needed not in NEEDED_MODES or self.needed == "truth":
+            raise InputError(f"needed must be a no-truth proxy for a production memory (it has no truth): one of "
+                             f"{', '.join(m for m in NEEDED_MODES if m != 'truth')}; got {self.needed!r}")
         hours = self.consolidate_every_hours
         if isinstance(hours, bool) or not isinstance(hours, (int, float)) or not math.isfinite(hours) or hours <= 0:
             raise InputError(f"consolidate_every_hours must be a positive number of hours, got {hours!r}")
@@ -156,7 +164,7 @@ class ParamsSource:
         if self.path is not None:
             return f"{self.path} (sha256 {self.sha256[:12] if self.sha256 else '?'}…)"
         return {"factmem_meta": "the production file's factmem_meta (the parameters it was written with)",
-                "seed defaults": "the seed's defaults (the file records none, and no --current was given)",
+                "seed defaults": "the seed's defaults (--current seed: the file records none)",
                 "argument": "given as MemoryParams"}.get(self.source, self.source)
 
     def to_dict(self) -> dict[str, Any]:
@@ -164,7 +172,8 @@ class ParamsSource:
                 "params": self.params.to_dict()}
 
 
-def _params_source(value: Any, what: str) -> ParamsSource:
+def params_source(value: Any, what: str) -> ParamsSource:
+    """A parameter set given as MemoryParams, a params document or a params file path."""
     if isinstance(value, MemoryParams):
         return ParamsSource(value, "argument")
     if isinstance(value, ParamsDocument):
@@ -248,15 +257,17 @@ class WhatIfResult:
 
 def whatif(production: str | os.PathLike, params: MemoryParams | ParamsDocument | str | os.PathLike, *,
            current: MemoryParams | ParamsDocument | str | os.PathLike | None = None,
-           budgets: tuple[int, ...] | int = (20,), at: Any = None, needed: str = "next-session",
+           budgets: tuple[int, ...] | int = (20,), at: Any = None, needed: str = DEFAULT_PROXY,
            consolidate_every_hours: float = 24.0, costs: ChargeCosts | dict[str, float] | str | None = None,
            bootstrap: int = 1000, seed: int = 0,
            max_points_per_subject: int | None = None, top: int = 10, show: int = 3,
            out: str | os.PathLike | None = None, figures: bool = True) -> WhatIfResult:
     """What the parameters ``params`` would have done to the memory in the production file
     ``production`` (SQLite, the seed's schema), against its current parameters. See the module
-    docstring for the steps; :class:`WhatIfSettings` for the options. ``out``: write the run folder
-    there (nothing is written when any input is bad)."""
+    docstring for the steps; :class:`WhatIfSettings` for the options. ``current``: the parameters
+    production runs, when the file does not record them — a params file, MemoryParams, or ``"seed"``
+    for the seed's defaults said explicitly (:mod:`factmem.production.current`). ``out``: write the run
+    folder there (nothing is written when any input is bad)."""
     t0 = time.perf_counter()
     settings = WhatIfSettings(budgets=budgets if not isinstance(budgets, int) else (budgets,), at=at, needed=needed,
                               consolidate_every_hours=consolidate_every_hours, costs=ChargeCosts.of(costs),
@@ -264,20 +275,12 @@ def whatif(production: str | os.PathLike, params: MemoryParams | ParamsDocument 
                               top=top, show=show)
     if out is not None and Path(out).exists() and not Path(out).is_dir():
         raise InputError(f"{out}: exists and is not a folder")
-    new = _params_source(params, "params")
-    given_current = _params_source(current, "current") if current is not None else None
+    new = params_source(params, "params")
+    if current is not None and not (isinstance(current, str) and current == SEED):
+        params_source(current, "current")  # a bad --current file is refused before the production file is read
     log = read_production(production)
-    notes: list[str] = []
-    if log.saved_params is not None:
-        cur = ParamsSource(log.saved_params, "factmem_meta")
-        if given_current is not None and given_current.params != log.saved_params:
-            changed = ", ".join(diff_params(given_current.params, log.saved_params)["parameter"])
-            notes.append(f"--current {given_current.path or '(argument)'} differs from the parameters the file records "
-                         f"in factmem_meta ({changed}); the file's own were used as the current parameters.")
-    elif given_current is not None:
-        cur = given_current
-    else:
-        cur = ParamsSource(MemoryParams(), "seed defaults")
+    cur, notes = resolve_current(production, log.saved_params, current, command="whatif", source_type=ParamsSource,
+                                 read_source=params_source)
 
     at_time = log.last if settings.at is None else settings.at
     if at_time < log.first:
@@ -286,7 +289,8 @@ def whatif(production: str | os.PathLike, params: MemoryParams | ParamsDocument 
     grid = consolidation_grid(log.first, horizon, settings.period)
 
     # -- the session starts scored by the context metrics (built first: the replays are large) -------
-    evaluator = ContextEvaluator(log.prepared(sessions_only=True), budgets=settings.budgets, needed="next-session",
+    evaluator = ContextEvaluator(log.prepared(sessions_only=True), budgets=settings.budgets,
+                                 needed=settings.needed,  # type: ignore[arg-type]
                                  costs=settings.costs,
                                  max_points_per_subject=settings.max_points_per_subject, seed=settings.seed)
     release_memory()
@@ -490,7 +494,7 @@ def _summary(subjects, states, change, gained, lost, events_diff, at, horizon, g
 def _notes(log: ProductionLog, reproduction: Reproduction, evaluator: ContextEvaluator, settings: WhatIfSettings,
            cur: ParamsSource, timeline: pd.DataFrame) -> list[str]:
     c = log.counts
-    notes = []
+    notes = [n for n in (extra_columns_note(log.extra_columns),) if n]
     not_replayed = []
     if c["derived_facts"]:
         not_replayed.append(f"{c['derived_facts']} derived facts")
@@ -517,6 +521,4 @@ def _notes(log: ProductionLog, reproduction: Reproduction, evaluator: ContextEva
         notes.append(f"The file has no factmem_fact_state for {reproduction.without_state} facts: written by a client "
                      "that does not keep it (their status is checked, the time it changed is unknown and not checked; "
                      "archivals after the last recorded time are not replayed).")
-    if cur.source == "seed defaults":
-        notes.append("The current parameters are the seed's defaults (the file records none; pass --current).")
     return notes

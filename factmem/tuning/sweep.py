@@ -124,13 +124,15 @@ class SweepResult:
             metric = {"utility": "utility", "recall_at_k": "recall", "precision_at_k": "precision",
                       "stale_at_k": "charged"}[obj.name]
             b = obj.budgets.index(budget if budget is not None else obj.budgets[0])
-            rows = self.context[part][:, :, b, :]
+            # only the two fields the ratio reads: a bootstrap resample copies candidates × subjects of
+            # them, not of every field (the same sums, added in the same order)
+            fields = [FIELDS.index(metric), FIELDS.index("precise" if metric == "precision" else "points")]
+            rows = self.context[part][:, :, b, fields]
             if subjects is not None:
                 rows = rows[:, subjects, :]
             tot = rows.sum(axis=1)
-            denom = tot[:, FIELDS.index("precise" if metric == "precision" else "points")]
             with np.errstate(invalid="ignore", divide="ignore"):
-                return tot[:, FIELDS.index(metric)] / denom
+                return tot[:, 0] / tot[:, 1]
         if subjects is not None:
             raise InputError(f"objective {obj.name!r} is not kept per subject; choose a context objective")
         return self.table[f"{part}.{obj.name}"].to_numpy(np.float64)

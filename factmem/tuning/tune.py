@@ -373,9 +373,11 @@ def tune(log: Any = None, *, out: str | os.PathLike | None = None, search: Searc
          objective: Objective | None = None, holdout: Holdout | None = None, compute: Compute | None = None,
          schedule: Schedule | None = None, current: MemoryParams | None = None, start: MemoryParams | None = None,
          write: bool = True, force: bool = False, calibrate_all: bool = False,
-         promotion: Promotion | None = None) -> TuneResult:
+         promotion: Promotion | None = None, base: MemoryParams | None = None) -> TuneResult:
     """Tune the memory's parameters on ``log`` (default: the bundled ``small`` dataset); see the
     module docstring. ``current``: production's parameters, which a recommendation must also beat.
+    ``base``: the parameters every candidate starts from and the baseline (default: :func:`base_params`;
+    ``tune --log PROD.sqlite`` passes production's current parameters).
     ``start``: a candidate to centre the search on (e.g. :func:`factmem.fit`'s parameters).
     ``promotion``: the rule's minimum effect and restarts (:class:`~factmem.tuning.decision.Promotion`).
 
@@ -396,11 +398,11 @@ def tune(log: Any = None, *, out: str | os.PathLike | None = None, search: Searc
                          "precision_at_k, stale_at_k) or hold out by time or another log")
     if not write:
         return _tune(log, None, search, objective, holdout, compute, schedule, current, start, calibrate_all,
-                     promotion)
+                     promotion, base)
     final = Path(out) if out is not None else default_run_dir()
     with run_folder(final, force=force) as folder:  # written beside `final`, renamed into place when complete
         result = _tune(log, folder, search, objective, holdout, compute, schedule, current, start, calibrate_all,
-                       promotion)
+                       promotion, base)
     result.out = final
     return result
 
@@ -445,7 +447,8 @@ class _Job:
 
 def _tune(log: Any, out: Path | None, search: Search | None, objective: Objective, holdout: Holdout,
           compute: Compute | None, schedule: Schedule | None, current: MemoryParams | None,
-          start: MemoryParams | None, calibrate_all: bool = False, promotion: Promotion | None = None) -> TuneResult:
+          start: MemoryParams | None, calibrate_all: bool = False, promotion: Promotion | None = None,
+          base: MemoryParams | None = None) -> TuneResult:
     t0 = time.perf_counter()
     search = search or Search()
     compute = compute or Compute()
@@ -454,7 +457,7 @@ def _tune(log: Any, out: Path | None, search: Search | None, objective: Objectiv
     schedule = schedule or default_schedule(P)
     if holdout.mode == "log" and not isinstance(holdout.log, PreparedLog):
         holdout = Holdout(**{**holdout.__dict__, "log": prepare(holdout.log)})
-    job = _Job(P, base_params(P), schedule, objective, holdout, compute, current, start,
+    job = _Job(P, base if base is not None else base_params(P), schedule, objective, holdout, compute, current, start,
                calibrate_all or objective.name in CALIBRATION_OBJECTIVES, promotion or Promotion())
     res, folds = _search(job, search)
     res, idents, chosen = _identify(job, res, folds, search)

@@ -1,0 +1,437 @@
+"""``factmem tune --log PROD.sqlite``: tune the memory you run, from its own file — no ground truth.
+
+Usage::
+
+    from factmem.production.tune import tune_production
+
+    result = tune_production("prod.sqlite", current="seed", out="runs/prod-tune")
+    result.decision, result.exit_status
+
+:func:`tune_production` does, in order:
+
+1. **Read** the production file (:func:`~factmem.production.rebuild.read_production`: a SQLite file in
+   the seed's schema; a factmem store file is exported to a temporary SQLite first) and rebuild its
+   mention log from the evidence, as ``whatif`` does. Columns a deployment added to the seed's tables
+   are ignored (a note lists them). Bad input is a :class:`~factmem.errors.FactmemError`; nothing is
+   written.
+2. **Current parameters**, never assumed (:mod:`factmem.production.current`): the file's
+   ``factmem_meta``, else ``current`` (``--current FILE``), else ``current="seed"`` (``--current
+   seed``); otherwise exit 2 naming the flag. They are the **base** of the search (every candidate
+   differs from them only in what is searched) and the **baseline** a recommendation must beat.
+3. **Reproduction check**: the log replayed under the current parameters (consolidation every
+   ``consolidate_every_hours`` at multiples since the epoch, as ``whatif``) must rebuild the file's
+   facts; when more than 5% are not rebuilt the report's first line says the comparison is not
+   against what production did, with the likely causes, and :attr:`ProductionTuneResult.exit_status`
+   is 4.
+4. **Tune** (:func:`factmem.tuning.tune.tune`, the same search, held-out judgement over folds of
+   people and promotion rule) with a **no-truth definition of needed** — ``needed`` (default
+   :data:`DEFAULT_PROXY`, the proxy that agreed best with the truth on synthetic logs: the measured
+   :data:`PROXY_AGREEMENT` is printed in every report that uses a proxy; ``next-session``,
+   ``next-3-sessions``, ``hindsight``, ``later-mention`` are selectable; the choice is in the manifest).
+   With more than ``max_search_subjects`` people, the **search** runs on a seeded sample of them and
+   the recommendation is then **judged on all** people (and on those outside the sample alone: held
+   out by construction); the report says what was sampled.
+5. **A flat proxy** — more than half the candidates tied at the same utility
+   (:data:`~factmem.tuning.agreement.FLAT_SHARE`) — means "this log cannot rank the candidates":
+   nothing is promoted, the current parameters stay.
+6. **Write** the same run folder as ``tune`` (``report.md``, ``params.toml``, figures, tables,
+   manifest), with the production file, the current parameters' source, the proxy and its measured
+   agreement, the reproduction check and the sampling in the manifest and at the top of the report,
+   which ends with the next commands: ``whatif`` on the same file with the new ``params.toml``, then
+   ``export``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from factmem.core.params import MemoryParams
+from factmem.errors import InputError
+from factmem.evaluation.context import NEEDED_MODES
+from factmem.evaluation.simulate import PreparedLog, Schedule
+from factmem.production.current import EXIT_NOT_REPRODUCED, reproduction_warning, resolve_current
+from factmem.production.rebuild import ProductionLog, read_production, release_memory
+from factmem.production.replay import Reproduction, check_reproduction, consolidation_grid, encode, replay_log
+from factmem.tuning.agreement import DEFAULT_PROXY, FLAT_SHARE, PROXY_AGREEMENT, agreement_sentence, flat_share
+
+__all__ = ["DEFAULT_PROXY", "PROXY_AGREEMENT", "MAX_SEARCH_SUBJECTS", "ProductionTuneResult", "tune_production",
+           "agreement_sentence", "sample_subjects"]
+
+#: above this many people the search runs on a seeded sample of them (judged on all)
+MAX_SEARCH_SUBJECTS = 2000
+
+
+@dataclass
+class ProductionTuneResult:
+    """What :func:`tune_production` found. ``tune``: the :class:`~factmem.tuning.tune.TuneResult` of the
+    search (``tune.primary.chosen`` is what ``params.toml`` holds); ``current``: the current
+    parameters and their source; ``needed``: the proxy; ``reproduction``: the check of step 3;
+    ``flat_share``: share of candidates at the most common utility; ``sample``: the search sample
+    (``subjects``, ``searched``, ``seed``); ``judged``: the comparison on all people when the search
+    was sampled (else None); ``warning``: the report's first line when the check fails."""
+
+    tune: Any
+    production: dict[str, Any]
+    current: Any
+    needed: str
+    reproduction: Reproduction
+    flat_share: float
+    sample: dict[str, Any]
+    judged: dict[str, Any] | None
+    notes: list[str] = field(default_factory=list)
+    warning: str | None = None
+    seconds: float = 0.0
+    out: Path | None = None
+
+    @property
+    def flat(self) -> bool:
+        return self.flat_share > FLAT_SHARE
+
+    @property
+    def decision(self) -> str:
+        return self.tune.primary.decision
+
+    @property
+    def promoted(self) -> bool:
+        return self.tune.primary.promoted
+
+    @property
+    def chosen(self) -> MemoryParams:
+        return self.tune.primary.chosen
+
+    @property
+    def exit_status(self) -> int:
+        """0, or :data:`~factmem.production.current.EXIT_NOT_REPRODUCED` when the check failed."""
+        return EXIT_NOT_REPRODUCED if self.warning else 0
+
+    def next_commands(self) -> list[str]:
+        out = self.out or Path("RUN")
+        prod = self.production["path"]
+        cur = "" if self.current.source == "factmem_meta" else (
+            " --current seed" if self.current.source == "seed defaults" else f" --current {self.current.path}")
+        return [f"factmem whatif {prod} --params {out / 'params.toml'}{cur} --out {out / 'whatif'}",
+                f"factmem export {out / 'params.toml'} --format rust --out memory_params.rs"]
+
+    def manifest_extra(self) -> dict[str, Any]:
+        return {"production": self.production, "current": self.current.to_dict(), "needed": self.needed,
+                "needed_default": DEFAULT_PROXY, "proxy_agreement": PROXY_AGREEMENT.get(self.needed),
+                "reproduction": self.reproduction.to_dict(), "reproduction_warning": self.warning,
+                "flat_share": self.flat_share, "flat": self.flat, "sample": self.sample, "judged": self.judged,
+                "production_notes": list(self.notes)}
+
+
+def sample_subjects(P: PreparedLog, subjects: int, seed: int) -> tuple[PreparedLog, np.ndarray]:
+    """The log restricted to a seeded sample of ``subjects`` people (their mentions and messages; the
+    triple codes stay the same); returns it and the sampled subjects' names (sorted)."""
+    names = P.triples.levels[0]
+    ev_subject = np.asarray(P.triples.codes[0], np.int64)[P.ev_triple]  # integer codes: no string compares
+    people = np.unique(ev_subject)
+    rng = np.random.default_rng(seed)
+    chosen_codes = np.sort(rng.choice(people, size=min(subjects, len(people)), replace=False))
+    keep = np.isin(ev_subject, chosen_codes)
+    chosen = np.sort(np.asarray(names, dtype=object)[chosen_codes])
+    events = P.events[keep].reset_index(drop=True)
+    sessions = pd.unique(events["session_id"].dropna())
+    msgs = P.dataset.messages
+    messages = msgs[msgs["session_id"].isin(sessions)].reset_index(drop=True)
+    ds = dataclasses.replace(P.dataset, events=events, messages=messages)
+    ev_triple = P.ev_triple[keep]
+    sub = dataclasses.replace(P, dataset=ds, events=events, ev_triple=ev_triple,
+                              mentions=pd.DataFrame({"triple": ev_triple, "ts": events["ts"].to_numpy(np.int64)}),
+                              _evaluators={}, _extra={})
+    return sub, chosen
+
+
+def _is_duckdb(path: Path) -> bool:
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(16)
+    except OSError:
+        return False
+    return head[8:12] == b"DUCK"
+
+
+def _read(path: Path, tmp: Path) -> tuple[ProductionLog, list[str]]:
+    """A production SQLite file, or a factmem store file exported to a temporary one first."""
+    if _is_duckdb(path):
+        from factmem.export.sqlite import export_db
+
+        sqlite = tmp / (path.stem + ".sqlite")
+        export_db(path, sqlite, progress=False)
+        log = read_production(sqlite)
+        log = dataclasses.replace(log, path=path)
+        return log, [f"{path} is a factmem store file: it was exported to the seed's schema (export-db) and read "
+                     "from there."]
+    return read_production(path), []
+
+
+def tune_production(production: str | os.PathLike, *, current: Any = None, needed: str | None = None,
+                    out: str | os.PathLike | None = None, force: bool = False, search: Any = None,
+                    budgets: tuple[int, ...] = (20,), costs: Any = None, folds: int = 3, bootstrap: int = 1000,
+                    seed: int = 0, consolidate_every_hours: float = 24.0, max_points_per_subject: int | None = None,
+                    max_search_subjects: int | None = MAX_SEARCH_SUBJECTS, compute: Any = None,
+                    write: bool = True) -> ProductionTuneResult:
+    """Tune on a production file (see the module docstring). ``current``: a params file, MemoryParams or
+    ``"seed"`` (needed when the file records none); ``costs``: of each kind of charged context fact
+    (:class:`~factmem.evaluation.charges.ChargeCosts`; default the defaults); ``needed``: the proxy (default
+    :data:`DEFAULT_PROXY`); ``search``/``compute``: :class:`~factmem.tuning.settings.Search` and
+    ``Compute``; ``max_search_subjects``: search on a seeded sample of this many people (None: all)."""
+    from factmem.tuning.runs import default_run_dir, run_folder
+    from factmem.tuning.settings import Compute, Holdout, Objective, Search
+
+    t0 = time.perf_counter()
+    needed = needed or DEFAULT_PROXY
+    if needed not in NEEDED_MODES or needed == "truth":
+        raise InputError(f"--needed {needed!r}: a production file has no truth; choose one of "
+                         f"{', '.join(m for m in NEEDED_MODES if m != 'truth')}")
+    if max_search_subjects is not None and (isinstance(max_search_subjects, bool) or max_search_subjects < 1):
+        raise InputError(f"max_search_subjects must be a positive integer or None, got {max_search_subjects!r}")
+    path = Path(production)
+    if not path.exists():
+        raise InputError(f"{path}: no such file")
+    period = int(round(consolidate_every_hours * 3600))
+    if period < 1:
+        raise InputError(f"consolidate_every_hours must be positive, got {consolidate_every_hours!r}")
+    objective = Objective(budgets=tuple(budgets), costs=costs, needed=needed,
+                          max_points_per_subject=max_points_per_subject)
+    holdout = Holdout(folds=folds, bootstrap=bootstrap, seed=seed)
+    search = search or Search(seed=seed)
+    # in process by default: the rebuilt log has no dataset folder a worker could load, so every chunk
+    # would ship it to a worker (measured 2.3x slower on 2 shared cores: 163 s against 70 s at 100k)
+    compute = compute or Compute(workers=0, progress=False)
+    with tempfile.TemporaryDirectory() as tmp:
+        log, notes = _read(path, Path(tmp))
+    from factmem.production.whatif import ParamsSource, params_source
+
+    cur, cur_notes = resolve_current(path, log.saved_params, current, command="tune", source_type=ParamsSource,
+                                     read_source=params_source)
+    notes += cur_notes
+    from factmem.export.sqlite_format import extra_columns_note
+
+    if (note := extra_columns_note(log.extra_columns)):
+        notes.append(note)
+
+    # the reproduction check: the current parameters' replay against the file's facts
+    grid = consolidation_grid(log.first, max(log.latest, log.last), period)
+    encoded = encode(log, cur.params.multi_valued_predicates)
+    reproduction = check_reproduction(log, replay_log(log, cur.params, grid, encoded))
+    del encoded
+    release_memory()
+    warning = reproduction_warning(reproduction, cur.source)
+
+    sessions_only = log.counts["observations_without_session"] > 0
+    if sessions_only:
+        notes.append(f"{log.counts['observations_without_session']:,} observations have no session_id: they start no "
+                     "session and are left out of the tuning replay (the reproduction check replays them).")
+    P = log.prepared(sessions_only=sessions_only)
+    # consolidations at multiples of the period since the epoch (midnight UTC daily), as whatif replays
+    P = dataclasses.replace(P, start=(P.start // period) * period, _evaluators={}, _extra={})
+    schedule = Schedule(consolidate_every_hours=consolidate_every_hours, evaluate_every_hours=max(24.0, consolidate_every_hours))
+    n_people = log.counts["subjects"]
+    sample: dict[str, Any] = {"subjects": int(n_people), "searched": int(n_people), "seed": seed}
+    P_search = P
+    if max_search_subjects is not None and n_people > max_search_subjects:
+        P_search, chosen = sample_subjects(P, max_search_subjects, seed)
+        sample["searched"] = int(len(chosen))
+
+    from factmem.tuning.tune import tune
+
+    def run(folder: Path | None, final: Path | None = None) -> ProductionTuneResult:
+        res = tune(P_search, write=False, search=search, objective=objective, holdout=holdout, compute=compute,
+                   schedule=schedule, current=cur.params, base=cur.params)
+        k = objective.budgets[0]
+        values = res.sweep.objective_values("all", k)
+        share = flat_share(values)
+        judged = None
+        if share > FLAT_SHARE:
+            for rec in res.recommendations.values():
+                rec.promoted, rec.keep = False, "current"
+                rec._kept = cur.params
+                rec.decision = (f"Not promoted: this log cannot rank the candidates — {100 * share:.0f}% of the "
+                                f"{len(values)} candidates tie at the same utility@{k} under needed = {needed}; "
+                                "the current parameters stay.")
+        elif sample["searched"] < sample["subjects"]:
+            judged = _judge_on_all(P, res, cur.params, objective, holdout, schedule, np.asarray(chosen))
+            rec = res.primary
+            if rec.promoted and not judged["all"]["excludes_zero"]:
+                rec.promoted, rec.keep = False, "current"
+                rec._kept = cur.params
+                rec.decision += (" Judged on all people, the interval includes 0 "
+                                 f"({judged['all']['difference']:+.4g} [{judged['all']['low']:+.4g}, "
+                                 f"{judged['all']['high']:+.4g}]): not promoted; the current parameters stay.")
+        result = ProductionTuneResult(tune=res, production=log.to_dict(), current=cur, needed=needed,
+                                      reproduction=reproduction, flat_share=share, sample=sample, judged=judged,
+                                      notes=notes, warning=warning, seconds=time.perf_counter() - t0, out=final)
+        if folder is not None:
+            _write(result, P_search, folder)
+        return result
+
+    if not write:
+        return run(None)
+    final = Path(out) if out is not None else default_run_dir()
+    with run_folder(final, force=force) as folder:  # written beside `final`, renamed into place when complete
+        result = run(folder, final)
+    return result
+
+
+def _judge_on_all(P: PreparedLog, res: Any, current: MemoryParams, objective: Any, holdout: Any, schedule: Schedule,
+                  sampled: np.ndarray) -> dict[str, Any]:
+    """The recommendation against the current parameters on every person, and on the people outside the
+    search sample alone (held out by construction)."""
+    from factmem.evaluation.context import ContextEvaluator
+    from factmem.evaluation.simulate import encode_events, kernel_belief_arrays
+    from factmem.tuning.tune import bootstrap_difference
+
+    rec = res.primary.params
+    k = objective.budgets[0]
+    ctx = ContextEvaluator(P, budgets=(k,), needed=objective.needed, costs=objective.costs,
+                           max_points_per_subject=objective.max_points_per_subject, seed=holdout.seed)
+    grid = schedule.consolidations(P.start, P.end)
+    sums = []
+    for params in (rec, current):
+        enc = encode_events(P, params.multi_valued_predicates)
+        bel = kernel_belief_arrays(P, [params], grid, enc)[0]
+        sums.append(ctx.score(bel, params).sums[0, :, 0, :])
+        del bel, enc
+        release_memory()
+    outside = ~np.isin(np.asarray(ctx.subjects, dtype=object), sampled)
+    out = {}
+    for label, rows in (("all", slice(None)), ("not_sampled", outside)):
+        c = bootstrap_difference(sums[0][rows], sums[1][rows], "utility", resamples=holdout.bootstrap,
+                                 seed=holdout.seed + 7)
+        out[label] = {**c.to_dict(), "excludes_zero": c.excludes_zero(False)}
+    return out
+
+
+def _num(v: Any) -> str:
+    return f"{v:.4g}" if isinstance(v, float) else str(v)
+
+
+def _fmt(v: float) -> str:
+    return "n/a" if not isinstance(v, (int, float)) or not math.isfinite(v) else f"{v:+.4g}"
+
+
+def header_lines(result: ProductionTuneResult) -> list[str]:
+    """The production part of the report: warning first, then what was tuned, how, and the decision."""
+    prod = result.production
+    s = result.sample
+    lines = [result.warning, ""] if result.warning else []
+    lines += [f"# Tune on a production memory: {Path(prod['path']).name}", "",
+              f"**{result.decision}**", "",
+              f"- File: `{prod['path']}` (sha256 {prod['sha256'][:12]}…), {prod['counts']['observations']:,} "
+              f"observations of {s['subjects']:,} people.",
+              f"- Current parameters (the base and the baseline): {result.current.describe()}.",
+              f"- Reproduction: the current parameters' replay rebuilds {result.reproduction.reproduced:,} of "
+              f"{result.reproduction.checked:,} production facts.",
+              f"- {agreement_sentence(result.needed)}",
+              f"- Candidates tied at the most common utility: {100 * result.flat_share:.0f}%"
+              + (" — **this log cannot rank the candidates**; nothing is promoted." if result.flat else "."),
+              ]
+    if s["searched"] < s["subjects"]:
+        lines.append(f"- Sampled: the search ran on {s['searched']:,} of {s['subjects']:,} people (seeded, seed "
+                     f"{s['seed']}); the recommendation was then judged on all of them.")
+        if result.judged:
+            for label, what in (("all", "all people"), ("not_sampled", "the people outside the sample")):
+                j = result.judged[label]
+                lines.append(f"  - On {what}: utility@{result.tune.sweep.objective.budgets[0]} {j['a']:.4g} against "
+                             f"{j['b']:.4g} for the current parameters, {_fmt(j['difference'])} "
+                             f"[{_fmt(j['low'])}, {_fmt(j['high'])}] (95%, bootstrap over people).")
+    for n in result.notes:
+        lines.append(f"- Note: {n}")
+    return lines + [""]
+
+
+def next_lines(result: ProductionTuneResult) -> list[str]:
+    """The report's last section: the commands to run next."""
+    return ["## Next", "", "See what the new parameters would have done to the people in this file, then export "
+            "them for the production crate:", "", "```", *result.next_commands(), "```", ""]
+
+
+def _write(result: ProductionTuneResult, P: PreparedLog, folder: Path) -> None:
+    """The run folder: ``report.md``, ``params.toml`` (``params-k<K>.toml`` per budget), the figures of
+    the sweep (slices, Pareto), the tables (sweep, heldout) and the manifest. (``tune`` on a dataset also
+    replays the choice through a FactStore for truth-scored figures; without truth they would show
+    nothing, and on a large file they would cost minutes.)"""
+    from factmem import plots
+    from factmem.export import write_params_file
+    from factmem.production.report import _table
+    from factmem.tuning.report import _swept
+    from factmem.tuning.runs import manifest, write_run
+
+    res = result.tune.sweep
+    obj = res.objective
+    primary = result.tune.primary
+    tab = res.table
+    figures = []
+    swept = [c for c in _swept(result.tune) if c in tab.columns and tab[c].nunique() > 1]
+    col = obj.column("all", primary.budget)
+    if swept and col in tab.columns:
+        fig = plots.slices(tab, swept, col, highlight={"recommended": primary.index, "current": 0},
+                           log_params=[c for c in swept if c.startswith("decay_rate")], lower_is_better=False)
+        plots.save(fig, folder / "slices.png")
+        figures.append("slices.png")
+    px, py = f"all.charged@{primary.budget}", f"all.recall@{primary.budget}"
+    if px in tab.columns:
+        fig = plots.pareto(tab.rename(columns={px: "charged facts in context", py: "recall@k"}),
+                           x="charged facts in context", y="recall@k",
+                           highlight={"current": 0, "recommended": primary.index},
+                           title=f"Every candidate under needed = {result.needed} (k = {primary.budget})")
+        plots.save(fig, folder / "pareto.png")
+        figures.append("pareto.png")
+    heldout = pd.concat([r.heldout.assign(budget=k) for k, r in result.tune.recommendations.items()], ignore_index=True)
+    info = dict(objective=obj.to_dict(), holdout=res.holdout.to_dict(), schedule=res.schedule.to_dict(),
+                n_params=len(res.params), points=res.points, sampled_from=res.sampled_from,
+                recommendations={str(k): {"params": r.params.to_dict(), "chosen": r.chosen.to_dict(),
+                                          "promoted": r.promoted, "keep": r.keep, "decision": r.decision,
+                                          "versus_baseline": r.versus_baseline.to_dict(), "notes": list(r.notes)}
+                                 for k, r in result.tune.recommendations.items()},
+                search=result.tune.search.to_dict(), seconds=round(result.seconds, 2), figures=figures,
+                **result.manifest_extra())
+    man = json.loads(json.dumps(manifest("tune-production", **info), default=_jsonable))
+    write_run(folder, man, {"sweep": tab, "heldout": heldout}, finish=False)
+    for k, rec in result.tune.recommendations.items():
+        prov = {"dataset_sha256": result.production["sha256"], "objective": f"utility@{k} (needed = {result.needed})",
+                "git_commit": man.get("git_commit") or "", "notes": rec.decision}
+        write_params_file(folder / ("params.toml" if k == primary.budget else f"params-k{k}.toml"), rec.chosen, prov)
+    lines = header_lines(result)
+    for k, rec in result.tune.recommendations.items():
+        # the baseline is the current parameters; rows scored against truth mean nothing here
+        h = rec.heldout[rec.heldout["scope"] == "held out"]
+        shown = h.drop(columns=[c for c in ("key", "scope", "current") if c in h.columns]).rename(
+            columns={"baseline": "current"})
+        if result.current.source == "seed defaults" and "seed defaults" in shown.columns:
+            shown = shown.drop(columns=["seed defaults"])
+        lines += [f"## Held out, k = {k} (needed = {result.needed})", "",
+                  "Each person is scored by the choice made on the other folds of people.", "", _table(shown), ""]
+        changed = rec.params.changes_from(result.current.params)
+        lines += ["Recommended changes from the current parameters: " + (", ".join(
+            f"`{n}` {_num(a)} → {_num(b)}" for n, (a, b) in changed.items()) or "none") + ".", ""]
+        if rec.notes:
+            lines += ["**Check the search range:**", ""] + [f"- {n}" for n in rec.notes] + [""]
+    lines += [f"`params.toml` holds the {'recommended' if primary.keep == 'recommended' else 'current'} parameters; "
+              f"{len(res.params)} candidates, {result.seconds:.0f} s. Figures: "
+              + (", ".join(f"`{f}`" for f in figures) or "none") + ".", ""]
+    lines += next_lines(result)
+    (folder / "report.md").write_text("\n".join(lines), encoding="utf-8")
+
+
+def _jsonable(v: Any) -> Any:
+    if isinstance(v, (np.integer,)):
+        return int(v)
+    if isinstance(v, (np.floating,)):
+        f = float(v)
+        return f if math.isfinite(f) else None
+    if isinstance(v, Path):
+        return str(v)
+    raise TypeError(f"not JSON: {type(v).__name__}")

@@ -1,0 +1,90 @@
+"""``factmem tune --log PROD.sqlite`` (factmem.production.tune): the issue's "done when" on an exported
+memory with ``factmem_meta`` dropped and a column added — refused without ``--current``, end to end with
+``--current seed``, its params file accepted by ``whatif`` on the same file; a flat proxy promotes
+nothing; a sampled search is judged on everyone."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sqlite3
+
+import pytest
+
+from factmem import MemoryParams
+from factmem.cli.main import main
+from factmem.data.generate import generate
+from factmem.evaluation.simulate import Schedule, simulate
+from factmem.export.document import read_params_document
+from factmem.production.current import CurrentParamsMissing
+from factmem.production.tune import tune_production
+from factmem.tuning.settings import Compute, Search
+
+FAST = ["--n", "8", "--refine", "4", "--bootstrap", "50", "--workers", "0"]
+
+
+def _production_file(tmp, ds, name="prod"):
+    """A memory replayed under the seed's defaults, exported by export-db, then made to look like a crate's
+    file: no factmem_meta, and a column the deployment added."""
+    run = simulate(ds, MemoryParams(), Schedule(), store_path=tmp / f"{name}.duckdb")
+    run.store.close()
+    path = tmp / f"{name}.sqlite"
+    assert main(["export-db", str(tmp / f"{name}.duckdb"), "--out", str(path), "-q"]) == 0
+    with sqlite3.connect(path) as sq:
+        sq.execute("DROP TABLE factmem_meta")
+        sq.execute("ALTER TABLE memory_facts ADD COLUMN user_id TEXT")
+    return path
+
+
+@pytest.fixture(scope="module")
+def prod(tmp_path_factory):
+    return _production_file(tmp_path_factory.mktemp("prodtune"), generate("tiny", seed=3))
+
+
+def test_tune_on_a_production_file_end_to_end(prod, tmp_path, capsys):
+    out = tmp_path / "run"
+    assert main(["tune", "--log", str(prod), "--out", str(out), *FAST]) == 2
+    assert "--current" in capsys.readouterr().err and not out.exists()
+    assert main(["tune", "--log", str(prod), "--current", "seed", "--out", str(out), *FAST]) == 0
+    printed = capsys.readouterr().out
+    assert "On synthetic logs with truth, this proxy's ranking of the candidates agrees at ρ = " in printed
+    assert printed.strip().splitlines()[-2].strip().startswith("factmem whatif") and "export" in printed.splitlines()[-1]
+    man = json.loads((out / "manifest.json").read_text())
+    assert man["kind"] == "tune-production" and man["needed"] == "hindsight" == man["needed_default"]
+    assert man["current"]["source"] == "seed defaults" and man["reproduction"]["failed"] == 0
+    assert man["proxy_agreement"]["rho"] > 0
+    report = (out / "report.md").read_text()
+    assert report.startswith("# Tune on a production memory") and "memory_facts (user_id)" in report
+    assert report.rstrip().endswith("```") and "## Next" in report
+    read_params_document(out / "params.toml")
+    # the params file passes whatif on the same file; whatif without --current is refused
+    assert main(["whatif", str(prod), "--params", str(out / "params.toml"), "--out", str(tmp_path / "w"),
+                 "--bootstrap", "20", "--no-figures", "-q"]) == 2
+    assert main(["whatif", str(prod), "--params", str(out / "params.toml"), "--current", "seed",
+                 "--out", str(tmp_path / "w"), "--bootstrap", "20", "--no-figures", "-q"]) == 0
+    assert (tmp_path / "w" / "report.md").exists()
+    # --json: one document, with the decision and the proxy's measured agreement
+    assert main(["tune", "--log", str(prod), "--current", "seed", "--out", str(out), "--force", "--json", *FAST]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["result"]["needed"] == "hindsight" and doc["decision"]["text"] and str(out / "params.toml") in doc["files"]
+
+
+def test_a_flat_proxy_promotes_nothing(tmp_path):
+    """Every fact mentioned once: no proxy of 'mentioned again' sees anything needed, so all candidates tie."""
+    ds = generate("tiny", seed=4)
+    once = ds.events.drop_duplicates(["subject", "predicate", "object"]).reset_index(drop=True)
+    path = _production_file(tmp_path, dataclasses.replace(ds, events=once))
+    with pytest.raises(CurrentParamsMissing):
+        tune_production(path, write=False)
+    r = tune_production(path, current="seed", write=False, search=Search(n=6, refine=0), bootstrap=20,
+                        compute=Compute(workers=0, progress=False))
+    assert r.flat and not r.promoted and r.chosen == MemoryParams()
+    assert "this log cannot rank the candidates" in r.decision
+
+
+def test_a_sampled_search_is_judged_on_everyone(prod):
+    r = tune_production(prod, current="seed", write=False, search=Search(n=6, refine=0), bootstrap=20,
+                        max_search_subjects=2, compute=Compute(workers=0, progress=False))
+    assert r.sample["searched"] == 2 < r.sample["subjects"]
+    assert set(r.judged) == {"all", "not_sampled"}
+    assert r.judged["all"]["subjects"] == r.sample["subjects"] > r.judged["not_sampled"]["subjects"]
