@@ -402,7 +402,8 @@ def test_the_figures_draw_both_sides(tmp_path):
 def test_whatif_scores_the_reference_policies_on_the_same_session_starts(exported, tmp_path):
     from factmem.tuning.references import keep_everything
 
-    res = whatif(exported["prod"], OWN.replace(decay_rate={"explicit": 0.4}), budgets=(5,), bootstrap=50)
+    res = whatif(exported["prod"], OWN.replace(decay_rate={"explicit": 0.4}), budgets=(5,), bootstrap=50,
+                 needed="next-session")
     row = res.comparison("utility", 5)
     assert row["empty"] == 0 and row["new_minus_empty"] == row["new"]
     # keep-everything: the current parameters without decay, replayed and scored on the same session starts

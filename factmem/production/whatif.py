@@ -79,8 +79,8 @@ from factmem.production.current import SEED, resolve_current
 from factmem.production.provenance import provenance_notes
 from factmem.production.rebuild import ProductionLog, file_sha256, read_production, release_memory
 from factmem.production.replay import Reproduction, check_reproduction, consolidation_grid, encode, replay_log
-from factmem.tuning.references import EMPTY, KEEP_EVERYTHING, empty_sums, keep_everything
 from factmem.tuning.agreement import DEFAULT_PROXY
+from factmem.tuning.references import EMPTY, KEEP_EVERYTHING, empty_sums, keep_everything
 from factmem.tuning.tune import bootstrap_difference
 
 __all__ = ["CONTEXT_METRICS", "WhatIfSettings", "ParamsSource", "WhatIfResult", "whatif", "params_source"]
