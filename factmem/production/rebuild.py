@@ -98,9 +98,8 @@ class ProductionLog:
     (observations, fact times, status changes, links). ``meta``: every ``factmem_meta`` key (the
     parameters' fingerprint and consolidation period among them). ``facts["has_state"]``: the fact has
     a ``factmem_fact_state`` row (a client that does not keep the table writes none for the facts it
-    archives or supersedes).
-    (observations, fact times, status changes, links). ``extra_columns``: columns a deployment added
-    to the seed's tables, per table (ignored).
+    archives or supersedes). ``extra_columns``: columns a deployment added to the seed's tables, per
+    table (ignored).
     """
 
     path: Path
