@@ -393,10 +393,107 @@ def test_spells_treat_a_slip_in_one_session_as_no_change():
                                                                               "support_object"]),
                       {"start": START, "end": START + 30 * DAY})
     sp = silent_spells(ds, frozenset()).frame
-    assert list(sp["object"]) == ["paris", "paris", "paris", "oslo"]  # "rome" was taken back in session s2
-    assert list(sp["outcome"]) == [0, 0, 1, 2]  # re-mention, re-mention, superseded by oslo, censored
-    assert list(sp["silent"]) == [0, 0, 0, 0]
-    assert sp["days"].iloc[-1] == pytest.approx(10.0)
+    # "rome" was taken back in session s2; oslo, said in ada's last message, has no silent spell: ada is
+    # not observed after it (the log's end, ten days later, is not ada's)
+    assert list(sp["object"]) == ["paris", "paris", "paris"]
+    assert list(sp["outcome"]) == [0, 0, 1]  # re-mention, re-mention, superseded by oslo
+    assert list(sp["silent"]) == [0, 0, 0]
+
+
+# -- censoring at each subject's last message -------------------------------------------------------
+
+
+def _two_people(last_day_of_bo: int) -> object:
+    """ada talks on days 1..40 and keeps paris; bo says oslo on day 1 and London on day 3, then talks
+    until ``last_day_of_bo``; the log runs 100 days; truth: both values open-ended."""
+    days = [1, 10, 20, 30, 40]
+    bo_days = [1, 3, *range(4, last_day_of_bo + 1, 3)]
+    events = pd.DataFrame({
+        "ts": [START + d * DAY for d in days] + [START + d * DAY + 7 for d in bo_days],
+        "subject": ["ada"] * len(days) + ["bo"] * len(bo_days),
+        "predicate": ["lives_in"] * (len(days) + len(bo_days)),
+        "object": ["paris"] * len(days) + ["oslo"] + ["london"] * (len(bo_days) - 1), "kind": "explicit",
+        "session_id": [f"a{i}" for i in range(len(days))] + [f"b{i}" for i in range(len(bo_days))],
+        "message_id": [f"ma{i}" for i in range(len(days))] + [f"mb{i}" for i in range(len(bo_days))], "note": None,
+    })
+    messages = events[["session_id", "message_id", "ts"]].assign(speaker=events["subject"], text="...")
+    truth = pd.DataFrame({"subject": ["ada", "bo", "bo"], "predicate": ["lives_in"] * 3,
+                          "object": ["paris", "oslo", "london"], "kind": "explicit",
+                          "valid_from": [START, START, START + 3 * DAY],
+                          "valid_to": pd.array([None, START + 3 * DAY, None], dtype="Int64"),
+                          "relevant_until": pd.array([None] * 3, dtype="Int64"), "noise": None})
+    gens = pd.DataFrame(columns=["gen_id", "subject", "predicate", "object", "note", "support_predicate",
+                                 "support_object"])
+    return make_dataset(messages, events, truth, gens, {"start": START, "end": START + 100 * DAY})
+
+
+def test_a_subject_who_stops_talking_contributes_no_exposure_after_the_last_message():
+    from factmem.fitting.populations import observed_spans
+
+    ds = _two_people(last_day_of_bo=13)
+    spans = observed_spans(ds)
+    assert list(spans.subjects) == ["ada", "bo"] and list(spans.days) == pytest.approx([39.0, 12.0])
+    life = lifetimes(ds.truth, ds.start, ds.end, spans).frame.set_index("object")
+    # paris is observed from ada's first to her last message (39 days), not to the log's end (99 more);
+    # london from its start to bo's last message
+    assert life.loc["paris", "exposure"] == pytest.approx(39.0) and not life.loc["paris", "event"]
+    assert life.loc["london", "exposure"] == pytest.approx(10.0 + 7 / DAY)
+    assert life.loc["oslo", "event"]  # ended inside bo's span
+    sp = silent_spells(ds, frozenset()).frame
+    # every spell stops at the subject's last message at the latest; the last mentions start none
+    last = {"ada": START + 40 * DAY, "bo": START + 13 * DAY + 7}
+    assert (sp["stop"] <= sp["subject"].map(last)).all()
+    assert not ((sp["start"] == sp["subject"].map(last))).any()
+    # talking longer adds exposure only for the person who talks longer
+    longer = lifetimes(ds.truth, ds.start, ds.end, observed_spans(_two_people(last_day_of_bo=70))).frame
+    assert longer.set_index("object").loc["paris", "exposure"] == pytest.approx(39.0)
+    # one message: no exposure at all
+    one = _two_people(last_day_of_bo=3)
+    first_of_bo = one.events[one.events["subject"] == "bo"].iloc[:1]
+    one = make_dataset(one.messages[one.messages["message_id"].isin(first_of_bo["message_id"])], first_of_bo,
+                       one.truth, one.generalizations, one.scenario)
+    assert observed_spans(one).days.tolist() == [0.0]
+    assert len(lifetimes(one.truth, one.start, one.end, observed_spans(one)).frame) == 0
+    assert len(silent_spells(one, frozenset()).frame) == 0
+
+
+def _shift_subjects(ds, offsets: dict[str, int]):
+    """The dataset with each subject's messages, mentions and truth moved by its own offset (seconds)."""
+    ev, msg, truth = ds.events.copy(), ds.messages.copy(), ds.truth.copy()
+    ev["ts"] = ev["ts"] + ev["subject"].map(offsets).to_numpy(np.int64)
+    speaker_shift = msg["speaker"].map(offsets).fillna(0).astype(np.int64)
+    owner = ev.drop_duplicates("message_id").set_index("message_id")["subject"].map(offsets)
+    msg["ts"] = msg["ts"] + msg["message_id"].map(owner).fillna(speaker_shift).astype(np.int64).to_numpy()
+    shift = truth["subject"].map(offsets).to_numpy(np.int64)
+    for col in ("valid_from", "valid_to", "relevant_until"):
+        truth[col] = truth[col] + (shift if col == "valid_from" else pd.array(shift, dtype="Int64"))
+    scenario = dict(ds.scenario)
+    times = np.concatenate([ev["ts"].to_numpy(), msg["ts"].to_numpy()])
+    scenario["start"], scenario["end"] = int(min(times.min(), ds.start)), int(max(times.max(), ds.end)) + 400 * DAY
+    return make_dataset(msg, ev, truth, ds.generalizations, scenario)
+
+
+def test_every_fit_estimate_is_unchanged_when_each_subject_is_shifted_in_time():
+    ds = generate(_scenario("small", days=120, personas=12), seed=4)
+    subjects = sorted(ds.events["subject"].unique())
+    rng = np.random.default_rng(0)
+    # different offsets, not whole days (checkpoints run on each subject's own clock), up to a year later
+    offsets = {s: int(rng.integers(0, 365 * DAY)) for s in subjects}
+    shifted = _shift_subjects(ds, offsets)
+    assert shifted.end - shifted.start > ds.end - ds.start + 300 * DAY  # the log's end moved far away
+    kwargs = {"bootstrap": 8, "seed": 1, "min_observations": 20}
+    a, b = fit(ds, **kwargs), fit(shifted, **kwargs)
+    key = ["scope", "name", "quantity", "source"]
+    ea, eb = a.estimates.set_index(key).sort_index(), b.estimates.set_index(key).sort_index()
+    assert list(ea.index) == list(eb.index) and len(ea) > 50
+    assert set(ea.index.get_level_values("quantity")) >= {"change_rate", "seed_lambda", "initial_confidence",
+                                                          "remention_probability", "p_true_silent_7d"}
+    for col in ("estimate", "low", "high"):
+        np.testing.assert_allclose(eb[col].to_numpy(), ea[col].to_numpy(), rtol=1e-7, atol=1e-12, equal_nan=True,
+                                   err_msg=col)
+    assert (eb["n"] == ea["n"]).all()
+    for field_name in ("decay_rate", "initial_confidence"):
+        assert getattr(a.params, field_name).to_dict() == pytest.approx(getattr(b.params, field_name).to_dict())
 
 
 # -- bad input ---------------------------------------------------------------------------------------

@@ -90,13 +90,21 @@ class FitContext:
         first = counts.drop_duplicates("predicate")
         self.predicate_kind: dict[str, str] = dict(zip(first["predicate"], first["kind"]))
         every = int(round(settings["checkpoint_hours"] * 3600))
-        checkpoints = np.arange(int(ds.start) + every, int(ds.end) + 1, every, dtype=np.int64)
-        self.obs_row, self.obs_t, stride = checkpoint_observations(sp, checkpoints,
+        # every subject on its own clock, from its first message to its last (populations docstring)
+        self.spell_last = self.spells.last[self.subject_code] if len(self.subject_code) else np.zeros(0, np.int64)
+        origin = self.spells.first[self.subject_code] if len(self.subject_code) else np.zeros(0, np.int64)
+        self.obs_row, self.obs_t, stride = checkpoint_observations(sp, origin, every,
                                                                    max_observations=settings["max_observations"])
         self.obs_age = (self.obs_t - self.start[self.obs_row]) / DAY
-        talking = len(np.unique(self.spell_subject))
-        subject_days = talking * (ds.end - ds.start) / DAY
-        self.sessions_per_day = len(self.spells.session_ts) / subject_days if subject_days > 0 else float("nan")
+        span_seconds = (self.spells.last - self.spells.first).astype(np.float64)
+        observed = span_seconds > 0
+        per_subject_sessions = np.diff(self.spells.session_offsets)
+        subject_days = float(span_seconds[observed].sum()) / DAY
+        self.observed_days = subject_days
+        self.max_span_days = float(span_seconds.max(initial=0.0)) / DAY
+        self.sessions_per_day = (float(per_subject_sessions[observed].sum()) / subject_days if subject_days > 0
+                                 else float("nan"))
+        n_checkpoints = int((span_seconds // every).sum()) if every > 0 else 0
         self.two_state: dict[tuple[str, str], TwoStateParams] = {}
         self.two_state_boot: dict[tuple[str, str], list[TwoStateParams]] = {}
         self._triples: tuple[np.ndarray, np.ndarray] | None = None
@@ -107,7 +115,9 @@ class FitContext:
                                for code, name in enumerate(("re-mention", "superseded", "censored"))},
             "checkpoint_observations": len(self.obs_row),
             "checkpoint_stride": int(stride),
-            "checkpoints": len(checkpoints),
+            "checkpoints": n_checkpoints,
+            "observed_subject_days": subject_days,
+            "subjects_observed": int(observed.sum()),
             "sessions": len(self.spells.session_ts),
             "sessions_per_subject_day": float(self.sessions_per_day),
             "bootstrap_resamples": len(self.weights),
@@ -409,7 +419,7 @@ def _model_silent_sums(ctx: FitContext, days: float, names: list[tuple[str, str]
     """Σ S_T and Σ S per group over the spells that can be silent for ``days`` inside the log, for
     the point fits (one row) or every bootstrap resample (subject-weighted)."""
     keys, spell_key = ctx.fit_keys()
-    idx = np.flatnonzero((ctx.start + days * DAY <= ctx.spells.end) & (spell_key >= 0))
+    idx = np.flatnonzero((ctx.start + days * DAY <= ctx.spell_last) & (spell_key >= 0))
     sessions = ctx.spells.sessions_between(ctx.subject_code[idx], ctx.start[idx], ctx.start[idx] + int(round(days * DAY)))
     if not resamples:
         s_true, s_all = ctx.model_curves(idx, np.float64(days), sessions, ctx.param_table(keys, None), spell_key)
@@ -464,7 +474,7 @@ def curve_days(log_days: float, max_days: int = 180) -> np.ndarray:
 def curve_table(ctx: FitContext, rows: list[dict], sources: tuple[str, ...]) -> pd.DataFrame:
     """P(true | silent d days) by day, per kind and predicate: ``empirical`` (truth), ``model``
     (two-state, log), ``seed_model_truth`` / ``seed_model_log`` (c0·e^{−λd}); ``n`` = spells silent d days."""
-    days = curve_days((ctx.spells.end - ctx.ds.start) / DAY)
+    days = curve_days(ctx.max_span_days)
     seed: dict[tuple[str, str, str], dict[str, float]] = {}
     for r in rows:
         if r["quantity"] in ("seed_lambda", "initial_confidence"):

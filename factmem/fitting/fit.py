@@ -111,7 +111,7 @@ from factmem.fitting.estimates import (
     two_state_rows,
 )
 from factmem.fitting.models import LEVEL
-from factmem.fitting.populations import lifetimes
+from factmem.fitting.populations import lifetimes, observed_spans
 
 __all__ = ["ESTIMATE_COLUMNS", "LOG_PARAM_KINDS", "PREDICATE_RATE_COLUMNS", "QUANTITIES", "SOURCES", "FitResult", "fit"]
 
@@ -263,7 +263,7 @@ def fit(log: Dataset | str | os.PathLike[str], *, source: str = "auto", min_obse
     outcomes: dict[str, np.ndarray] = {}  # what the seed model is fitted to, per source
     survival = pd.DataFrame(columns=["scope", "name", "days", "survival", "at_risk"])
     if "truth" in sources:
-        life = lifetimes(ds.truth, ds.start, ds.end)
+        life = lifetimes(ds.truth, ds.start, ds.end, observed_spans(ds))
         rows += lifetime_rows(ctx, life)
         survival = survival_curves(life)
         outcomes["truth"] = ctx.labels()

@@ -9,6 +9,15 @@ observation at ``start`` (left truncation — what it did before is not seen, an
 back-dates first values), and one still true at ``end`` is censored there. Exposure = days
 observed; an event = the lifetime ended inside the log.
 
+**Observed spans** (:func:`observed_spans`). A subject is observed only from its first to its last
+message in the log (any session; a message counts when it mentions one of the subject's facts or
+the subject speaks it). Every population below is censored at the subject's last message and
+truncated at its first, not at the log's start and end: a person who stopped talking months before
+the log ends says nothing about those months, and counting them as "held, silent, no longer true"
+biases every decay estimate upwards. A subject with one message (or none) contributes no exposure.
+Shifting a subject's whole timeline (its messages and its truth) by any offset leaves every
+population unchanged.
+
 **Silent spells** (from the log; :func:`silent_spells`). Mentions are first cleaned: for a
 single-valued predicate only the last object said for a (subject, predicate) in a session counts
 (a value said and replaced within the same session is a slip — the generator's misstatements are
@@ -19,12 +28,16 @@ held from their first mention to the end of the log. A *silent spell* runs from 
 held fact to whichever comes first: its next mention (re-mention), its supersession, the log's end
 (censored). The *sessions* of a subject are the sessions in which it is mentioned at all, ordered
 by their first mention of it; a spell's silent sessions are the subject's sessions after the one
-of its starting mention and before the one that ends it (all the remaining ones if censored).
+of its starting mention and before the one that ends it (all the remaining ones if censored). The
+"end of the log" of a spell is its subject's last message (the observed span): a fact whose last
+mention is the subject's last message has no silent spell at all.
 
-**Observations** (:func:`checkpoint_observations`): at daily checkpoints ``t`` (``start + k``
-days), every spell with ``start < t <= stop`` is a held fact silent for ``t − start`` days — the
-population of the calibration metric (:mod:`factmem.evaluation.metrics`), which a fact the memory holds
-contributes at each checkpoint until it is mentioned again, superseded, or the log ends.
+**Observations** (:func:`checkpoint_observations`): at checkpoints ``t`` every ``checkpoint_hours``
+from each subject's first message (``first + k·every``, k >= 1: the subject's own clock, so that a
+shifted timeline has the same checkpoints), every spell with ``start < t <= stop`` is a held fact
+silent for ``t − start`` days — the population of the calibration metric
+(:mod:`factmem.evaluation.metrics`), which a fact the memory holds contributes at each checkpoint until
+it is mentioned again, superseded, or its subject's last message.
 
 **Labels** (:func:`TruthLookup`): a triple is true and relevant at ``t`` when some truth row of it
 has ``valid_from <= t < min(valid_to, relevant_until)`` (noise rows never are).
@@ -45,8 +58,10 @@ __all__ = [
     "Spells",
     "TruthLookup",
     "checkpoint_observations",
+    "ObservedSpans",
     "encode_triples",
     "lifetimes",
+    "observed_spans",
     "silent_spells",
 ]
 
@@ -68,6 +83,47 @@ def encode_triples(*frames: pd.DataFrame) -> list[np.ndarray]:
     return out
 
 
+# -- observed spans -----------------------------------------------------------------------------------
+
+
+@dataclass
+class ObservedSpans:
+    """Per subject (sorted names), the first and last message in the log that is theirs."""
+
+    subjects: pd.Index
+    first: np.ndarray  # int64, Unix seconds
+    last: np.ndarray
+
+    def of(self, subject: np.ndarray | pd.Series) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(known, first, last) per subject name; unknown subjects get an empty span (0, 0)."""
+        at = self.subjects.get_indexer(pd.Index(np.asarray(subject, object)))
+        known = at >= 0
+        safe = np.where(known, at, 0)
+        first = np.where(known, self.first[safe] if len(self.first) else 0, 0).astype(np.int64)
+        last = np.where(known, self.last[safe] if len(self.last) else 0, 0).astype(np.int64)
+        return known, first, last
+
+    @property
+    def days(self) -> np.ndarray:
+        return (self.last - self.first) / DAY
+
+
+def observed_spans(dataset: Dataset) -> ObservedSpans:
+    """Each subject's observed span: from its first to its last message (module docstring). A
+    message is the subject's when it mentions one of the subject's facts or the subject speaks it."""
+    ev = dataset.events
+    msg = dataset.messages
+    subj = ev["subject"].to_numpy(object)
+    ts = ev["ts"].to_numpy(np.int64)
+    if len(msg) and "speaker" in msg.columns:
+        speaks = msg["speaker"].isin(pd.unique(subj)).to_numpy()
+        subj = np.concatenate([subj, msg["speaker"].to_numpy(object)[speaks]])
+        ts = np.concatenate([ts, msg["ts"].to_numpy(np.int64)[speaks]])
+    frame = pd.DataFrame({"s": subj, "ts": ts}).groupby("s", sort=True)["ts"].agg(["min", "max"])
+    return ObservedSpans(subjects=pd.Index(frame.index.astype(object)), first=frame["min"].to_numpy(np.int64),
+                         last=frame["max"].to_numpy(np.int64))
+
+
 # -- lifetimes from truth ---------------------------------------------------------------------------
 
 
@@ -75,7 +131,7 @@ def encode_triples(*frames: pd.DataFrame) -> list[np.ndarray]:
 class Lifetimes:
     """One row per fact value observed inside the log (see the module docstring).
 
-    Columns: subject, predicate, kind, ``entry``/``exit`` (days since the value became true when it
+    Columns: subject, predicate, object, kind, ``entry``/``exit`` (days since the value became true when it
     entered and left observation), ``event`` (ended inside the log), ``exposure`` (days observed),
     ``episodic`` (the lifetime is a relevance horizon).
     """
@@ -83,24 +139,32 @@ class Lifetimes:
     frame: pd.DataFrame
 
 
-def lifetimes(truth: pd.DataFrame, start: int, end: int) -> Lifetimes:
-    """Lifetimes of the non-noise truth rows inside ``[start, end]``."""
+def lifetimes(truth: pd.DataFrame, start: int, end: int, spans: ObservedSpans | None = None) -> Lifetimes:
+    """Lifetimes of the non-noise truth rows inside ``[start, end]`` — and, with ``spans``, inside
+    each row's subject's observed span (a subject never observed contributes nothing)."""
     t = truth[truth["noise"].isna()] if "noise" in truth.columns else truth
+    lo = np.full(len(t), int(start), np.int64)
+    hi = np.full(len(t), int(end), np.int64)
+    if spans is not None:
+        known, first, last = spans.of(t["subject"].to_numpy(object))
+        lo = np.where(known, np.maximum(lo, first), lo)
+        hi = np.where(known, np.minimum(hi, last), lo)
     frm = t["valid_from"].to_numpy(np.int64)
     to = pd.array(t["valid_to"], dtype="Int64").fillna(OPEN).to_numpy(np.int64)
     rel = pd.array(t["relevant_until"], dtype="Int64").fillna(OPEN).to_numpy(np.int64)
     episodic = (t["kind"] == "episodic").to_numpy()
     stop = np.where(episodic, np.minimum(to, rel), to)
-    enter = np.maximum(frm, start)
-    leave = np.minimum(stop, end)
+    enter = np.maximum(frm, lo)
+    leave = np.minimum(stop, hi)
     keep = leave > enter
     frame = pd.DataFrame({
         "subject": t["subject"].to_numpy(object)[keep],
         "predicate": t["predicate"].to_numpy(object)[keep],
+        "object": t["object"].to_numpy(object)[keep] if "object" in t.columns else None,
         "kind": t["kind"].to_numpy(object)[keep],
         "entry": (enter - frm)[keep] / DAY,
         "exit": (leave - frm)[keep] / DAY,
-        "event": (stop <= end)[keep],
+        "event": (stop <= hi)[keep],
         "exposure": (leave - enter)[keep] / DAY,
         "episodic": episodic[keep],
     })
@@ -118,7 +182,8 @@ class Spells:
     ``multi`` (multi-valued predicate), ``start``/``stop`` (Unix seconds), ``days`` (stop − start),
     ``outcome`` (0 re-mention, 1 superseded, 2 censored), ``silent`` (silent sessions).
     ``session_ts``: every subject's session times, sorted by (subject code, time), with
-    ``session_offsets[s]:session_offsets[s+1]`` the slice of subject code ``s``.
+    ``session_offsets[s]:session_offsets[s+1]`` the slice of subject code ``s``. ``first``/``last``:
+    per subject code, its observed span (:func:`observed_spans`); ``end``: the log's end.
     """
 
     frame: pd.DataFrame
@@ -126,6 +191,8 @@ class Spells:
     session_ts: np.ndarray
     session_offsets: np.ndarray
     end: int
+    first: np.ndarray
+    last: np.ndarray
 
     def sessions_between(self, subject_code: np.ndarray, after: np.ndarray, upto: np.ndarray) -> np.ndarray:
         """Sessions of each subject whose time is in ``(after, upto]``."""
@@ -146,6 +213,7 @@ def silent_spells(dataset: Dataset, multi_valued: frozenset[str]) -> Spells:
     """The silent spells of every held fact of the log (see the module docstring)."""
     ev = dataset.events
     end = int(dataset.end)
+    spans = observed_spans(dataset)
     n = len(ev)
     e = pd.DataFrame({
         "ts": ev["ts"].to_numpy(np.int64), "subject": ev["subject"].to_numpy(object),
@@ -156,6 +224,7 @@ def silent_spells(dataset: Dataset, multi_valued: frozenset[str]) -> Spells:
     e["multi"] = e["predicate"].isin(list(multi_valued)).to_numpy()
     subj_codes, subjects = pd.factorize(e["subject"], sort=True)
     e["subject_code"] = subj_codes.astype(np.int64)
+    _, subject_first, subject_last = spans.of(np.asarray(subjects, object))
 
     # the subject's sessions, ordered by their first mention of the subject
     first = e.groupby(["subject_code", "session"], sort=False)["ts"].agg(["min"]).reset_index()
@@ -194,7 +263,7 @@ def silent_spells(dataset: Dataset, multi_valued: frozenset[str]) -> Spells:
     code = e["subject_code"].to_numpy(np.int64)
     same_obj = e["triple"].to_numpy()[safe] == e["triple"].to_numpy()
     outcome = np.where(~has_next, CENSORED, np.where(same_obj, REMENTION, SUPERSEDED))
-    stop = np.where(has_next, ts[safe], end)
+    stop = np.where(has_next, ts[safe], subject_last[code])  # censored at the subject's last message
     silent = np.where(has_next, ordinal[safe] - ordinal - 1, per_subject[code] - 1 - ordinal)
     frame = pd.DataFrame({
         "subject": e["subject"].to_numpy(object), "subject_code": code, "predicate": e["predicate"].to_numpy(object),
@@ -204,7 +273,8 @@ def silent_spells(dataset: Dataset, multi_valued: frozenset[str]) -> Spells:
     })
     frame = frame[frame["days"] > 0].reset_index(drop=True)
     return Spells(frame=frame, subjects=np.asarray(subjects, object),
-                  session_ts=first["min"].to_numpy(np.int64), session_offsets=offsets, end=end)
+                  session_ts=first["min"].to_numpy(np.int64), session_offsets=offsets, end=end,
+                  first=subject_first, last=subject_last)
 
 
 # -- truth labels --------------------------------------------------------------------------------------
@@ -253,25 +323,29 @@ class TruthLookup:
         return out
 
 
-def checkpoint_observations(spells: pd.DataFrame, checkpoints: np.ndarray, *, max_observations: int = 5_000_000
+def checkpoint_observations(spells: pd.DataFrame, origin: np.ndarray, every: int, *, max_observations: int = 5_000_000
                             ) -> tuple[np.ndarray, np.ndarray, int]:
     """(spell row, checkpoint time) of every held, silent fact at every checkpoint.
 
-    A spell is observed at checkpoints ``t`` with ``start < t <= stop``. Beyond ``max_observations``
-    pairs every k-th checkpoint is used (the smallest k that fits; returned as the stride).
+    Checkpoints run on each spell's subject's clock: ``origin[i] + k·every`` (k >= 1) for spell
+    ``i`` (its subject's first message). A spell is observed at checkpoints ``t`` with ``start < t <=
+    stop``. Beyond ``max_observations`` pairs every k-th checkpoint is used (the smallest k that
+    fits; returned as the stride).
     """
     start = spells["start"].to_numpy(np.int64)
     stop = spells["stop"].to_numpy(np.int64)
+    origin = np.asarray(origin, np.int64)
     stride = 1
     while True:
-        cp = checkpoints[stride - 1::stride]
-        k0 = np.searchsorted(cp, start, "right")
-        k1 = np.searchsorted(cp, stop, "right")
-        count = np.maximum(k1 - k0, 0)
-        if int(count.sum()) <= max_observations or len(cp) <= 1:
+        step = int(every) * stride
+        k0 = np.floor_divide(start - origin, step) + 1  # first checkpoint index after the start
+        k1 = np.floor_divide(stop - origin, step)  # last one at or before the stop
+        count = np.maximum(k1 - k0 + 1, 0)
+        longest = int(np.max(stop - origin, initial=0)) // step
+        if int(count.sum()) <= max_observations or longest <= 1:
             break
         stride += 1
     row = np.repeat(np.arange(len(start), dtype=np.int64), count)
     within = np.arange(len(row), dtype=np.int64) - np.repeat(np.cumsum(count) - count, count)
-    t = cp[k0[row] + within] if len(row) else np.zeros(0, np.int64)
+    t = origin[row] + (k0[row] + within) * step if len(row) else np.zeros(0, np.int64)
     return row, t, stride
