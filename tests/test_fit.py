@@ -579,3 +579,81 @@ def test_fit_command_refuses_missing_folders_and_truth_without_truth(medium, tmp
     assert main(["fit", "--log", str(no_truth), "--out", str(tmp_path / "file")]) == 2
     assert "is not a folder" in capsys.readouterr().err
     assert not (tmp_path / "o").exists()
+
+
+# -- identification ---------------------------------------------------------------------------------
+
+
+def test_bounds_and_underflow_are_not_identified_and_edges_are_said():
+    from factmem.fitting.estimates import seed_identification, two_state_identification
+    from factmem.fitting.models import SEED_BOUNDS, TWO_STATE_BOUNDS, TwoStateParams
+
+    # the issue's case: q at its lower bound, h at its upper one: P(still true after 7 silent days) ~ 1e-152
+    why, _ = two_state_identification(TwoStateParams(TWO_STATE_BOUNDS[0][0], 50.0, 0.5), 0.5, 7.0)
+    assert why is not None and "q" in why
+    why, _ = two_state_identification(TwoStateParams(0.3, TWO_STATE_BOUNDS[1][1], 0.5), 0.5, 7.0)
+    assert why is not None and "h" in why
+    why, _ = two_state_identification(TwoStateParams(0.3, 9.0, 0.5), 0.5, 7.0)  # inside the bounds, but e^-63
+    assert why is not None and "underflows" in why
+    why, edges = two_state_identification(TwoStateParams(0.3, TWO_STATE_BOUNDS[1][0], TWO_STATE_BOUNDS[2][0]), 0.5, 7.0)
+    assert why is None and len(edges) == 2  # no change seen, every change announced: fitted, and said
+    assert seed_identification(0.5, SEED_BOUNDS["max_rate"], 0.99, SEED_BOUNDS["max_rate"])[0] is not None
+    assert seed_identification(SEED_BOUNDS["c0_low"], 0.01, 0.99, SEED_BOUNDS["max_rate"])[0] is not None
+    why, edges = seed_identification(0.99, 0.0, 0.99, SEED_BOUNDS["max_rate"])
+    assert why is None and len(edges) == 2
+
+
+def _said_once_log(subjects: int = 60, sessions: int = 25):
+    """Every person says where they live in each of their sessions, and their ``said_once`` value once,
+    in the first session, never again: the two-state model of ``said_once`` runs into q's bound."""
+    rows = []
+    for i in range(subjects):
+        for j in range(sessions):
+            ts = START + i * 3600 + j * 2 * DAY
+            rows.append((ts, f"p{i:03d}", "lives_in", "oslo", f"s{i}-{j}", f"m{i}-{j}-0"))
+            if j == 0:
+                rows.append((ts, f"p{i:03d}", "said_once", f"thing{i}", f"s{i}-{j}", f"m{i}-{j}-1"))
+    events = pd.DataFrame(rows, columns=["ts", "subject", "predicate", "object", "session_id", "message_id"])
+    events = events.assign(kind="explicit", note=None)
+    messages = events[["session_id", "message_id", "ts"]].assign(speaker=events["subject"], text="...")
+    gens = pd.DataFrame(columns=["gen_id", "subject", "predicate", "object", "note", "support_predicate",
+                                 "support_object"])
+    return make_dataset(messages, events, pd.DataFrame(), gens, {"start": START, "end": START + 80 * DAY})
+
+
+def test_a_fit_at_a_bound_is_not_reported_as_fitted():
+    result = fit(_said_once_log(), bootstrap=0, min_observations=20)
+    e = result.estimates
+    said = e[(e["name"] == "said_once") & (e["quantity"].isin(["remention_probability", "change_rate"]))]
+    assert said.empty  # not identified: no row
+    fb = result.fallbacks[result.fallbacks["name"] == "said_once"]
+    assert fb["falls_back_to"].str.contains("not identified").any()
+    assert fb["falls_back_to"].str.startswith("kind explicit").all()
+    assert any(n.startswith("not identified: predicate said_once") for n in result.notes)
+    assert "not identified: predicate said_once" in result.report()
+    assert any("said_once" in n for n in result.to_dict()["notes"])
+
+
+def test_fit_params_keep_the_logs_registry(tmp_path):
+    from factmem.data.logs import bundled_dataset, load
+    from factmem.evaluation.cardinality import log_registry
+
+    ds = load(bundled_dataset())
+    assert ds.multi_valued_predicates  # declared by the scenario
+    result = fit(ds, bootstrap=0)
+    assert result.params.multi_valued_predicates == ds.multi_valued_predicates
+    # undeclared: measured, the same registry tune's base has
+    undeclared = make_dataset(ds.messages, ds.events, ds.truth, ds.generalizations,
+                              {k: v for k, v in ds.scenario.items() if k != "multi_valued_predicates"})
+    measured = log_registry(undeclared)
+    assert measured and fit(undeclared, bootstrap=0).params.multi_valued_predicates == measured
+    from factmem.tuning.tune import base_params
+    from factmem.evaluation.simulate import prepare
+
+    assert base_params(prepare(undeclared)).multi_valued_predicates == measured
+    # only what was fitted changes: every other field is the base's
+    base, got = result.base.to_dict(), result.params.to_dict()
+    changed = {k for k in got if got[k] != base[k]}
+    assert changed <= {"decay_rate", "initial_confidence", "decay_rate_by_predicate"}
+    result.write(tmp_path / "out", figures=False)
+    assert load_params_file(tmp_path / "out" / "params.toml")[0].multi_valued_predicates == ds.multi_valued_predicates

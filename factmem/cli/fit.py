@@ -117,5 +117,9 @@ def summary(result, out: Path) -> str:
         lines.append(shown.to_string(index=False))
     else:
         lines.append("no predicate gets its own decay rate (none has an interval excluding its kind's rate)")
+    unidentified = [n for n in result.notes if n.startswith("not identified")]
+    if unidentified:
+        lines += ["", f"{len(unidentified)} estimates not identified (at an optimisation bound, or underflowing); "
+                  "they fall back as stated:", *(f"  {n}" for n in unidentified)]
     lines += ["", f"wrote {out}/ (report.md, estimates.csv, predicate_rates.csv, params.toml, figures)"]
     return "\n".join(lines)

@@ -18,7 +18,7 @@ import pandas as pd
 from factmem.core.codes import DAY, OPEN
 from factmem.errors import InputError
 
-__all__ = ["measure_cardinality", "suggest_multi_valued", "supersession_costs"]
+__all__ = ["log_registry", "measure_cardinality", "suggest_multi_valued", "supersession_costs"]
 
 
 def measure_cardinality(truth: pd.DataFrame | None = None, events: pd.DataFrame | None = None, *,
@@ -87,6 +87,19 @@ def measure_cardinality(truth: pd.DataFrame | None = None, events: pd.DataFrame 
 def suggest_multi_valued(table: pd.DataFrame) -> frozenset[str]:
     """The predicates :func:`measure_cardinality` suggests declaring multi-valued."""
     return frozenset(table.loc[table["multi_valued"], "predicate"])
+
+
+def log_registry(dataset) -> frozenset[str]:
+    """A log's multi-valued predicates: declared by its scenario, else measured
+    (:func:`measure_cardinality` on its truth, or on its mentions without truth). The registry of
+    the base that ``tune`` and ``fit`` start from."""
+    declared = dataset.multi_valued_predicates
+    if declared:
+        return frozenset(declared)
+    truth = dataset.truth if len(dataset.truth) else None
+    if truth is None and not len(dataset.events):
+        return frozenset()
+    return suggest_multi_valued(measure_cardinality(truth, dataset.events))
 
 
 def supersession_costs(facts: pd.DataFrame, truth: pd.DataFrame, multi_valued: Iterable[str]) -> pd.DataFrame:

@@ -18,6 +18,8 @@ import pandas as pd
 from factmem.core.params import KINDS, MemoryParams
 from factmem.data.logs import Dataset
 from factmem.fitting.models import (
+    SEED_BOUNDS,
+    TWO_STATE_BOUNDS,
     SpellData,
     TwoStateParams,
     bin_ages,
@@ -26,6 +28,7 @@ from factmem.fitting.models import (
     fit_seed_model,
     fit_two_state,
     kaplan_meier,
+    p_true_silent,
     percentile_interval,
     two_state_curves,
 )
@@ -67,6 +70,8 @@ class FitContext:
         self.min_n = settings["min_observations"]
         self.cap = base.confidence_cap
         self.fallbacks: list[dict] = []
+        self.notes: list[str] = []  # not identified, and at an edge: FitResult.notes
+        self.unidentified: dict[tuple[str, str, str], str] = {}  # (scope, name, source) -> why
         self.spells: Spells = silent_spells(ds, multi)
         sp = self.spells.frame
         self.kind = sp["kind"].to_numpy(object)
@@ -267,6 +272,79 @@ def survival_curves(life: Lifetimes) -> pd.DataFrame:
     return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=columns)
 
 
+# -- identification ------------------------------------------------------------------------------------
+
+#: a fitted value within this relative distance of an optimisation bound is at the bound
+_AT_BOUND = 1e-6
+#: below this, a predicted probability of still being true has underflowed (no finite evidence says it)
+UNDERFLOW = 1e-12
+
+
+def _near(value: float, bound: float) -> bool:
+    return abs(value - bound) <= _AT_BOUND * max(1.0, abs(bound))
+
+
+def _fallback_of(ctx: FitContext, scope: str, name: str, field_name: str | None) -> str:
+    if scope == "predicate":
+        return f"kind {ctx.predicate_kind.get(name, '?')}"
+    if field_name is not None and name in KINDS:
+        return f"base {field_name}.{name} = {getattr(ctx.base, field_name)[name]:g}"
+    return "none (not estimated)"
+
+
+def _not_identified(ctx: FitContext, scope: str, name: str, source: str, quantities: tuple[str, ...], n: int,
+                    why: str, field_name: str | None) -> None:
+    """Record an estimate that is not identified: a fallback per quantity and one note."""
+    to = _fallback_of(ctx, scope, name, field_name)
+    ctx.unidentified[(scope, name, source)] = why
+    for quantity in quantities:
+        ctx.fallbacks.append({"scope": scope, "name": name, "quantity": quantity, "source": source, "n": int(n),
+                              "falls_back_to": f"{to} (not identified: {why})"})
+    ctx.notes.append(f"not identified: {scope} {name}, {', '.join(quantities)} from the {source} — {why}; "
+                     f"falls back to {to}")
+
+
+def seed_identification(c0: float, lam: float, cap: float, max_rate: float) -> tuple[str | None, list[str]]:
+    """Why a seed-model fit is not identified (None when it is), and the edges it lies at.
+
+    At an optimisation bound: λ at ``max_rate`` (a decay faster than any checkpoint can see), c0 at
+    its lower bound. At an edge of the parameter space (reported, still fitted): λ = 0 (no decay
+    seen), c0 at ``cap`` (the memory's own limit: the data ask for at least the cap)."""
+    c0_low = SEED_BOUNDS["c0_low"]
+    if _near(lam, max_rate):
+        return f"λ at its optimisation bound {max_rate:g}/day", []
+    if _near(c0, c0_low):
+        return f"c0 at its optimisation bound {c0_low:g}", []
+    edges = (["λ = 0 (no decay seen)"] if lam <= 1e-12 else []) + ([f"c0 at the cap {cap:g}"] if _near(c0, cap) else [])
+    return None, edges
+
+
+def two_state_identification(point: TwoStateParams, sessions_per_day: float, days: float
+                             ) -> tuple[str | None, list[str]]:
+    """Why a two-state fit is not identified (None when it is), and the edges it lies at.
+
+    At an optimisation bound: ``q`` at either bound (never or always re-mentioned: silence cannot
+    be told from change), ``h`` at its upper bound. A predicted survival that underflows: P(true |
+    silent ``days`` days, with the log's sessions per day) below :data:`UNDERFLOW`. At an edge
+    (reported, still fitted): ``h`` at its lower bound (no change seen), ``u`` at either bound (every
+    change announced, or none)."""
+    if not np.isfinite(point.q):
+        return "the fit failed", []
+    (q_lo, q_hi), (h_lo, h_hi), (u_lo, u_hi) = TWO_STATE_BOUNDS
+    if _near(point.q, q_lo) or _near(point.q, q_hi):
+        return f"q = {point.q:.3g} at its optimisation bound", []
+    if _near(point.h, h_hi):
+        return f"h = {point.h:.3g}/day at its optimisation bound", []
+    k = days * sessions_per_day if np.isfinite(sessions_per_day) else 0.0
+    p = float(p_true_silent(np.array([days]), np.array([k]), point, multi=not np.isfinite(point.u))[0])
+    if not p >= UNDERFLOW:
+        return f"P(true | silent {days:g} days) = {p:.3g} underflows", []
+    edges = [f"h = {point.h:.3g}/day at its lower bound (no change seen)"] if _near(point.h, h_lo) else []
+    if np.isfinite(point.u) and (_near(point.u, u_lo) or _near(point.u, u_hi)):
+        edges.append(f"u = {point.u:.3g} at its bound (every change {'announced' if point.u < 0.5 else 'silent'})")
+    return None, edges
+
+
 # -- the seed's model ------------------------------------------------------------------------------------
 
 
@@ -285,7 +363,17 @@ def seed_rows(ctx: FitContext, outcome: np.ndarray, source: str) -> list[dict]:
             ctx.enough(scope, name, "initial_confidence", source, n)
             continue
         bins = bin_ages(subj[sel], ctx.obs_age[sel], outcome[sel].astype(np.float64), n_subjects=len(ctx.subject_index))
+        if source == "log" and (scope, name, "log") in ctx.unidentified:  # its two-state fit is not
+            _not_identified(ctx, scope, name, source, ("seed_lambda", "initial_confidence"), n,
+                            f"its two-state model: {ctx.unidentified[(scope, name, 'log')]}", "decay_rate")
+            continue
         c0, lam = fit_seed_model(bins, cap=ctx.cap)[0]
+        why, edges = seed_identification(c0, lam, ctx.cap, SEED_BOUNDS["max_rate"]) if np.isfinite(lam) else (None, [])
+        if why is not None:
+            _not_identified(ctx, scope, name, source, ("seed_lambda", "initial_confidence"), n, why, "decay_rate")
+            continue
+        ctx.notes += [f"at an edge: {scope} {name}, seed model from the {source}: {e}" for e in edges
+                      if scope == "kind" or not e.startswith("c0 at the cap")]  # the cap: said once, per kind
         if not np.isfinite(lam):  # never true and relevant after a mention: λ is not identified
             for quantity in ("seed_lambda", "initial_confidence"):
                 ctx.fallbacks.append({"scope": scope, "name": name, "quantity": quantity, "source": source, "n": n,
@@ -320,6 +408,10 @@ def predicate_rate_rows(ctx: FitContext, outcome: np.ndarray, source: str, kind_
         bins = bin_ages(subj[sel], ctx.obs_age[sel], outcome[sel].astype(np.float64), n_subjects=len(ctx.subject_index))
         lam = fit_seed_model(bins, cap=ctx.cap, fixed_c0=c0)[0][1]
         if not np.isfinite(lam):
+            continue
+        if _near(lam, SEED_BOUNDS["max_rate"]):
+            _not_identified(ctx, "predicate", str(name), source, ("seed_lambda_kind_c0",), n,
+                            f"λ at its optimisation bound {SEED_BOUNDS['max_rate']:g}/day", None)
             continue
         boot = fit_seed_model(bins, cap=ctx.cap, subject_weights=ctx.weights, start=(c0, lam), fixed_c0=c0)[:, 1] \
             if len(ctx.weights) else np.zeros(0)
@@ -377,6 +469,11 @@ def two_state_rows(ctx: FitContext) -> list[dict]:
             continue
         data = SpellData.build(ctx.spell_subject[sel], g[sel], k[sel], outcome[sel], ctx.multi[sel])
         point = fit_two_state(data)[0]
+        why, edges = two_state_identification(point, rate, float(min(ctx.settings["silent_days"])))
+        if why is not None:  # not identified: its spells use the kind's pooled fit (a kind's: none)
+            _not_identified(ctx, scope, name, "log", tuple(TWO_STATE_QUANTITIES.split(", ")), n, why, None)
+            continue
+        ctx.notes += [f"at an edge: {scope} {name}, two-state model: {e}" for e in edges]
         boot = fit_two_state(data, subject_weights=ctx.weights, start=point) if len(ctx.weights) else []
         ctx.two_state[(scope, name)] = point
         ctx.two_state_boot[(scope, name)] = boot

@@ -100,6 +100,7 @@ import pandas as pd
 from factmem.core.params import KINDS, MemoryParams
 from factmem.data.logs import Dataset, load
 from factmem.errors import InputError
+from factmem.evaluation.cardinality import log_registry
 from factmem.fitting.estimates import (
     FitContext,
     curve_table,
@@ -153,6 +154,9 @@ class FitResult:
     ``predicate_rates``: the candidates for ``decay_rate_by_predicate`` (columns
     :data:`PREDICATE_RATE_COLUMNS`): each predicate's ``seed_lambda_kind_c0`` with its interval, its
     kind's exported rate, whether it was exported and why (the rule is in the module docstring).
+    ``notes``: every estimate *not identified* (a parameter at an optimisation bound, a predicted
+    survival that underflows) with what stands in for it, and every estimate at an edge of its
+    parameter space (λ = 0, c0 at the cap, h = 0, u = 0 or 1), said out loud.
     """
 
     estimates: pd.DataFrame
@@ -168,6 +172,7 @@ class FitResult:
     predicate_rates: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=list(PREDICATE_RATE_COLUMNS)))
     seconds: float = 0.0
     sources: tuple[str, ...] = field(default_factory=tuple)
+    notes: list[str] = field(default_factory=list)
     _dataset: Dataset | None = field(default=None, repr=False)
 
     @property
@@ -206,6 +211,7 @@ class FitResult:
             "settings": self.settings,
             "dataset": self.dataset,
             "seconds": self.seconds,
+            "notes": list(self.notes),
         }
 
     def report(self) -> str:
@@ -253,8 +259,9 @@ def fit(log: Dataset | str | os.PathLike[str], *, source: str = "auto", min_obse
         raise InputError(f"{where}: source='truth' needs ground truth (a truth.csv with at least one fact that "
                          "is not noise) and this dataset has none; use source='log' to fit from the log alone")
     sources = ("truth", "log") if source == "auto" and has_truth else ("log",) if source in ("auto", "log") else ("truth",)
-    base = base or MemoryParams()
-    multi = frozenset(ds.multi_valued_predicates if multi_valued_predicates is None else multi_valued_predicates)
+    registry = log_registry(ds)  # declared, else measured: the registry tune's base has
+    base = base or MemoryParams(multi_valued_predicates=registry)
+    multi = frozenset(registry if multi_valued_predicates is None else multi_valued_predicates)
     settings.update({"sources": list(sources), "multi_valued_predicates": sorted(multi),
                      "confidence_cap": base.confidence_cap})
 
@@ -285,12 +292,13 @@ def fit(log: Dataset | str | os.PathLike[str], *, source: str = "auto", min_obse
     estimates = _order(pd.DataFrame(rows, columns=list(ESTIMATE_COLUMNS)))
     params, predicate_rates = _predicate_rates(estimates, params, base, sources[0], ctx, fitted_kinds)
     fallbacks = pd.DataFrame(ctx.fallbacks, columns=["scope", "name", "quantity", "source", "n", "falls_back_to"])
+    notes = list(ctx.notes)
     info = {k: v for k, v in ds.to_dict().items() if k != "sha256"} if ds.path is None else ds.to_dict()
     return FitResult(
         estimates=estimates, params=params, base=base, fallbacks=_order(fallbacks), silent_curves=curves,
         survival=survival, populations=ctx.populations, settings=settings, dataset=info,
         predicate_kinds=dict(ctx.predicate_kind), predicate_rates=predicate_rates,
-        seconds=time.perf_counter() - began, sources=sources, _dataset=ds,
+        seconds=time.perf_counter() - began, sources=sources, notes=notes, _dataset=ds,
     )
 
 

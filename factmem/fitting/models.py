@@ -71,7 +71,9 @@ from factmem.errors import InputError
 __all__ = [
     "AgeBins",
     "RateEstimate",
+    "SEED_BOUNDS",
     "SpellData",
+    "TWO_STATE_BOUNDS",
     "TwoStateParams",
     "age_edges",
     "bin_ages",
@@ -180,6 +182,9 @@ def percentile_interval(values: np.ndarray, level: float = LEVEL) -> tuple[float
 
 # -- the seed's model: p = c0 · exp(−λ·age) ----------------------------------------------------------
 
+#: the optimisation bounds of :func:`fit_seed_model` (c0's upper bound is the cap it is given)
+SEED_BOUNDS = {"c0_low": 1e-6, "max_rate": 100.0}
+
 
 def age_edges(max_age: float, *, fine: float = 0.25, fine_until: float = 7.0, growth: float = 1.05) -> np.ndarray:
     """Bin edges in days: ``fine``-day bins up to ``fine_until``, then each bin ``growth`` times the
@@ -276,7 +281,7 @@ def _stacked(batch, n_rows: int, n_params: int):
 
 
 def fit_seed_model(bins: AgeBins, *, cap: float = 0.99, subject_weights: np.ndarray | None = None,
-                   start: tuple[float, float] | None = None, max_rate: float = 100.0,
+                   start: tuple[float, float] | None = None, max_rate: float = SEED_BOUNDS["max_rate"],
                    fixed_c0: float | None = None) -> np.ndarray:
     """Maximum likelihood ``(c0, λ)`` of the seed's model on binned observations, for each row of
     ``subject_weights`` (one fit with unit weights when None): an array of shape (R, 2).
@@ -306,7 +311,7 @@ def fit_seed_model(bins: AgeBins, *, cap: float = 0.99, subject_weights: np.ndar
     scale = np.maximum((age_yes + (no * mean_age).sum(axis=1)) / total, 1e-3)
     n = len(yes)
     objective = _stacked(lambda x: _seed_batch(x, yes, age_yes, no, mean_age, scale), n, 2)
-    c0_bounds = (1e-6, cap) if fixed_c0 is None else (fixed_c0, fixed_c0)
+    c0_bounds = (SEED_BOUNDS["c0_low"], cap) if fixed_c0 is None else (fixed_c0, fixed_c0)
     bounds = [b for r in range(n) for b in (c0_bounds, (0.0, max_rate * scale[r]))]
     if fixed_c0 is not None:  # one λ per row; start from a slow and a fast decay
         starts = [np.c_[np.full(n, fixed_c0), np.full(n, lam0)] for lam0 in (0.01, 1.0)]
@@ -335,6 +340,12 @@ def fit_seed_model(bins: AgeBins, *, cap: float = 0.99, subject_weights: np.ndar
 
 REMENTION, SUPERSEDED, CENSORED = 0, 1, 2
 _BOUNDS = [(-14.0, 8.0), (np.log(1e-7), np.log(50.0)), (-12.0, 12.0)]
+#: the optimisation bounds of (q, h, u) in their own units (a fit at one is checked by the caller)
+TWO_STATE_BOUNDS: tuple[tuple[float, float], ...] = (
+    (float(special.expit(_BOUNDS[0][0])), float(special.expit(_BOUNDS[0][1]))),
+    (float(np.exp(_BOUNDS[1][0])), float(np.exp(_BOUNDS[1][1]))),
+    (float(special.expit(_BOUNDS[2][0])), float(special.expit(_BOUNDS[2][1]))),
+)
 
 
 @dataclass(frozen=True)

@@ -137,6 +137,7 @@ def render_report(result: FitResult) -> str:
     if "log" in sources:
         lines += _log_section(result)
     lines += _populations_section(result, pop)
+    lines += _identification_section(result)
     lines += _fallback_section(result)
     lines += ["## Figures", "",
               "- `survival.png`: Kaplan–Meier survival of lifetimes (left-truncated at the log's start, censored at "
@@ -295,16 +296,22 @@ def _populations_section(result: FitResult, pop: dict) -> list[str]:
     mvp = s.get("multi_valued_predicates", [])
     return [
         "## Populations and rules", "",
-        f"- **Lifetimes** (truth): {pop.get('lifetimes', 0)} fact values observed inside the log; misstatements and "
-        "one-off irrelevant facts (truth `noise`) are left out.",
+        f"- **Observed spans (censoring)**: a subject is observed only from its first to its last message in the log "
+        f"({pop.get('subjects_observed', '?')} subjects with more than one message, "
+        f"{_num(pop.get('observed_subject_days', float('nan')), 4)} subject-days in all). Every population below "
+        "is truncated at the subject's first message and censored at its last — not at the log's start and end: a "
+        "person who stopped talking says nothing about the months after, and a subject with one message "
+        "contributes no exposure. Shifting a subject's timeline leaves every estimate unchanged.",
+        f"- **Lifetimes** (truth): {pop.get('lifetimes', 0)} fact values observed inside their subjects' spans; "
+        "misstatements and one-off irrelevant facts (truth `noise`) are left out.",
         f"- **Silent spells** (log): {pop.get('spells')} — from a mention of a held fact to its next mention "
-        f"({outcomes.get('re-mention', 0)}), its supersession ({outcomes.get('superseded', 0)}) or the end of the log "
-        f"({outcomes.get('censored', 0)}). A value said and replaced within one session counts as a slip, not a "
+        f"({outcomes.get('re-mention', 0)}), its supersession ({outcomes.get('superseded', 0)}) or its subject's last "
+        f"message ({outcomes.get('censored', 0)}, censored). A value said and replaced within one session counts as a slip, not a "
         "belief; a triple said several times in a session counts once. Multi-valued predicates (never superseded): "
         f"{', '.join(mvp) if mvp else 'none'}.",
         f"- **Sessions** of a subject: those in which it is mentioned ({pop.get('sessions')} in all).",
         f"- **Seed-model observations**: every held, silent fact at each of {pop.get('checkpoints')} checkpoints "
-        f"every {_num(s['checkpoint_hours'], 3)} h (age = days since its last mention): "
+        f"every {_num(s['checkpoint_hours'], 3)} h on each subject's own clock, from its first message (age = days since its last mention): "
         f"{pop.get('checkpoint_observations')} observations"
         + (f", every {pop['checkpoint_stride']}-th checkpoint kept" if pop.get("checkpoint_stride", 1) > 1 else "")
         + "; n counts silent spells. Ages are binned (a quarter day up to a week, then 5% wider per bin) for the fit.",
@@ -313,6 +320,19 @@ def _populations_section(result: FitResult, pop: dict) -> list[str]:
         "redone per resample; the log-based seed λ holds the two-state probabilities at their point fit).",
         "",
     ]
+
+
+def _identification_section(result: FitResult) -> list[str]:
+    out = ["## Not identified, and estimates at an edge", "",
+           "A fitted parameter at an optimisation bound (the seed model's λ at 100/day or c0 at 1e-6; the two-state "
+           "q at either bound or h at 50/day), or a predicted P(true | silent) that underflows (< 1e-12), is *not "
+           "identified*: it is not reported as fitted, and the kind or predicate falls back as stated (a predicate to "
+           "its kind, a kind to the base). An estimate at an edge of its parameter space (λ = 0, c0 at the cap, h at "
+           "its lower bound, u at 0 or 1) is the maximum of the likelihood and stays fitted; it is listed too.", ""]
+    notes = result.notes
+    if not notes:
+        return out + ["None.", ""]
+    return out + [f"- {n}" for n in notes] + [""]
 
 
 def _fallback_section(result: FitResult) -> list[str]:

@@ -54,7 +54,7 @@ import pandas as pd
 from factmem.core.params import MemoryParams
 from factmem.data.logs import bundled_dataset
 from factmem.errors import InputError
-from factmem.evaluation.cardinality import measure_cardinality, suggest_multi_valued
+from factmem.evaluation.cardinality import log_registry
 from factmem.evaluation.charges import CHARGE_KINDS, CHARGE_LABELS
 from factmem.evaluation.context import FIELDS
 from factmem.evaluation.groups import subject_groups
@@ -211,11 +211,7 @@ class TuneResult:
 
 def base_params(P: PreparedLog) -> MemoryParams:
     """Seed defaults with the log's multi-valued predicates (declared by its scenario, else measured)."""
-    mvp = P.dataset.multi_valued_predicates
-    if not mvp:
-        table = measure_cardinality(P.dataset.truth if len(P.dataset.truth) else None, P.events)
-        mvp = suggest_multi_valued(table)
-    return MemoryParams(multi_valued_predicates=mvp)
+    return MemoryParams(multi_valued_predicates=log_registry(P.dataset))
 
 
 def subject_folds(n_subjects: int, folds: int, seed: int) -> np.ndarray:
