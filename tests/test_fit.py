@@ -443,7 +443,7 @@ def test_a_subject_who_stops_talking_contributes_no_exposure_after_the_last_mess
     # every spell stops at the subject's last message at the latest; the last mentions start none
     last = {"ada": START + 40 * DAY, "bo": START + 13 * DAY + 7}
     assert (sp["stop"] <= sp["subject"].map(last)).all()
-    assert not ((sp["start"] == sp["subject"].map(last))).any()
+    assert not (sp["start"] == sp["subject"].map(last)).any()
     # talking longer adds exposure only for the person who talks longer
     longer = lifetimes(ds.truth, ds.start, ds.end, observed_spans(_two_people(last_day_of_bo=70))).frame
     assert longer.set_index("object").loc["paris", "exposure"] == pytest.approx(39.0)
@@ -647,8 +647,8 @@ def test_fit_params_keep_the_logs_registry(tmp_path):
                               {k: v for k, v in ds.scenario.items() if k != "multi_valued_predicates"})
     measured = log_registry(undeclared)
     assert measured and fit(undeclared, bootstrap=0).params.multi_valued_predicates == measured
-    from factmem.tuning.tune import base_params
     from factmem.evaluation.simulate import prepare
+    from factmem.tuning.tune import base_params
 
     assert base_params(prepare(undeclared)).multi_valued_predicates == measured
     # only what was fitted changes: every other field is the base's
