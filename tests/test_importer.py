@@ -168,3 +168,40 @@ def test_errors(tmp_path):
     with pytest.raises(ValueError, match="open_start"):
         import_triples(none, open_start="guess")
     assert main(["import-triples", str(tmp_path / "missing.tsv"), "--out", str(tmp_path / "o")]) == 2
+
+
+def _with_far_future_row(tmp_path, rows: int = 150):
+    lines = [f"E{i}\tmember_of\tclub{i % 7}\t{1900 + i % 100}\t" + ("" if i % 3 else f"{1901 + i % 100}")
+             for i in range(rows)]
+    lines.insert(40, "E999\tposition\tking\t2844\t")  # line 41 of the file: a typo centuries ahead
+    path = tmp_path / "future.tsv"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def test_a_far_future_row_is_reported_by_line_and_does_not_set_the_logs_end(tmp_path):
+    path = _with_far_future_row(tmp_path)
+    ds, report = import_triples(path, mention_rate=2.0, seed=1)
+    assert [ln for ln, _, _ in report.outliers] == [41]
+    assert "2844" in report.outliers[0][1] and "line 41" in str(report)
+    assert "E999" not in set(ds.truth["subject"])
+    assert ds.end == ts(2001, 1, 1)  # the last observed time: the latest bound of the other rows
+    assert ds.events["ts"].max() < ds.end
+    # about 2 mentions a year for at most a century per fact: nothing near 2 x 844 years per open fact
+    assert report.mentions < 150 * (1 + 2 * 101 * 1.3)
+    assert ds.scenario["import"]["outlier_lines"] == [41]
+
+
+def test_an_import_beyond_max_mentions_is_refused_naming_the_rows(tmp_path):
+    path = _with_far_future_row(tmp_path)
+    with pytest.raises(InputError, match=r"more than max_mentions = 1,000.*line \d+ \(\d+ mentions"):
+        import_triples(path, mention_rate=2.0, seed=1, max_mentions=1000)
+    # a given end: mentions stop there, later starts are skipped and reported
+    ds, report = import_triples(path, mention_rate=2.0, seed=1, end=ts(1950, 1, 1))
+    assert ds.end == ts(1950, 1, 1) and ds.events["ts"].max() <= ds.end
+    assert report.skipped["starts after the given end"] > 0
+    out = tmp_path / "out"
+    assert main(["import-triples", str(path), "--out", str(out), "--rate", "2", "--max-mentions", "1000"]) == 2
+    assert not out.exists()
+    assert main(["import-triples", str(path), "--out", str(out), "--rate", "2", "--end", "1949", "-q"]) == 0
+    assert logs.load(out).end == ts(1950, 1, 1)

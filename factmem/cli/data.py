@@ -85,16 +85,30 @@ def add_import_triples(sub: argparse._SubParsersAction) -> None:
                    help="kind of every imported fact (default explicit)")
     p.add_argument("--open-start", default="skip", choices=("skip", "log_start"),
                    help="facts with an unknown start: skip them (reported) or let them hold from the log's start")
+    p.add_argument("--max-mentions", type=int, default=None, metavar="N",
+                   help="refuse an import that would make more mentions, naming the rows that make the most "
+                        "(default 3,000,000: about 7 GB while building and saving)")
+    p.add_argument("--end", metavar="BOUND",
+                   help="the log's end, as a bound (2020, 2020-06-30): mentions stop there and facts starting later "
+                        "are skipped (default: the last observed time, far-future outlier rows skipped and reported)")
     output_args(p)
     p.set_defaults(func=_run_import_triples)
 
 
 def _run_import_triples(args: argparse.Namespace) -> int:
-    from factmem.data.importer import import_triples
+    from factmem.data.importer import DEFAULT_MAX_MENTIONS, import_triples, parse_bounds
     from factmem.data.logs import save
+    from factmem.errors import InputError
 
+    end = None
+    if args.end is not None:
+        bound = parse_bounds([args.end])
+        if bound["status"].iloc[0] != "ok":
+            raise InputError(f"--end {args.end!r}: not a bound (a year 2020, a month 2020-06-##, or a date 2020-06-30)")
+        end = int(bound["hi"].iloc[0])  # through the end of that period
     ds, report = import_triples(args.file, mention_rate=args.rate, seed=args.seed, kind=args.kind,
-                                open_start=args.open_start)
+                                open_start=args.open_start, end=end,
+                                max_mentions=DEFAULT_MAX_MENTIONS if args.max_mentions is None else args.max_mentions)
     say = Output(args)
     out = save(ds, args.out)
     if report.skipped_total:
