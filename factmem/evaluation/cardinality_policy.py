@@ -9,8 +9,15 @@ policy then takes multi-valued, single-valued, or single-valued with exemptions 
 strength), whichever costs least in an inner k-fold over subjects. The store does not apply it (its
 registry is per predicate); :func:`compare_policies` measures what it would gain.
 
-**The comparison** (:func:`compare_policies`): every policy is scored on the truth's value changes
-(with no truth, on the mention changes, re-mentions standing in for truth). Choices that learn
+**The comparison** (:func:`compare_policies`): with truth, every policy's false and missed counts
+are those of a *replay* of the log through the memory with that policy's registry
+(:mod:`factmem.evaluation.cardinality_replay`: what a user counts from ``supersedes_id`` against the
+truth intervals), as a share of the truth's value changes — the table predicts what the store will
+do. The change counting (each value change superseded or not, by the registry alone) is kept beside
+it as a labelled fast first pass (``counted_*`` columns) with its gap to the replay: the two nearly
+agree on a log with one mention per fact (they differ only where a value has several truth rows),
+and differ when repeated mentions of an old value re-insert it and supersede the newer one. With no truth, the policies are scored on the mention changes by counting
+(re-mentions standing in for truth; nothing to replay against). Choices that learn
 from data are made with k-fold cross-fitting over subjects (seeded): each subject's changes are
 scored by a choice made without that subject, so the reported number is not chosen with
 hindsight; the best static choice *with* hindsight is the baseline. Intervals are a seeded
@@ -28,6 +35,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from factmem.core.codes import OPEN
 from factmem.errors import InputError
 from factmem.evaluation.cardinality_choice import (
     Weights,
@@ -295,6 +303,9 @@ class PolicyComparison:
             "vs best static (pts)": [f"{d:+.1f} [{lo:+.1f}, {hi:+.1f}]" for d, lo, hi in
                                      zip(t["vs_best_static"], t["vs_best_static_low"], t["vs_best_static_high"])],
         })
+        if "counted_error_pct" in t.columns and (t["measured_by"] == "replay").any():
+            shown["counted % (first pass)"] = t["counted_error_pct"].map("{:.1f}".format)
+            shown["gap (pts)"] = t["gap_pts"].map("{:+.1f}".format)
         lines = [self.population, "", shown.to_string(index=False)]
         lines += ["", *("note: " + n for n in self.notes)] if self.notes else []
         return "\n".join(lines)
@@ -381,6 +392,9 @@ def compare_policies(dataset, *, rule: str = "handover", weights: Weights = Weig
     if not has_truth:
         held_out = [key for key in held_out if key[1] != "truth"]
     sup = {key: np.zeros(len(changes), bool) for key in held_out}
+    # each held-out policy's registry per fold: (multi-valued predicates, exempt objects, restore)
+    registry: dict[tuple[str, str], list[tuple[frozenset, ConcurrentObjects | None, bool]]] = \
+        {key: [] for key in held_out}
     marked_at = _marked_at(mentioned)
     marked = marked_at.reindex(pd.MultiIndex.from_arrays([changes["subject"], changes["predicate"]])).to_numpy(float)
     restored = np.isfinite(marked) & (marked <= _arrival(dataset, changes))
@@ -394,21 +408,26 @@ def compare_policies(dataset, *, rule: str = "handover", weights: Weights = Weig
         for src, (train, lab) in training.items():  # a loop over the two sources
             multi = multi_valued_of(decide_cardinality(train, lab, weights, source=src))
             sup[("cost decision", src)][test] = superseded(scored, multi)
+            registry[("cost decision", src)].append((multi, None, False))
             policy = learn_concurrent_policy(train, lab, weights, prior_strength=prior_strength, folds=folds,
                                              seed=seed)
             exempt_objects[src].append(policy.objects.size())
             sup[("cost decision + concurrent objects", src)][test] = policy.superseded(scored)
+            registry[("cost decision + concurrent objects", src)].append((policy.multi_valued, policy.objects, False))
             if src == "mentions":
                 sup[held_out[-1]][test] = superseded(scored, multi) & ~restored[test]
+                registry[held_out[-1]].append((multi, None, True))
         ev_train = events[event_fold != k]
         previous = suggest_multi_valued(measure_cardinality(None, ev_train, threshold=threshold)) \
             if len(ev_train) else frozenset()
         sup[(f"previous suggestion: overlap share >= {threshold:g}", "mentions")][test] = superseded(scored, previous)
+        registry[(f"previous suggestion: overlap share >= {threshold:g}", "mentions")].append((previous, None, False))
         if has_truth:
             truth_train = dataset.truth[fold_of.reindex(dataset.truth["subject"]).to_numpy() != k]
             previous = suggest_multi_valued(measure_cardinality(truth_train, threshold=threshold)) \
                 if len(truth_train) else frozenset()
             sup[(f"previous suggestion: overlap share >= {threshold:g}", "truth")][test] = superseded(scored, previous)
+            registry[(f"previous suggestion: overlap share >= {threshold:g}", "truth")].append((previous, None, False))
 
     hindsight = decide_cardinality(changes, label, weights, source="truth" if has_truth else "mentions",
                                    confidence=confidence)
@@ -417,15 +436,46 @@ def compare_policies(dataset, *, rule: str = "handover", weights: Weights = Weig
             (("best static per-predicate choice", "truth" if has_truth else "mentions"), "all subjects (hindsight)",
              superseded(changes, multi_valued_of(hindsight)))]
     rows += [(key, on, sup[key]) for key in held_out]
-    false = np.stack([flags & still for _, _, flags in rows], axis=1)
-    missed = np.stack([~flags & ~still for _, _, flags in rows], axis=1)
-    table = _score_table(changes["subject"].to_numpy(object), false, missed, weights, n_boot, seed, confidence)
+    static = {rows[0][0]: [(frozenset(), None, False)] * folds,
+              rows[1][0]: [(multi_valued_of(hindsight), None, False)] * folds}
+    every_subject = np.asarray(fold_of.index, dtype=object)
+    code_of = pd.Series(np.arange(len(every_subject)), index=fold_of.index)
+    n_subj = len(every_subject)
+    change_code = code_of.reindex(changes["subject"]).to_numpy(np.int64)
+    per_subject_changes = np.bincount(change_code, minlength=n_subj).astype(float)
+    # the change counting: each change superseded or not by the registry alone
+    counted_false = np.stack([np.bincount(change_code, weights=flags & still, minlength=n_subj)
+                              for _, _, flags in rows], axis=1)
+    counted_missed = np.stack([np.bincount(change_code, weights=~flags & ~still, minlength=n_subj)
+                               for _, _, flags in rows], axis=1)
+    if has_truth:  # the replay: what the memory supersedes with each policy's registry
+        replay_false, replay_missed = [], []
+        for key, _, _ in rows:  # a loop over the policies
+            folds_registry = static.get(key) or registry[key]
+            f_sub, m_sub = _replayed(dataset, changes, rule, folds_registry, event_fold, marked_at, code_of, n_subj)
+            replay_false.append(f_sub)
+            replay_missed.append(m_sub)
+        false_counts, missed_counts = np.stack(replay_false, axis=1), np.stack(replay_missed, axis=1)
+        measured_by = "replay"
+    else:
+        false_counts, missed_counts = counted_false, counted_missed
+        measured_by = "change counting"
+    table = _score_table(false_counts, missed_counts, per_subject_changes, weights, n_boot, seed, confidence)
+    counted = _score_table(counted_false, counted_missed, per_subject_changes, weights, 1, seed, confidence)
     table.insert(0, "policy", [key[0] for key, _, _ in rows])
     table.insert(1, "source", [key[1] for key, _, _ in rows])
     table.insert(2, "chosen_on", [on_ for _, on_, _ in rows])
+    table.insert(3, "measured_by", measured_by)
+    table["counted_false"] = counted["false"].to_numpy()
+    table["counted_missed"] = counted["missed"].to_numpy()
+    table["counted_error_pct"] = counted["error_pct"].to_numpy()
+    table["gap_pts"] = table["error_pct"] - table["counted_error_pct"]
 
-    population = (f"{len(changes):,} {what}; {changes['subject'].nunique():,} subjects with a change. Percentages "
-                  f"are of the {len(changes):,} changes; intervals: {confidence:.0%} bootstrap over subjects "
+    how = ("false and missed counted by replaying the log through the memory with each policy's registry "
+           "(nothing forgotten), judged against the truth intervals; 'counted' = the change counting, a fast first "
+           "pass" if has_truth else "false and missed by change counting (no truth to replay against)")
+    population = (f"{len(changes):,} {what}; {changes['subject'].nunique():,} subjects with a change; {how}. "
+                  f"Percentages are of the {len(changes):,} changes; intervals: {confidence:.0%} bootstrap over subjects "
                   f"({n_boot} resamples, seed {seed}), the hindsight choice held fixed. Cost = {weights.w_false:g} x "
                   f"false + {weights.w_missed:g} x missed. Mention window {window:g} days.")
     settings = {"rule": rule, **weights.to_dict(), "folds": folds, "seed": seed, "window_days": window,
@@ -435,16 +485,46 @@ def compare_policies(dataset, *, rule: str = "handover", weights: Weights = Weig
                             notes=_verdicts(table))
 
 
-def _score_table(subjects: np.ndarray, false: np.ndarray, missed: np.ndarray, weights: Weights, n_boot: int,
-                 seed: int, confidence: float) -> pd.DataFrame:
-    """Counts, shares and bootstrap intervals (over subjects) per policy column."""
-    n = len(subjects)
-    errors = false | missed
-    code, _ = pd.factorize(subjects)
-    n_subj = int(code.max()) + 1
-    per_subject_changes = np.bincount(code, minlength=n_subj).astype(float)
-    per_subject_errors = np.stack([np.bincount(code, weights=errors[:, j], minlength=n_subj)
-                                   for j in range(errors.shape[1])], axis=1)
+def _replayed(dataset, changes: pd.DataFrame, rule: str, folds_registry: list, event_fold: np.ndarray,
+              marked_at: pd.Series, code_of: pd.Series, n_subj: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per subject, the false supersessions and missed changes of a replay of the whole log in which
+    each subject's mentions follow its fold's registry (see :mod:`factmem.evaluation.cardinality_replay`)."""
+    from factmem.evaluation.cardinality_replay import replay_errors, replay_registry
+
+    events = dataset.events
+    n = len(events)
+    pred = events["predicate"].to_numpy(object)
+    multi, stay, join = np.zeros(n, bool), np.zeros(n, bool), np.zeros(n, bool)
+    switch = np.full(n, OPEN, np.int64)
+    pairs = pd.MultiIndex.from_arrays([events["predicate"], events["object"]])
+    for k, (mv, objects, restore) in enumerate(folds_registry):  # a loop over folds
+        mine = event_fold == k
+        multi[mine] = np.isin(pred[mine], list(mv))
+        if objects is not None:
+            stay[mine] = pairs[mine].isin(objects._pairs("stay"))
+            join[mine] = pairs[mine].isin(objects._pairs("join"))
+        if restore and len(marked_at):
+            at = marked_at.reindex(pd.MultiIndex.from_arrays([events["subject"][mine], events["predicate"][mine]]))
+            when = at.to_numpy(np.float64)  # Unix seconds: exact in a float
+            marked = np.isfinite(when)
+            rows_ = np.flatnonzero(mine)
+            switch[rows_[marked]] = when[marked].astype(np.int64)
+    replay = replay_registry(events, multi, stay, join, switch)
+    sup, ch = replay_errors(replay, dataset.truth, events, rule=rule, changes=changes)
+    false = np.bincount(code_of.reindex(sup["subject"]).to_numpy(np.int64), weights=sup["false"].to_numpy(float),
+                        minlength=n_subj)
+    missed = np.bincount(code_of.reindex(ch["subject"]).to_numpy(np.int64), weights=ch["missed"].to_numpy(float),
+                         minlength=n_subj)
+    return false, missed
+
+
+def _score_table(false: np.ndarray, missed: np.ndarray, per_subject_changes: np.ndarray, weights: Weights,
+                 n_boot: int, seed: int, confidence: float) -> pd.DataFrame:
+    """Counts, shares and bootstrap intervals (over subjects) per policy column: ``false`` and
+    ``missed`` are (subjects, policies) counts, shares are of all the changes."""
+    n = float(per_subject_changes.sum())
+    per_subject_errors = false + missed
+    n_subj = len(per_subject_changes)
     rng = np.random.default_rng(seed)
     resampled_pct = []
     for start in range(0, n_boot, 200):  # chunks keep the (resamples × subjects) weights small
@@ -455,12 +535,13 @@ def _score_table(subjects: np.ndarray, false: np.ndarray, missed: np.ndarray, we
     tail = (1 - confidence) / 2
     best = 1  # the hindsight row is the baseline
     diff = pct - pct[:, [best]]
-    f, m, e = false.sum(0), missed.sum(0), errors.sum(0)
+    f, m = false.sum(0), missed.sum(0)
+    e = f + m
     return pd.DataFrame({
-        "changes": n,
-        "false": f.astype(np.int64),
-        "missed": m.astype(np.int64),
-        "errors": e.astype(np.int64),
+        "changes": int(n),
+        "false": np.rint(f).astype(np.int64),
+        "missed": np.rint(m).astype(np.int64),
+        "errors": np.rint(e).astype(np.int64),
         "cost": weights.w_false * f + weights.w_missed * m,
         "false_pct": 100 * f / n,
         "missed_pct": 100 * m / n,
