@@ -436,7 +436,7 @@ def compare_policies(dataset, *, rule: str = "handover", weights: Weights = Weig
             (("best static per-predicate choice", "truth" if has_truth else "mentions"), "all subjects (hindsight)",
              superseded(changes, multi_valued_of(hindsight)))]
     rows += [(key, on, sup[key]) for key in held_out]
-    static = {rows[0][0]: [(frozenset(), None, False)] * folds,
+    static: dict[tuple[str, str], list[tuple[frozenset, ConcurrentObjects | None, bool]]] = {rows[0][0]: [(frozenset(), None, False)] * folds,
               rows[1][0]: [(multi_valued_of(hindsight), None, False)] * folds}
     every_subject = np.asarray(fold_of.index, dtype=object)
     code_of = pd.Series(np.arange(len(every_subject)), index=fold_of.index)
@@ -451,7 +451,7 @@ def compare_policies(dataset, *, rule: str = "handover", weights: Weights = Weig
     if has_truth:  # the replay: what the memory supersedes with each policy's registry
         replay_false, replay_missed = [], []
         for key, _, _ in rows:  # a loop over the policies
-            folds_registry = static.get(key) or registry[key]
+            folds_registry = static[key] if key in static else registry[key]
             f_sub, m_sub = _replayed(dataset, changes, rule, folds_registry, event_fold, marked_at, code_of, n_subj)
             replay_false.append(f_sub)
             replay_missed.append(m_sub)

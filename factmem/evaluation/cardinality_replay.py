@@ -159,7 +159,8 @@ def replay_registry(events: pd.DataFrame, multi: np.ndarray, stay: np.ndarray | 
         order = s_ev[np.lexsort((gpos[s_ev], sp[s_ev]))]
         f_rows: list[tuple] = []
         s_rows: list[tuple] = []
-        key_now, active = -1, {}
+        key_now = -1
+        active: dict[object, tuple[int, bool]] = {}  # object -> (inserting event, stays)
         for i in order:  # a loop over the mentions of keys holding an exempt object
             if sp[i] != key_now:
                 for ob, (ins, _) in active.items():
@@ -236,7 +237,7 @@ def _still_valid(rows: pd.DataFrame, sup: pd.DataFrame, rule: str) -> np.ndarray
     if rule == "inclusive":
         return found & (got > t)
     new = _latest_row(rows, sup["subject"], sup["predicate"], sup["new_object"], t)
-    period = np.where(new["found"].to_numpy(bool), new["start_period"].to_numpy(object), None)
+    period = np.asarray(np.where(new["found"].to_numpy(bool), new["start_period"].to_numpy(object), None), dtype=object)
     return found & (got >= _start_period_end(t.copy(), period))
 
 
