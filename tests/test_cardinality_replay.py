@@ -132,5 +132,7 @@ def test_compare_shows_the_replay_where_it_differs_from_the_counting():
     store["ts"] = store["ts"].astype(np.int64)
     rep = replay_registry(ds.events, np.zeros(len(ds.events), bool))
     sup, _ = replay_errors(rep, ds.truth, ds.events)
-    assert len(sup) == len(store) and int(seed_rule["false"]) == int(sup["false"].sum())
+    assert len(sup) == len(store) and int(seed_rule["false_supersessions"]) == int(sup["false"].sum())
+    # a value dropped several times (alternating mentions) is one false value
+    assert int(seed_rule["false"]) == sup.loc[sup["false"], "value_row"].nunique() < int(sup["false"].sum())
     assert "replay" in str(cmp) and "counted % (first pass)" in str(cmp)

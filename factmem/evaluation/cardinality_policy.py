@@ -13,7 +13,10 @@ registry is per predicate); :func:`compare_policies` measures what it would gain
 are those of a *replay* of the log through the memory with that policy's registry
 (:mod:`factmem.evaluation.cardinality_replay`: what a user counts from ``supersedes_id`` against the
 truth intervals), as a share of the truth's value changes — the table predicts what the store will
-do. The change counting (each value change superseded or not, by the registry alone) is kept beside
+do. *False* counts the still-valid values the replay superseded (once per value: alternating
+mentions may drop and re-insert one many times; ``false_supersessions`` counts every time), *missed*
+the changes whose ended old value the replay still held after the new one arrived. The change
+counting (each value change superseded or not, by the registry alone) is kept beside
 it as a labelled fast first pass (``counted_*`` columns) with its gap to the replay: the two nearly
 agree on a log with one mention per fact (they differ only where a value has several truth rows),
 and differ when repeated mentions of an old value re-insert it and supersede the newer one. With no truth, the policies are scored on the mention changes by counting
@@ -449,15 +452,19 @@ def compare_policies(dataset, *, rule: str = "handover", weights: Weights = Weig
     counted_missed = np.stack([np.bincount(change_code, weights=~flags & ~still, minlength=n_subj)
                                for _, _, flags in rows], axis=1)
     if has_truth:  # the replay: what the memory supersedes with each policy's registry
-        replay_false, replay_missed = [], []
+        replay_false, replay_missed, raw = [], [], []
         for key, _, _ in rows:  # a loop over the policies
             folds_registry = static[key] if key in static else registry[key]
-            f_sub, m_sub = _replayed(dataset, changes, rule, folds_registry, event_fold, marked_at, code_of, n_subj)
+            f_sub, m_sub, n_raw = _replayed(dataset, changes, rule, folds_registry, event_fold, marked_at, code_of,
+                                            n_subj)
+            raw.append(n_raw)
             replay_false.append(f_sub)
             replay_missed.append(m_sub)
         false_counts, missed_counts = np.stack(replay_false, axis=1), np.stack(replay_missed, axis=1)
         measured_by = "replay"
+        false_supersessions = np.asarray(raw, np.int64)
     else:
+        false_supersessions = np.full(len(rows), -1, np.int64)
         false_counts, missed_counts = counted_false, counted_missed
         measured_by = "change counting"
     table = _score_table(false_counts, missed_counts, per_subject_changes, weights, n_boot, seed, confidence)
@@ -470,6 +477,7 @@ def compare_policies(dataset, *, rule: str = "handover", weights: Weights = Weig
     table["counted_missed"] = counted["missed"].to_numpy()
     table["counted_error_pct"] = counted["error_pct"].to_numpy()
     table["gap_pts"] = table["error_pct"] - table["counted_error_pct"]
+    table["false_supersessions"] = false_supersessions  # every supersedes_id of a still-valid value (-1: none)
 
     how = ("false and missed counted by replaying the log through the memory with each policy's registry "
            "(nothing forgotten), judged against the truth intervals; 'counted' = the change counting, a fast first "
@@ -486,9 +494,10 @@ def compare_policies(dataset, *, rule: str = "handover", weights: Weights = Weig
 
 
 def _replayed(dataset, changes: pd.DataFrame, rule: str, folds_registry: list, event_fold: np.ndarray,
-              marked_at: pd.Series, code_of: pd.Series, n_subj: int) -> tuple[np.ndarray, np.ndarray]:
-    """Per subject, the false supersessions and missed changes of a replay of the whole log in which
-    each subject's mentions follow its fold's registry (see :mod:`factmem.evaluation.cardinality_replay`)."""
+              marked_at: pd.Series, code_of: pd.Series, n_subj: int) -> tuple[np.ndarray, np.ndarray, float]:
+    """Per subject, the still-valid values superseded and the missed changes of a replay of the whole
+    log in which each subject's mentions follow its fold's registry, and the number of supersessions
+    of a still-valid value (see :mod:`factmem.evaluation.cardinality_replay`)."""
     from factmem.evaluation.cardinality_replay import replay_errors, replay_registry
 
     events = dataset.events
@@ -511,11 +520,12 @@ def _replayed(dataset, changes: pd.DataFrame, rule: str, folds_registry: list, e
             switch[rows_[marked]] = when[marked].astype(np.int64)
     replay = replay_registry(events, multi, stay, join, switch)
     sup, ch = replay_errors(replay, dataset.truth, events, rule=rule, changes=changes)
-    false = np.bincount(code_of.reindex(sup["subject"]).to_numpy(np.int64), weights=sup["false"].to_numpy(float),
-                        minlength=n_subj)
+    # a still-valid value the memory dropped counts once, however often alternating mentions drop it
+    dropped = sup[sup["false"]].drop_duplicates("value_row")
+    false = np.bincount(code_of.reindex(dropped["subject"]).to_numpy(np.int64), minlength=n_subj).astype(float)
     missed = np.bincount(code_of.reindex(ch["subject"]).to_numpy(np.int64), weights=ch["missed"].to_numpy(float),
                          minlength=n_subj)
-    return false, missed
+    return false, missed, float(sup["false"].sum())
 
 
 def _score_table(false: np.ndarray, missed: np.ndarray, per_subject_changes: np.ndarray, weights: Weights,

@@ -18,7 +18,10 @@ archived: the keep-everything reference, so that the registry alone decides), ex
 
 **Counted against the truth** (:func:`replay_errors`), as a user counts from ``supersedes_id``:
 
-* *false*: a supersession of ``x`` by ``y`` at ``t`` while ``x`` was still valid. Under the
+* *false*: a still-valid value the memory superseded — a truth row of ``x`` by which ``x`` was
+  still valid when some fact of ``x`` was superseded (counted once per value, however often
+  alternating mentions drop and re-insert it; :func:`replay_errors` also returns every such
+  supersession). A supersession of ``x`` by ``y`` at ``t`` drops a still-valid value when, under the
   ``"handover"`` rule ``x`` was still valid when, for some truth row of ``x`` begun at or before
   ``t``, the period that row last held in begins after the period of ``t`` ends (``t``'s period is
   the unit of ``y``'s start bound: an old value whose end year is the year of the supersession was
@@ -221,31 +224,44 @@ def _latest_row(rows: pd.DataFrame, subject, predicate, obj, t: np.ndarray) -> p
     return got
 
 
-def _still_valid(rows: pd.DataFrame, sup: pd.DataFrame, rule: str) -> np.ndarray:
+def _still_valid(rows: pd.DataFrame, sup: pd.DataFrame, rule: str) -> tuple[np.ndarray, np.ndarray]:
     """Per supersession, whether the superseded value was still valid at its time (module docstring):
-    by any truth row of it begun at or before then (a running maximum of the rows' reach)."""
+    by some truth row of it begun at or before then (a running maximum of the rows' reach); and that
+    row (the one reaching furthest; -1 when none is valid)."""
     t = sup["ts"].to_numpy(np.int64)
     reach = rows["vt"].to_numpy(np.int64) if rule == "inclusive" else \
         _end_period_start(rows["vt"].to_numpy(np.int64), rows["end_period"].to_numpy(object))
-    r = rows.assign(reach=reach).sort_values(["subject", "predicate", "object", "vf"], kind="stable")
-    r["reach"] = r.groupby(["subject", "predicate", "object"], sort=False)["reach"].cummax()
+    r = rows.assign(reach=reach, rid=np.arange(len(rows))).sort_values(["subject", "predicate", "object", "vf"],
+                                                                       kind="stable")
+    groups = r.groupby(["subject", "predicate", "object"], sort=False)
+    best = groups["reach"].cummax()
+    # the row reaching furthest so far: the latest row that set the running maximum
+    r["best_rid"] = r["rid"].where(r["reach"] == best).groupby([r["subject"], r["predicate"], r["object"]],
+                                                              sort=False).ffill()
+    r["reach"] = best
     r = r.reset_index(drop=True)
-    old = _latest_row(r.assign(rid=np.arange(len(r))), sup["subject"], sup["predicate"], sup["old_object"], t)
+    old = _latest_row(r.assign(pos=np.arange(len(r))), sup["subject"], sup["predicate"], sup["old_object"], t)
     found = old["found"].to_numpy(bool)
-    rid = old["rid"].fillna(0).to_numpy(np.float64).astype(np.int64)
-    got = np.where(found, r["reach"].to_numpy(np.int64)[rid] if len(r) else 0, 0)
+    pos = old["pos"].fillna(0).to_numpy(np.float64).astype(np.int64)
+    got = np.where(found, r["reach"].to_numpy(np.int64)[pos] if len(r) else 0, 0)
+    row = np.where(found, r["best_rid"].to_numpy(np.float64)[pos] if len(r) else -1, -1).astype(np.int64)
     if rule == "inclusive":
-        return found & (got > t)
-    new = _latest_row(rows, sup["subject"], sup["predicate"], sup["new_object"], t)
-    period = np.asarray(np.where(new["found"].to_numpy(bool), new["start_period"].to_numpy(object), None), dtype=object)
-    return found & (got >= _start_period_end(t.copy(), period))
+        valid = found & (got > t)
+    else:
+        new = _latest_row(rows, sup["subject"], sup["predicate"], sup["new_object"], t)
+        period = np.asarray(np.where(new["found"].to_numpy(bool), new["start_period"].to_numpy(object), None),
+                            dtype=object)
+        valid = found & (got >= _start_period_end(t.copy(), period))
+    return valid, np.where(valid, row, -1)
 
 
 def replay_errors(replay: Replay, truth: pd.DataFrame, events: pd.DataFrame, *, rule: str = "handover",
                   changes: pd.DataFrame | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The replay's false supersessions and missed changes (module docstring).
 
-    Returns ``(supersessions, changes)``: the replay's supersessions with a boolean ``false``, and
+    Returns ``(supersessions, changes)``: the replay's supersessions with a boolean ``false`` (and
+    ``value_row``, the truth value it dropped while valid: a value dropped several times, as
+    alternating mentions do, is one false value), and
     the truth's value changes (``changes``, default :func:`value_changes` of ``truth``) with
     ``arrival`` (event position of the new value's first mention at or after its start, -1 if
     none), ``held`` (the old value still held right after it) and ``missed``.
@@ -253,7 +269,9 @@ def replay_errors(replay: Replay, truth: pd.DataFrame, events: pd.DataFrame, *, 
     _check_rule(rule)
     rows = _truth_rows(truth)
     sup = replay.supersessions.copy()
-    sup["false"] = _still_valid(rows, sup, rule) if len(sup) else np.zeros(0, bool)
+    valid, row = _still_valid(rows, sup, rule) if len(sup) else (np.zeros(0, bool), np.zeros(0, np.int64))
+    sup["false"] = valid
+    sup["value_row"] = row  # the truth row (of the ever-true rows, in truth order) it was still valid by
     ch = (value_changes(truth) if changes is None else changes).copy()
     label = f"still_valid_{rule}"
     # the new value's first mention at or after its start
