@@ -12,20 +12,29 @@ Sweeping a grid is one way to choose decay rates; :func:`fit` estimates them fro
 directly. The estimators and their likelihoods are in :mod:`factmem.fitting.models`, the populations
 they run on in :mod:`factmem.fitting.populations`; in short:
 
+**Censoring at each person's last message.** A subject is observed only from its first to its last
+message in the log (any session; :func:`~factmem.fitting.populations.observed_spans`). Its facts are
+at risk only then: every lifetime, silent spell and checkpoint observation below is truncated at the
+subject's first message and censored at its last, not at the log's start and end — a person who
+stopped talking months before the log ends is not "holding, silent, no longer true" for those
+months, and a subject with one message contributes no exposure. Checkpoints run on each subject's
+own clock (every ``checkpoint_hours`` from its first message), so shifting a subject's whole
+timeline by any offset leaves every estimate and interval unchanged (``tests/test_fit.py``).
+
 From the truth (``source = "truth"``):
 
 * ``change_rate`` — changes per day of a held value of a lasting kind: exponential lifetimes,
-  left-truncated at the log's start and right-censored at its end; λ̂ = changes / days observed,
+  left-truncated at the subject's first message and right-censored at its last; λ̂ = changes / days observed,
   exact Poisson (Garwood) interval; ``n`` = lifetimes observed.
 * ``relevance_horizon_days`` — episodic kinds: the mean time an episode stays relevant (its
   "lifetime", ``min(valid_to, relevant_until) − valid_from``), same estimator (1 / rate), ``n`` =
   episodes.
 * ``seed_lambda`` and ``initial_confidence`` — the seed's model ``p = c0·e^{−λ·age}`` fitted by
   maximum likelihood to "still true and relevant" over held, silent facts at daily checkpoints
-  (age = days since the last mention; facts held until superseded or the log's end; the
-  calibration metric's population). ``0 < c0 <= confidence_cap``. ``n`` = silent spells observed.
+  (age = days since the last mention; facts held until superseded or the subject's last message;
+  the calibration metric's population, on the subject's clock). ``0 < c0 <= confidence_cap``. ``n`` = silent spells observed.
 * ``p_true_silent_<d>d`` — empirical P(true | held and silent for d days) over the spells silent
-  for d days whose d-th day falls inside the log (censored at the log's end). ``n`` = those spells.
+  for d days whose d-th day falls inside the subject's span (censored at its last message). ``n`` = those spells.
 
 From the log alone (``source = "log"``): the two-state model of :mod:`factmem.fitting.models`
 (re-mentions per session ``q``, change rate ``h``, unannounced share ``u``) fitted to the silent
@@ -51,6 +60,17 @@ two-state model are one pooled fit; the kind's ``p_true_silent`` from the log mi
 predicates' fits (a predicate without enough spells uses the kind's pooled fit), because silence
 means different things for predicates that change at different rates.
 
+**Not identified: bounds are failures, said out loud.** A fitted parameter at an optimisation
+bound — the seed model's λ at 100/day or c0 at 1e-6, the two-state ``q`` at either bound or ``h`` at
+50/day — or a two-state fit whose P(true | silent for the smallest ``silent_days``, at the log's
+sessions per day) underflows (< 1e-12), marks that kind's or predicate's estimate *not identified*,
+for every kind: it gets no row, a predicate falls back to its kind (its spells use the kind's pooled
+two-state fit) and a kind to ``base``, each stated in ``fallbacks`` and listed in
+:attr:`FitResult.notes` and the report. A log-based seed λ built on a two-state fit that is not
+identified is not identified either. Estimates at an edge of the parameter space (λ = 0, c0 at the
+cap, ``h`` at its lower bound, ``u`` at 0 or 1) maximise the likelihood there and stay fitted; the
+notes list them too.
+
 **Intervals** are 95%: exact Poisson intervals for rates and horizons from truth; for everything
 else percentile intervals of a seeded bootstrap over subjects (``bootstrap`` resamples, default
 100; 0 skips them, NaN bounds): subjects are drawn with replacement and every fit is redone on the
@@ -58,10 +78,12 @@ resample, so the dependence between a subject's facts and checkpoints is respect
 ``seed_lambda`` interval resamples the population with the two-state probabilities held at their
 point fit.
 
-**params** (:attr:`FitResult.params`): ``base`` (default: the seed's) with each kind's
+**params** (:attr:`FitResult.params`): ``base`` (default: the base ``tune`` uses — the seed's
+numbers with the log's multi-valued predicates, declared by its scenario or else measured,
+:func:`~factmem.evaluation.cardinality.log_registry`) with each kind's
 ``decay_rate`` := its fitted ``seed_lambda`` and ``initial_confidence`` := its fitted ``c0`` (from
 truth when the truth part ran, else from the log). ``change_rate`` is reported, not exported: the
-memory's decay is a confidence model, not a hazard.
+memory's decay is a confidence model, not a hazard. Nothing else of ``base`` changes.
 
 **Per-predicate decay rates** (``decay_rate_by_predicate`` in ``params``): the memory starts every
 fact of a kind at the kind's ``initial_confidence``, so the rate exported for a predicate is
@@ -244,7 +266,7 @@ def fit(log: Dataset | str | os.PathLike[str], *, source: str = "auto", min_obse
     silent spells), below which a predicate falls back to its kind and a kind to ``base``.
     ``silent_days``: the d of the ``p_true_silent_<d>d`` rows. ``bootstrap``: resamples of
     subjects for the intervals (0: no intervals, NaN). ``multi_valued_predicates``: whose values
-    never supersede each other (default: the dataset's declared ones). ``checkpoint_hours``:
+    never supersede each other (default: the log's registry, declared or measured). ``checkpoint_hours``:
     spacing of the checkpoints of the seed-model fit. Everything is seeded by ``seed``.
     """
     began = time.perf_counter()

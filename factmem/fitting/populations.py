@@ -25,7 +25,7 @@ corrected that way — not a held belief), and a triple said several times in on
 once (its last mention). A fact is *held* from a mention until a different object of the same
 single-valued (subject, predicate) is mentioned (superseded); facts of multi-valued predicates are
 held from their first mention to the end of the log. A *silent spell* runs from a mention of a
-held fact to whichever comes first: its next mention (re-mention), its supersession, the log's end
+held fact to whichever comes first: its next mention (re-mention), its supersession, its subject's last message
 (censored). The *sessions* of a subject are the sessions in which it is mentioned at all, ordered
 by their first mention of it; a spell's silent sessions are the subject's sessions after the one
 of its starting mention and before the one that ends it (all the remaining ones if censored). The

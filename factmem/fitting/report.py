@@ -268,7 +268,7 @@ def _log_section(result: FitResult) -> list[str]:
            "rate h per day; a share u of changes is never announced (the held fact turns false in silence), the "
            "others announce a new value that supersedes it (single-valued predicates; for multi-valued ones every "
            "change is silent to the held fact, u = 1, not estimated). Fitted by maximum likelihood to silent spells "
-           "(re-mention after g days and K silent sessions, supersession, or censoring at the log's end); "
+           "(re-mention after g days and K silent sessions, supersession, or censoring at the subject's last message); "
            "re-mention rate /day = q × mean sessions per subject-day "
            f"({_num(result.populations.get('sessions_per_subject_day', float('nan')), 3)}). Kind rows pool the "
            "kind's spells in one fit.", ""]
