@@ -24,7 +24,7 @@ single-valued predicate only the last object said for a (subject, predicate) in 
 corrected that way — not a held belief), and a triple said several times in one session counts
 once (its last mention). A fact is *held* from a mention until a different object of the same
 single-valued (subject, predicate) is mentioned (superseded); facts of multi-valued predicates are
-held from their first mention to the end of the log. A *silent spell* runs from a mention of a
+held from their first mention to their subject's last message. A *silent spell* runs from a mention of a
 held fact to whichever comes first: its next mention (re-mention), its supersession, its subject's last message
 (censored). The *sessions* of a subject are the sessions in which it is mentioned at all, ordered
 by their first mention of it; a spell's silent sessions are the subject's sessions after the one
