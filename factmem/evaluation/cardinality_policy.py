@@ -307,6 +307,7 @@ class PolicyComparison:
                                      zip(t["vs_best_static"], t["vs_best_static_low"], t["vs_best_static_high"])],
         })
         if "counted_error_pct" in t.columns and (t["measured_by"] == "replay").any():
+            shown.insert(4, "false supersedes_id", t["false_supersessions"])
             shown["counted % (first pass)"] = t["counted_error_pct"].map("{:.1f}".format)
             shown["gap (pts)"] = t["gap_pts"].map("{:+.1f}".format)
         lines = [self.population, "", shown.to_string(index=False)]
