@@ -534,6 +534,9 @@ def _score_table(false: np.ndarray, missed: np.ndarray, per_subject_changes: np.
     """Counts, shares and bootstrap intervals (over subjects) per policy column: ``false`` and
     ``missed`` are (subjects, policies) counts, shares are of all the changes."""
     n = float(per_subject_changes.sum())
+    # resample the subjects that carry a change or an error (the others contribute nothing)
+    carry = (per_subject_changes > 0) | ((false + missed) > 0).any(axis=1)
+    false, missed, per_subject_changes = false[carry], missed[carry], per_subject_changes[carry]
     per_subject_errors = false + missed
     n_subj = len(per_subject_changes)
     rng = np.random.default_rng(seed)
