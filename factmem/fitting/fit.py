@@ -4,7 +4,7 @@
 >>> result = fit(bundled_dataset(), bootstrap=0)       # point estimates; bootstrap=100 adds intervals
 >>> lam = result.estimates.query("scope == 'kind' and quantity == 'seed_lambda' and source == 'truth'")
 >>> round(float(lam.set_index("name").loc["explicit", "estimate"]), 4)
-0.006
+0.0059
 >>> result.params.decay_rate.explicit == float(lam.set_index("name").loc["explicit", "estimate"])
 True
 
