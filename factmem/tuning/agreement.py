@@ -53,14 +53,14 @@ _CHUNK = 16  # candidates replayed at once (bounds the belief arrays held)
 #: table (docs/design.md, "Tuning without truth"; ``benchmarks/bench_proxies.py``): ``tune --log
 #: PROD.sqlite`` and ``whatif`` use it
 DEFAULT_PROXY = "hindsight"
-#: measured agreement with the truth per proxy (``benchmarks/bench_proxies.py``, 6 presets, 48 candidates):
+#: measured agreement with the truth per proxy (``benchmarks/bench_proxies.py``, 7 presets, 48 candidates):
 #: mean Spearman rho of the candidates' utility@20, share of presets where the promote decision agrees,
 #: mean truth-scored regret of the proxy's held-out recommendation against the truth's own
 PROXY_AGREEMENT: dict[str, dict[str, float]] = {
-    "next-session": {"rho": 0.468, "rho_min": -0.699, "decision_agrees": 1 / 6, "regret": 0.126, "presets": 6},
-    "next-3-sessions": {"rho": 0.588, "rho_min": -0.576, "decision_agrees": 1 / 6, "regret": 0.102, "presets": 6},
-    "hindsight": {"rho": 0.704, "rho_min": -0.534, "decision_agrees": 3 / 6, "regret": 0.060, "presets": 6},
-    "later-mention": {"rho": 0.641, "rho_min": -0.531, "decision_agrees": 4 / 6, "regret": 0.091, "presets": 6},
+    "next-session": {"rho": 0.462, "rho_min": -0.530, "decision_agrees": 2 / 7, "regret": 0.170, "presets": 7},
+    "next-3-sessions": {"rho": 0.550, "rho_min": -0.371, "decision_agrees": 2 / 7, "regret": 0.159, "presets": 7},
+    "hindsight": {"rho": 0.603, "rho_min": -0.309, "decision_agrees": 4 / 7, "regret": 0.084, "presets": 7},
+    "later-mention": {"rho": 0.583, "rho_min": -0.320, "decision_agrees": 5 / 7, "regret": 0.152, "presets": 7},
 }
 
 
