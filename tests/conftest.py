@@ -2,7 +2,7 @@ import os
 
 import matplotlib
 import pytest
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, Phase, settings
 
 from tests.llm_server import llm_server  # noqa: F401 - the 127.0.0.1 LLM server fixture, for every module
 
@@ -16,6 +16,7 @@ matplotlib.use("Agg")
 #   set). Examples that matter beyond these are pinned in the tests with @example.
 # * "random": fresh random examples on every run, failures kept in .hypothesis/ and replayed first.
 # * "thorough": "random" with ten times each test's examples — HYPOTHESIS_PROFILE=thorough pytest.
+# * "mutation": "ci" without shrinking — tests/mutation/run.py needs a failure, not the smallest one.
 PROFILE = os.environ.get("HYPOTHESIS_PROFILE") or "ci"
 _common = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow])
 # (the random ones first: a profile inherits unset values from the default profile at registration)
@@ -23,6 +24,8 @@ settings.register_profile("random", derandomize=False, **_common)
 settings.register_profile("thorough", derandomize=False, **_common)
 for _name in ("ci", "default"):
     settings.register_profile(_name, derandomize=True, database=None, print_blob=True, **_common)
+settings.register_profile("mutation", derandomize=True, database=None,
+                          phases=[Phase.explicit, Phase.reuse, Phase.generate], **_common)
 EXAMPLES_SCALE = {"thorough": 10}.get(PROFILE, 1)
 settings.load_profile(PROFILE)
 

@@ -20,7 +20,7 @@ from factmem.engine.waves import effective_at, first_archive_time
 from factmem.evaluation.cardinality_policy import compare_policies, subject_folds
 from factmem.evaluation.context import FIELDS, ContextEvaluator
 from factmem.evaluation.simulate import prepare
-from factmem.fitting.models import kaplan_meier
+from factmem.fitting.models import kaplan_meier, percentile_interval
 from factmem.tuning.tune import Comparison, bootstrap_difference, decide
 from tests.test_cardinality import truth
 
@@ -102,6 +102,12 @@ def test_kaplan_meier_equals_its_definition(rows):
     np.testing.assert_array_equal(got[0], want[0])
     np.testing.assert_allclose(got[1], want[1])
     np.testing.assert_array_equal(got[2], want[2])
+
+
+def test_percentile_interval_golden_values():
+    values = np.array([3.0, np.nan, 1.0, 4.0, 1.5, 9.0, 2.6, 5.0, np.inf, 3.5])  # failed refits are dropped
+    assert percentile_interval(values) == pytest.approx((1.0875, 8.3), abs=1e-12)
+    assert percentile_interval(values, 0.5) == pytest.approx(tuple(np.quantile(values[np.isfinite(values)], [0.25, 0.75])))
 
 
 # -- sampled points --------------------------------------------------------------------------------------

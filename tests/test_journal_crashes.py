@@ -187,7 +187,7 @@ def test_colliding_key_hashes_in_the_written_behind_state(monkeypatch):
 items = st.lists(st.tuples(st.sampled_from(["ada", "bo"]), st.sampled_from(["likes", "lives_in", "uses"]),
                            st.sampled_from(["x", "y", "z"]), st.sampled_from(["explicit", "episodic"]),
                            st.integers(0, 2 * DAY)), min_size=1, max_size=25)
-steps = st.lists(st.sampled_from(["call"] * 5 + ["read", "consolidate", "crash", "ingest"]), min_size=1, max_size=40)
+steps = st.lists(st.sampled_from(["call"] * 5 + ["read", "consolidate", "crash", "ingest"]), min_size=1, max_size=30)
 
 
 def crash_copy(s: FactStore, path: Path, n: int) -> Path:
@@ -230,7 +230,7 @@ def run(path: Path, script, calls_, behind: bool, pending: list[int]) -> tuple[p
     return out
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=15, deadline=None)
 @given(calls_=items, script=steps)
 def test_crashes_between_calls_lose_nothing_and_repeat_nothing(tmp_path_factory, calls_, script):
     d = tmp_path_factory.mktemp("crashes")
@@ -251,3 +251,32 @@ def test_the_crash_property_reopens_pending_journals(tmp_path):
     rows = run(tmp_path / "rows.duckdb", script, calls_, False, [])
     assert pending == [2, 2, 1]  # journals with calls in them at every crash
     pd.testing.assert_frame_equal(behind[0], rows[0], check_exact=True)
+
+
+@pytest.mark.parametrize("failure", ["short", "error"])
+def test_a_failed_journal_append_leaves_nothing_of_the_call(tmp_path, monkeypatch, failure):
+    """A write that stops short (a full disk) or fails: the call raises, nothing of it is in the
+    journal or the store, and the next call gets the id the failed one would have had."""
+    import os
+
+    path = tmp_path / "m.duckdb"
+    s = FactStore(path)
+    first = s.remember("ada", "likes", "tea", at=T0)
+    journal = Path(str(path) + JOURNAL_SUFFIX)
+    before = journal.read_bytes()
+    real_write = os.write
+
+    def broken(fd, data):
+        if failure == "error":
+            raise OSError(28, "No space left on device")
+        return real_write(fd, data[: len(data) // 2])
+
+    monkeypatch.setattr("factmem.store.journal.os.write", broken)
+    with pytest.raises(StoreError, match="cannot write the journal"):
+        s.remember("bo", "likes", "jazz", at=T0 + 60)
+    monkeypatch.undo()
+    assert journal.read_bytes() == before
+    assert s.remember("cy", "likes", "rain", at=T0 + 120) == first + 1
+    s.close()
+    with FactStore(path) as again:
+        assert again.facts(at=0)["subject"].tolist() == ["ada", "cy"]

@@ -94,12 +94,14 @@ observations = st.lists(st.tuples(st.sampled_from(["ada", "bo"]), st.sampled_fro
                                   st.integers(0, 6 * 24).map(lambda h: T0 + h * 3600)), min_size=1, max_size=18)
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=30, deadline=None)
 @given(obs=observations, budget=st.integers(1, 3), pick=st.integers(0, 10**6), rates=st.sampled_from(
     [{"episodic": 0.0, "explicit": 0.0}, {"episodic": 2.0, "explicit": 0.0}, {"episodic": 0.3, "explicit": 0.05}]),
-    multi=st.booleans())
-def test_states_and_contexts_at_equal_the_definitions(tmp_path_factory, obs, budget, pick, rates, multi):
-    params = MemoryParams(decay_rate=rates, multi_valued_predicates={"likes"} if multi else set())
+    multi=st.booleans(), retrieval=st.sampled_from([0.05, 0.4]))
+def test_states_and_contexts_at_equal_the_definitions(tmp_path_factory, obs, budget, pick, rates, multi, retrieval):
+    # a retrieval threshold of 0.4, an explicit fact's first confidence: never-decaying facts sit on it
+    params = MemoryParams(decay_rate=rates, multi_valued_predicates={"likes"} if multi else set(),
+                          retrieval_threshold=retrieval)
     path = production_file(tmp_path_factory.mktemp("ctx") / "p.sqlite", obs)
     log = read_production(path)
     grid = consolidation_grid(log.first, log.latest + 2 * DAY, DAY)
