@@ -204,3 +204,17 @@ def test_the_richer_policy_is_kept_on_its_interval_not_its_point_estimate(nation
     assert (row["vs_best_static_high"] < 0) == kept
     note = next(n for n in cmp.notes if n.startswith("cost decision + concurrent objects (from truth)"))
     assert note.split(" (from truth) ")[1].startswith("kept: beats" if kept else "dropped: does not beat")
+
+
+def test_the_comparison_interval_is_at_its_stated_level():
+    """40 subjects with one change each, 20 of them still valid: the seed's rule errs on exactly those.
+    A resample's error share is Binomial(40, 1/2) / 40: its 2.5% and 97.5% points are 35% and 65%
+    (P(X <= 13) = 1.9%, P(X <= 14) = 4.0%); a 90% interval would be [37.5%, 62.5%]."""
+    rows = []
+    for i in range(40):
+        p = f"p{i:02d}"
+        rows += [(p, "team", f"{p}a", 2000, 2005 if i % 2 else 2002), (p, "team", f"{p}b", 2003, None)]
+    cmp = compare_policies(dataset(rows), n_boot=4000)
+    seed_rule = cmp.table.set_index(["policy", "source"]).loc[("seed rule: every predicate single-valued", "-")]
+    assert (seed_rule["changes"], seed_rule["false"], seed_rule["error_pct"]) == (40, 20, 50.0)
+    assert 34.0 <= seed_rule["error_pct_low"] <= 36.0 and 64.0 <= seed_rule["error_pct_high"] <= 66.0

@@ -165,6 +165,35 @@ def test_a_journal_whose_first_pending_entry_skips_a_number_is_refused(crashed, 
         assert s.facts(at=0)["reinforcement_count"].tolist() == [1, 0]
 
 
+def copy_crashed(crashed: Path, name: str, dest: Path) -> Path:
+    for suffix in ("", ".wal", JOURNAL_SUFFIX):
+        if Path(str(crashed / name) + suffix).exists():
+            shutil.copy(str(crashed / name) + suffix, str(dest) + suffix)
+    return dest
+
+
+@pytest.mark.parametrize("change, message", [
+    # fact 1 (and its evidence) gone: the journal's entry 2 began at fact id 2, the file is at 1
+    ("DELETE FROM memory_evidence; DELETE FROM memory_facts", "began at fact id 2, the store is at 1"),
+    # fact 1 archived: entry 2 reinforced it, made again it inserts a new fact
+    ("UPDATE memory_facts SET status = 'archived'", r"entry 2 \(remember\) gave another result"),
+])
+def test_a_journal_that_does_not_continue_the_file_is_refused(crashed, tmp_path, change, message):
+    """The file was changed behind the journal's back (its ids or its facts' states are not those the
+    calls started from): reopening refuses to apply the journal, and keeps it."""
+    import duckdb
+
+    path = copy_crashed(crashed, "skipped.duckdb", tmp_path / "m.duckdb")
+    con = duckdb.connect(str(path))
+    con.execute(change)
+    con.close()
+    journal = Path(str(path) + JOURNAL_SUFFIX)
+    before = journal.read_bytes()
+    with pytest.raises(StoreError, match=message):
+        FactStore(path)
+    assert journal.read_bytes() == before
+
+
 def test_colliding_key_hashes_in_the_written_behind_state(monkeypatch):
     """Every key hashes alike in the in-process state: its candidates are other keys' facts, which
     must be told apart by the key itself."""
@@ -280,3 +309,17 @@ def test_a_failed_journal_append_leaves_nothing_of_the_call(tmp_path, monkeypatc
     s.close()
     with FactStore(path) as again:
         assert again.facts(at=0)["subject"].tolist() == ["ada", "cy"]
+
+
+def test_a_consolidation_archiving_one_fact_is_made_and_journaled(tmp_path):
+    path = tmp_path / "m.duckdb"
+    s = FactStore(path, params=PARAMS)
+    s.remember("ada", "saw", "film", "episodic", at=T0)
+    s.remember("ada", "likes", "tea", "explicit", at=T0)
+    assert s.consolidate(at=T0 + DAY).archived == 1
+    crashed = crash_copy(s, path, 1)
+    for store in (s, FactStore(crashed, params=PARAMS)):
+        facts = store.facts(at=0).set_index("object")
+        assert facts.loc["film", "status"] == "archived" and facts.loc["tea", "status"] == "active"
+        assert int(facts.loc["film", "status_changed_at"]) == T0 + DAY
+        store.close()
