@@ -8,6 +8,7 @@ Usage (from the repository root; not part of the default test run)::
     .venv/bin/python tests/mutation/run.py WB5 J1 T4    # some of them
     .venv/bin/python tests/mutation/run.py --list       # names, files and what each changes
     .venv/bin/python tests/mutation/run.py --baseline   # first check the named tests pass unmutated
+    .venv/bin/python tests/mutation/run.py --check      # only check every original text is still there
 
 The working tree is never changed: the package, tests and data are copied to a temporary folder once
 (``.venv``, ``.git`` and caches left out), each mutant is applied there, its tests run there with
@@ -248,6 +249,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("names", nargs="*", help="mutants to run (default: all)")
     ap.add_argument("--list", action="store_true", help="list the mutants and exit")
+    ap.add_argument("--check", action="store_true", help="only check that every mutant's original text is found")
     ap.add_argument("--baseline", action="store_true", help="first run every named test file unmutated")
     ap.add_argument("--tests", nargs="+", metavar="TEST", help="run these tests for every mutant instead of its own")
     ap.add_argument("--timeout", type=float, default=TIMEOUT_SECONDS, help="seconds per mutant (default %(default)s)")
@@ -261,6 +263,10 @@ def main(argv: list[str] | None = None) -> int:
         for m in chosen:
             print(f"{m.name:6} {m.file:45} {m.what}")
         return 0
+    if args.check:
+        stale = [m.name for m in chosen if _apply((ROOT / m.file).read_text(encoding="utf-8"), m) is None]
+        print(f"stale: {' '.join(stale)}" if stale else f"all {len(chosen)} mutants apply")
+        return 1 if stale else 0
 
     signal.signal(signal.SIGTERM, _interrupted)
     results: list[tuple[str, str]] = []
