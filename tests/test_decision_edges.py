@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from factmem.core.codes import OPEN
+from factmem.core.params import MemoryParams
 from factmem.data import logs
 from factmem.data.generate import generate
 from factmem.engine.waves import effective_at, first_archive_time
@@ -218,3 +219,31 @@ def test_the_comparison_interval_is_at_its_stated_level():
     seed_rule = cmp.table.set_index(["policy", "source"]).loc[("seed rule: every predicate single-valued", "-")]
     assert (seed_rule["changes"], seed_rule["false"], seed_rule["error_pct"]) == (40, 20, 50.0)
     assert 34.0 <= seed_rule["error_pct_low"] <= 36.0 and 64.0 <= seed_rule["error_pct_high"] <= 66.0
+
+
+# -- the charges of the context metrics ------------------------------------------------------------------
+
+
+def test_stale_and_false_facts_are_told_apart_and_costed_apart():
+    """Two values that changed (stale) and one misstatement (false) in a context of four: the counts
+    differ, so a rule that swapped the two kinds (or their costs) changes the numbers."""
+    from tests.test_context import T0 as C0
+    from tests.test_context import beliefs_of
+    from tests.test_context import dataset as context_dataset
+
+    day = 86_400
+    said = [(C0, "s0", "ada", p, o, "explicit") for p, o in [("lives_in", "berlin"), ("works_at", "acme"),
+                                                              ("drinks", "coffee"), ("likes", "tea")]]
+    ds = context_dataset(said + [(C0 + 10 * day, "s10", "ada", "likes", "tea", "explicit")],
+                         [("ada", "lives_in", "berlin", "explicit", C0 - day, C0 + 5 * day, None),
+                          ("ada", "works_at", "acme", "explicit", C0 - day, C0 + 4 * day, None),
+                          ("ada", "drinks", "coffee", "explicit", C0, C0, None, "misstatement"),
+                          ("ada", "likes", "tea", "explicit", C0 - day, None, None)])
+    P = prepare(ds)
+    keep = MemoryParams(decay_rate=dict.fromkeys(("explicit", "user_preference", "episodic"), 0.0))
+    bel = beliefs_of(P, keep)
+    s = ContextEvaluator(P, budgets=(10,)).score(bel, keep).summary()
+    assert (s["points"], s["hits"], s["context"]) == (1, 1, 4)
+    assert (s["stale"], s["expired"], s["false"], s["unneeded"]) == (2, 0, 1, 0)
+    costly = ContextEvaluator(P, budgets=(10,), costs="stale=1,false=3").score(bel, keep).summary()
+    assert costly["charged"] == 2 * 1 + 1 * 3 and costly["utility"] == 1 - 5
