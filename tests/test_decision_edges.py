@@ -22,6 +22,7 @@ from factmem.evaluation.cardinality_policy import compare_policies, subject_fold
 from factmem.evaluation.context import FIELDS, ContextEvaluator
 from factmem.evaluation.simulate import prepare
 from factmem.fitting.models import kaplan_meier, percentile_interval
+from factmem.tuning.decision import below_empty
 from factmem.tuning.tune import Comparison, bootstrap_difference, decide
 from tests.test_cardinality import truth
 
@@ -67,6 +68,27 @@ def test_promotion_when_lower_is_better(low, high, promoted):
     assert (decide(c, True)[0] == "recommended") == promoted
     higher = Comparison(0.4, 0.3, -(low + high) / 2, -high, -low, 40, 1000)  # the mirror: higher is better
     assert (decide(higher, False)[0] == "recommended") == promoted
+
+
+@pytest.mark.parametrize("low, high, promoted", [
+    (-0.03, -0.005, False),  # better, but by less than the minimum effect
+    (-0.03, -0.02, True),    # better by more than it
+])
+def test_the_minimum_effect_when_lower_is_better(low, high, promoted):
+    c = Comparison(0.3, 0.32, (low + high) / 2, low, high, 40, 1000)
+    assert (decide(c, True, min_effect=0.01)[0] == "recommended") == promoted
+    higher = Comparison(0.32, 0.3, -(low + high) / 2, -high, -low, 40, 1000)
+    assert (decide(higher, False, min_effect=0.01)[0] == "recommended") == promoted
+
+
+def test_below_the_empty_memory_when_lower_is_better():
+    """Baseline − empty: with a lower-is-better objective (say charged@k), a positive difference is
+    the baseline doing worse than showing nothing."""
+    worse = Comparison(0.4, 0.0, 0.4, 0.3, 0.5, 40, 1000)
+    assert below_empty(worse, "charged@20", True).startswith("**The baseline scores below the empty memory**")
+    assert below_empty(worse, "utility@20", False) is None
+    better = Comparison(0.0, 0.4, -0.4, -0.5, -0.3, 40, 1000)
+    assert below_empty(better, "charged@20", True) is None
 
 
 # -- Kaplan–Meier with delayed entry ---------------------------------------------------------------------

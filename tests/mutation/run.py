@@ -75,6 +75,7 @@ CA = "tests/test_cardinality.py::"
 FT = "tests/test_fit.py::"
 SC = "tests/test_scorer.py::"
 JE = "tests/test_journal_edges.py::"
+TD = "tests/test_tune_decisions.py::"
 
 #: the 13 survivors of the first mutation run (issue "Tests that catch"), then more of the same kinds
 MUTANTS: tuple[Mutant, ...] = (
@@ -107,17 +108,18 @@ MUTANTS: tuple[Mutant, ...] = (
       'verdict = "kept: beats" if r["vs_best_static_high"] < 0 else', 'verdict = "kept: beats" if r["vs_best_static"] < 0 else',
       DE + "test_the_richer_policy_is_kept_on_its_interval_not_its_point_estimate",
       "kept/dropped on the point estimate, not the interval"),
-    M("W2", "factmem/production/compare.py",
-      "order = np.lexsort((po_rank[states.triples[idx]], -first_seen, -last, -states.effective[idx], subj))",
-      "order = np.lexsort((po_rank[states.triples[idx]], -last, -first_seen, -states.effective[idx], subj))",
+    M("W2", "factmem/core/context_rule.py",
+      "return (np.asarray(po_rank), -np.asarray(first_seen, np.int64), -np.asarray(last_reinforced, np.int64))",
+      "return (np.asarray(po_rank), -np.asarray(last_reinforced, np.int64), -np.asarray(first_seen, np.int64))",
       (WC + "test_ties_in_confidence_go_to_the_later_reinforcement_then_the_later_first_mention",
-       WC + "test_states_and_contexts_at_equal_the_definitions"), "context ties: first_seen before last_reinforced"),
+       WC + "test_states_and_contexts_at_equal_the_definitions"), "context ties: first_seen before last_reinforced (the rule is shared in core/context_rule.py since the "
+      "shipped-context issue)"),
     M("W3", "factmem/production/compare.py", "held = at < replay.end[latest]", "held = at <= replay.end[latest]",
       (WC + "test_at_exactly_on_a_superseding_event_and_an_archiving_consolidation",
        WC + "test_states_and_contexts_at_equal_the_definitions"), "a state ending exactly at `at` still held"),
-    M("T2", "factmem/tuning/tune.py", "return self.high < 0 if lower_is_better else self.low > 0",
-      "return self.low < 0 if lower_is_better else self.low > 0", DE + "test_promotion_when_lower_is_better",
-      "lower is better: checks the wrong end"),
+    M("T2", "factmem/tuning/decision.py", "return c.high < -min_effect if lower_is_better else c.low > min_effect",
+      "return c.low < -min_effect if lower_is_better else c.low > min_effect", DE + "test_promotion_when_lower_is_better",
+      "lower is better: checks the wrong end (the rule lives in tuning/decision.py since the decisions issue)"),
     M("T4", "factmem/tuning/tune.py", "_LEVEL = 0.95", "_LEVEL = 0.90", DE + "test_bootstrap_interval_golden_values",
       "a 90% interval instead of 95%"),
     M("F4", "factmem/fitting/models.py",
@@ -209,15 +211,29 @@ MUTANTS: tuple[Mutant, ...] = (
       "believed = held & (eff > replay.params.retrieval_threshold)", WC + "test_states_and_contexts_at_equal_the_definitions",
       "believed needs more than the threshold"),
     # -- decisions and estimates ---------------------------------------------------------------------
-    M("T5", "factmem/tuning/tune.py", "return self.high < 0 if lower_is_better else self.low > 0",
-      "return self.high < 0 if lower_is_better else self.high > 0", DE + "test_promotion_when_lower_is_better",
+    M("T5", "factmem/tuning/decision.py", "return c.high < -min_effect if lower_is_better else c.low > min_effect",
+      "return c.high < -min_effect if lower_is_better else c.high > min_effect", DE + "test_promotion_when_lower_is_better",
       "higher is better: checks the wrong end"),
     M("T6", "factmem/tuning/tune.py", "db = b[idx, i_num].sum(axis=1) / b[idx, i_den].sum(axis=1)",
       "db = b[idx[::-1], i_num].sum(axis=1) / b[idx[::-1], i_den].sum(axis=1)", DE + "test_bootstrap_interval_golden_values",
       "the bootstrap is not paired (each side its own subjects)"),
-    M("T7", "factmem/tuning/tune.py",
-      "if versus_current is not None and not versus_current.excludes_zero(lower_is_better):", "if False:",
-      ST + "test_promotion_rule", "the current parameters are not a bar to promotion"),
+    M("T7", "factmem/tuning/decision.py", "    for name, c in comparisons.items():\n        if clears(",
+      "    for name, c in list(comparisons.items())[:1]:\n        if clears(",
+      (ST + "test_promotion_rule", TD + "test_the_rule_needs_the_minimum_effect_against_every_comparison"),
+      "only the baseline is a bar to promotion (not the current parameters, not the references)"),
+    # -- landed this round: decision rules (decisions issue) ------------------------------------------
+    M("D1", "factmem/tuning/decision.py", "return c.high < -min_effect if lower_is_better else c.low > min_effect",
+      "return c.high < min_effect if lower_is_better else c.low > min_effect",
+      (DE + "test_the_minimum_effect_when_lower_is_better",
+       TD + "test_the_rule_needs_the_minimum_effect_against_every_comparison"),
+      "lower is better: the minimum effect on the wrong side of 0"),
+    M("D2", "factmem/tuning/decision.py", "return c.high < -min_effect if lower_is_better else c.low > min_effect",
+      "return c.high < -min_effect if lower_is_better else c.low > 0",
+      TD + "test_the_rule_needs_the_minimum_effect_against_every_comparison", "the minimum effect is ignored"),
+    M("D3", "factmem/tuning/decision.py", "worse = c.difference > 0 if lower_is_better else c.difference < 0",
+      "worse = c.difference < 0", (DE + "test_below_the_empty_memory_when_lower_is_better",
+                                   TD + "test_sentences_below_empty_and_tradeoffs"),
+      "'below the empty memory' said the wrong way round when lower is better"),
     M("F5", "factmem/fitting/models.py", 'exits_before = np.searchsorted(np.sort(exit), times, side="left")',
       'exits_before = np.searchsorted(np.sort(exit), times, side="right")', DE + "test_kaplan_meier_equals_its_definition",
       "Kaplan–Meier: a lifetime ending at τ is not at risk at τ"),
@@ -227,9 +243,11 @@ MUTANTS: tuple[Mutant, ...] = (
     M("K6", "factmem/evaluation/cardinality_policy.py", "tail = (1 - confidence) / 2", "tail = 1 - confidence",
       DE + "test_the_comparison_interval_is_at_its_stated_level", "the comparison's interval at the wrong level"),
     M("K7", "factmem/evaluation/cardinality_policy.py",
-      "missed = np.stack([~flags & ~still for _, _, flags in rows], axis=1)",
-      "missed = np.stack([~flags & still for _, _, flags in rows], axis=1)",
-      DE + "test_a_fold_that_flips_the_decision_is_scored_by_the_other_folds_choice", "missed changes miscounted"),
+      "counted_missed = np.stack([np.bincount(change_code, weights=~flags & ~still,",
+      "counted_missed = np.stack([np.bincount(change_code, weights=~flags & still,",
+      (DE + "test_a_fold_that_flips_the_decision_is_scored_by_the_other_folds_choice", "tests/test_cardinality_replay.py"),
+      "the change-counting pass miscounts missed changes (the replay's counts are the table's since the "
+      "estimates issue)"),
     # -- the engine and the context metrics ----------------------------------------------------------
     M("E4", "factmem/engine/waves.py", 'lo = grid_index(grid, last, "right")  # first T > last',
       'lo = grid_index(grid, last, "left")  # first T > last', WV + "test_first_archive_time_is_the_first_consolidation_below_threshold",
