@@ -208,6 +208,8 @@ def test_a_fold_that_flips_the_decision_is_scored_by_the_other_folds_choice():
     t = compare_policies(dataset(rows), n_boot=50).table.set_index(["policy", "source"])
     assert (t.loc[("best static per-predicate choice", "truth"), ["false", "missed"]] == [0, 20]).all()
     assert (t.loc[("cost decision", "truth"), ["false", "missed"]] == [50, 20]).all()
+    # one mention per value: the change-counting first pass and the replay agree on every row
+    assert (t[["counted_false", "counted_missed"]].to_numpy() == t[["false", "missed"]].to_numpy()).all()
 
 
 @pytest.mark.parametrize("national, kept", [(3, False), (6, True)])

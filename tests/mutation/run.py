@@ -245,7 +245,7 @@ MUTANTS: tuple[Mutant, ...] = (
     M("K7", "factmem/evaluation/cardinality_policy.py",
       "counted_missed = np.stack([np.bincount(change_code, weights=~flags & ~still,",
       "counted_missed = np.stack([np.bincount(change_code, weights=~flags & still,",
-      (DE + "test_a_fold_that_flips_the_decision_is_scored_by_the_other_folds_choice", "tests/test_cardinality_replay.py"),
+      DE + "test_a_fold_that_flips_the_decision_is_scored_by_the_other_folds_choice",
       "the change-counting pass miscounts missed changes (the replay's counts are the table's since the "
       "estimates issue)"),
     # -- the engine and the context metrics ----------------------------------------------------------
