@@ -227,6 +227,23 @@ def test_subject_folds_are_seeded_and_balanced():
         subject_folds(["a", "b"], 3)
 
 
+def dataset_of(rows, mentions=()) -> logs.Dataset:
+    """An imported-style dataset of truth ``rows`` (yearly periods): one mention at each value's start,
+    plus ``mentions`` ((subject, predicate, object, ts) re-mentions), each in a session of its own."""
+    t = truth(rows)
+    events = pd.concat([
+        pd.DataFrame({"ts": t["valid_from"], "subject": t["subject"], "predicate": t["predicate"], "object": t["object"]}),
+        pd.DataFrame(list(mentions), columns=["subject", "predicate", "object", "ts"]),
+    ]).sort_values("ts", kind="stable").reset_index(drop=True)
+    events["kind"], events["note"] = "explicit", None
+    events["session_id"] = events["subject"] + "@" + events["ts"].astype(str)
+    events["message_id"] = [f"m{i:05d}" for i in range(len(events))]
+    messages = events[["session_id", "message_id", "ts"]].assign(speaker="x", text="")
+    scenario = {"start": int(events["ts"].min()), "end": int(events["ts"].max()),
+                "import": {"start_periods": {"year": len(t)}}}
+    return logs.make_dataset(messages, events, t, logs.empty_generalizations(), scenario)
+
+
 # -- the comparison table --------------------------------------------------------------------------------
 
 
@@ -242,18 +259,7 @@ def fixture_dataset():
         ev += [(p, "team", "national", year(2005) + i * DAY)]  # mentioned again while the clubs change
         w = f"writer{i:02d}"
         rows += [(w, "award", f"prize{j}", 1990 + 3 * j, 1990 + 3 * j) for j in range(3)]
-    t = truth(rows)
-    events = pd.concat([
-        pd.DataFrame({"ts": t["valid_from"], "subject": t["subject"], "predicate": t["predicate"], "object": t["object"]}),
-        pd.DataFrame(ev, columns=["subject", "predicate", "object", "ts"]),
-    ]).sort_values("ts", kind="stable").reset_index(drop=True)
-    events["kind"], events["note"] = "explicit", None
-    events["session_id"] = events["subject"] + "@" + events["ts"].astype(str)
-    events["message_id"] = [f"m{i:05d}" for i in range(len(events))]
-    messages = events[["session_id", "message_id", "ts"]].assign(speaker="x", text="")
-    scenario = {"start": int(events["ts"].min()), "end": int(events["ts"].max()),
-                "import": {"start_periods": {"year": len(t)}}}
-    return logs.make_dataset(messages, events, t, logs.empty_generalizations(), scenario)
+    return dataset_of(rows, ev)
 
 
 def test_compare_table_on_a_fixture(fixture_dataset):

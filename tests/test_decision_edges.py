@@ -15,7 +15,6 @@ from hypothesis import strategies as st
 
 from factmem.core.codes import OPEN
 from factmem.core.params import MemoryParams
-from factmem.data import logs
 from factmem.data.generate import generate
 from factmem.engine.waves import effective_at, first_archive_time
 from factmem.evaluation.cardinality_policy import compare_policies, subject_folds
@@ -24,7 +23,7 @@ from factmem.evaluation.simulate import prepare
 from factmem.fitting.models import kaplan_meier, percentile_interval
 from factmem.tuning.decision import below_empty
 from factmem.tuning.tune import Comparison, bootstrap_difference, decide
-from tests.test_cardinality import truth
+from tests.test_cardinality import dataset_of
 
 # -- the bootstrap interval and the promotion rule -------------------------------------------------------
 
@@ -179,16 +178,7 @@ def test_archive_time_at_tiny_rates_on_dense_grids(c, rate, last, at, just_above
 
 
 def dataset(rows):
-    t = truth(rows)
-    events = pd.DataFrame({"ts": t["valid_from"], "subject": t["subject"], "predicate": t["predicate"],
-                           "object": t["object"]}).sort_values("ts", kind="stable").reset_index(drop=True)
-    events["kind"], events["note"] = "explicit", None
-    events["session_id"] = events["subject"] + "@" + events["ts"].astype(str)
-    events["message_id"] = [f"m{i:05d}" for i in range(len(events))]
-    messages = events[["session_id", "message_id", "ts"]].assign(speaker="x", text="")
-    scenario = {"start": int(events["ts"].min()), "end": int(events["ts"].max()),
-                "import": {"start_periods": {"year": len(t)}}}
-    return logs.make_dataset(messages, events, t, logs.empty_generalizations(), scenario)
+    return dataset_of(rows)
 
 
 def test_a_fold_that_flips_the_decision_is_scored_by_the_other_folds_choice():
