@@ -99,7 +99,7 @@ def test_sweep_command(tiny_dir, tmp_path, capsys):
 
 def test_tune_command(tiny_dir, tmp_path, capsys):
     code = main(["tune", "--log", str(tiny_dir), "--param", "decay_rate.explicit=0.005:0.3:log", "--n", "6",
-                 "--refine", "2", "--budget", "5,10", "--bootstrap", "50", "--workers", "0",
+                 "--sampler", "random", "--budget", "5,10", "--bootstrap", "50", "--workers", "0",
                  "--out", str(tmp_path / "t")])
     assert code == 0
     out = capsys.readouterr().out
@@ -107,8 +107,8 @@ def test_tune_command(tiny_dir, tmp_path, capsys):
     assert "Promoted" in out or "Not promoted" in out
     assert (tmp_path / "t" / "report.md").exists() and (tmp_path / "t" / "params.toml").exists()
     # --calibrate-all: calibration for every candidate (by default only for the rows the report shows)
-    assert main(["tune", "--log", str(tiny_dir), "--param", "decay_rate.explicit=0.005:0.3:log", "--n", "4",
-                 "--refine", "0", "--bootstrap", "20", "--workers", "0", "-q", "--calibrate-all",
+    assert main(["tune", "--log", str(tiny_dir), "--param", "decay_rate.explicit=0.005:0.3:log", "--n", "2", "--startup", "2",
+                 "--bootstrap", "20", "--workers", "0", "-q", "--calibrate-all",
                  "--out", str(tmp_path / "all")]) == 0
     every = pd.read_parquet(tmp_path / "all" / "sweep.parquet")
     some = pd.read_parquet(tmp_path / "t" / "sweep.parquet")

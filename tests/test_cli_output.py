@@ -54,8 +54,8 @@ def test_every_command_has_a_documented_json_result(tmp_path, capsys):
     documented = documented_result_keys()
     parser = build_parser()
     sub = next(a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction")
-    commands = {name for name in sub.choices if name not in ("params", "store")} | {"params diff", "params show",
-                                                                                    "store recover"}
+    commands = {name for name in sub.choices if name not in ("params", "store", "runs")} | {
+        "params diff", "params show", "store recover", "runs list", "runs compare"}
     assert commands == set(documented), f"README table and commands differ: {commands ^ set(documented)}"
 
     docs = {}
@@ -76,6 +76,8 @@ def test_every_command_has_a_documented_json_result(tmp_path, capsys):
                                      "--bootstrap", "20", "--workers", "0", "--out", str(t)], "tune")
     assert docs["tune"]["decision"]["promoted"] is False
     docs["cardinality"] = run_json(capsys, ["cardinality", str(d)], "cardinality")
+    docs["runs list"] = run_json(capsys, ["runs", "list", str(tmp_path)], "runs list")
+    docs["runs compare"] = run_json(capsys, ["runs", "compare", str(t)], "runs compare")
     docs["fit"] = run_json(capsys, ["fit", "--log", str(d), "--out", str(tmp_path / "f"), "--bootstrap", "0",
                                     "--min-observations", "5", "--no-figures"], "fit")
     docs["export"] = run_json(capsys, ["export", str(t / "params.toml"), "--out", str(tmp_path / "p.json")], "export")

@@ -67,7 +67,7 @@ def test_a_one_line_rule_is_found_or_beaten_on_held_out_people(conversation):
     """"Lasting facts never decay, episodes at 0.1 a day" — one line, inside the default search space —
     beats the seed's numbers on this log; the tune's held-out recommendation is at least as good."""
     ds = conversation
-    res = tune(ds, write=False, search=Search(n=48, refine=16, seed=0), objective=Objective(budgets=(20, 10)),
+    res = tune(ds, write=False, search=Search(n=8, startup=32, seed=0), objective=Objective(budgets=(20, 10)),
                holdout=Holdout(folds=3, bootstrap=200, seed=0), compute=Compute(workers=0, progress=False))
     base = res.baseline
     rule = MemoryParams.from_flat({**base.to_flat(), "decay_rate.explicit": 1e-4, "decay_rate.user_preference": 1e-4,

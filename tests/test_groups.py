@@ -108,7 +108,7 @@ def test_two_people_of_one_conversation_are_never_on_both_sides():
     ds = generate(preset("tiny", seed=7).replace(personas=12))
     people = sorted(ds.events["subject"].unique())
     pairs = {p: i // 2 for i, p in enumerate(people)}
-    res = tune(ds, write=False, search=Search(n=12, refine=0, seed=1), objective=Objective(budgets=(10,)),
+    res = tune(ds, write=False, search=Search(method="random", n=12, seed=1), objective=Objective(budgets=(10,)),
                holdout=Holdout(folds=3, bootstrap=100, seed=2, group_by=pairs))
     rec = res.primary
     assert rec.versus_baseline.groups == 6 and rec.versus_baseline.subjects == 12
@@ -118,6 +118,6 @@ def test_two_people_of_one_conversation_are_never_on_both_sides():
     stab = selection_stability(res.sweep, "all", 10, rec.index, resamples=50, seed=1,
                                groups=subject_groups(ds, res.sweep.subjects["all"], pairs))
     assert 0 <= stab <= 1
-    alone = tune(ds, write=False, search=Search(n=12, refine=0, seed=1), objective=Objective(budgets=(10,)),
+    alone = tune(ds, write=False, search=Search(method="random", n=12, seed=1), objective=Objective(budgets=(10,)),
                  holdout=Holdout(folds=3, bootstrap=100, seed=2, min_groups=1))
     assert alone.primary.versus_baseline.groups == 12  # everyone has sessions of their own

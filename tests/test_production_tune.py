@@ -20,7 +20,7 @@ from factmem.production.current import CurrentParamsMissing
 from factmem.production.tune import tune_production
 from factmem.tuning.settings import Compute, Search
 
-FAST = ["--n", "8", "--refine", "4", "--bootstrap", "50", "--workers", "0"]
+FAST = ["--n", "2", "--startup", "4", "--bootstrap", "50", "--workers", "0"]
 
 
 def _production_file(tmp, ds, name="prod"):
@@ -76,14 +76,14 @@ def test_a_flat_proxy_promotes_nothing(tmp_path):
     path = _production_file(tmp_path, dataclasses.replace(ds, events=once))
     with pytest.raises(CurrentParamsMissing):
         tune_production(path, write=False)
-    r = tune_production(path, current="seed", write=False, search=Search(n=6, refine=0), bootstrap=20,
+    r = tune_production(path, current="seed", write=False, search=Search(method="random", n=6), bootstrap=20,
                         compute=Compute(workers=0, progress=False))
     assert r.flat and not r.promoted and r.chosen == MemoryParams()
     assert "this log cannot rank the candidates" in r.decision
 
 
 def test_a_sampled_search_is_judged_on_everyone(prod):
-    r = tune_production(prod, current="seed", write=False, search=Search(n=6, refine=0), bootstrap=20,
+    r = tune_production(prod, current="seed", write=False, search=Search(method="random", n=6), bootstrap=20,
                         max_search_subjects=2, compute=Compute(workers=0, progress=False))
     assert r.sample["searched"] == 2 < r.sample["subjects"]
     assert set(r.judged) == {"all", "not_sampled"}

@@ -136,7 +136,7 @@ def test_bad_settings():
         Holdout(folds=1)
     with pytest.raises(InputError, match="needs log="):
         Holdout(mode="log")
-    with pytest.raises(InputError, match="search"):
+    with pytest.raises(InputError, match="sampler"):
         Search(method="annealing")  # type: ignore[arg-type]
 
 
@@ -232,7 +232,7 @@ def test_a_sweep_without_calibration_differs_only_there_and_fills_chosen_rows_ex
 def test_tune_end_to_end(tiny_dir, tmp_path):
     out = tmp_path / "run"
     res = tune(tiny_dir, out=out, search=Search(space={"decay_rate.explicit": Range(0.001, 0.3, log=True),
-                                                        "threshold": Range(0.0, 0.2)}, n=12, refine=6, seed=2),
+                                                        "threshold": Range(0.0, 0.2)}, n=6, startup=4, seed=2),
                objective=Objective(budgets=(5, 20)), holdout=Holdout(bootstrap=200), compute=LOCAL)
     for name in ("report.md", "params.toml", "params-k5.toml", "params-k20.toml", "manifest.json", "sweep.parquet",
                  "heldout.parquet", "subjects.parquet", "budget_curves.parquet", "results.duckdb", "memory.duckdb",
@@ -261,14 +261,19 @@ def test_tune_end_to_end(tiny_dir, tmp_path):
     pd.testing.assert_frame_equal(run.table("sweep"), res.sweep.table)
     # the recommendation is the best candidate on every subject's data; each fold's choice is the best
     # without that fold's subjects; the held-out number pools each subject under its fold's choice
+    # (among the candidates its own study proposed, and the fixed points)
     rec = res.recommendations[20]
     sw = res.sweep
-    assert rec.candidate == int(np.argmax(np.where(sw.eligible(), sw.objective_values("all", 20), -np.inf)))
+    studies = sw.table["study"]
+    mine = {name: np.asarray([isinstance(s, str) and (s == "" or name in s.split(",")) for s in studies])
+            for name in ["all", "fold-0", "fold-1", "fold-2"]}
+    ok = sw.eligible()
+    assert rec.candidate == int(np.argmax(np.where(ok & mine["all"], sw.objective_values("all", 20), -np.inf)))
     assert sw.table["probe"].any() and not sw.eligible()[sw.table["probe"].to_numpy()].any()
     folds = subject_folds(len(sw.subjects["all"]), 3, 0)
     unidentified = rec.identification.unidentified
-    for f, choice in enumerate(rec.fold_choices):  # each fold's best, projected onto the identified names
-        best_f = int(np.argmax(np.where(sw.eligible(), sw.objective_values("all", 20, folds != f), -np.inf)))
+    for f, choice in enumerate(rec.fold_choices):  # each fold's best among its own study's, projected
+        best_f = int(np.argmax(np.where(ok & mine[f"fold-{f}"], sw.objective_values("all", 20, folds != f), -np.inf)))
         assert sw.params[choice] == rec.identification.project(sw.params[best_f], res.baseline)
     assert rec.params == rec.identification.project(sw.params[rec.candidate], res.baseline)
     assert all(rec.params.get(n) == res.baseline.get(n) for n in unidentified if n != "threshold")
@@ -316,7 +321,7 @@ def test_tune_starting_from_fitted_parameters(tiny_dir):
     from factmem import fit
 
     start = fit(tiny_dir, bootstrap=0).params
-    res = tune(tiny_dir, search=Search(space={"decay_rate.explicit": Range(0.001, 0.3, log=True)}, n=6, refine=4),
+    res = tune(tiny_dir, search=Search(space={"decay_rate.explicit": Range(0.001, 0.3, log=True)}, n=4, startup=2),
                holdout=Holdout(bootstrap=100), start=start, write=False, compute=LOCAL)
     rec = res.primary
     assert start in res.sweep.params and "start" in rec.heldout.columns

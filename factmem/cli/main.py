@@ -27,6 +27,7 @@ from factmem.cli.export import add_export, add_export_db, add_import_db, add_par
 from factmem.cli.fit import add_fit
 from factmem.cli.output import EXIT_BAD_INPUT, EXIT_FAILURE, silence_stdout
 from factmem.cli.production import add_whatif
+from factmem.cli.runs import add_runs
 from factmem.cli.store import add_store
 from factmem.cli.tune import add_cardinality, add_simulate, add_sweep, add_tune
 from factmem.errors import FactmemError
@@ -50,6 +51,7 @@ COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [
     add_fit,
     add_whatif,
     add_store,
+    add_runs,
 ]
 
 

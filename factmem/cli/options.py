@@ -8,6 +8,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from factmem.core.codes import SEARCH_MODES
+
 __all__ = ["check_out", "budgets_of", "files_in", "schedule_args", "schedule_of", "search_args", "settings_of", "log_arg", "load_log", "executor_of", "space_of", "params_arg"]
 
 
@@ -50,10 +52,22 @@ def search_args(p: argparse.ArgumentParser, *, method: str = "random") -> None:
     g.add_argument("--param", action="append", metavar="NAME=VALUES",
                    help="search NAME over comma-separated VALUES, or low:high[:log] (a range; random search) "
                         "(repeatable; `threshold` sets archive_threshold and retrieval_threshold together)")
-    g.add_argument("--search", choices=("grid", "random"), default=method, help=f"grid or random (default {method})")
-    g.add_argument("--n", type=int, default=256, help="random draws (default 256)")
-    g.add_argument("--refine", type=int, default=128,
-                   help="random search: further draws around the best candidates (default 128; 0: none)")
+    if method == "grid":  # sweep: points drawn without looking at scores
+        g.add_argument("--search", choices=("grid", "random"), default=method, help=f"grid or random (default {method})")
+        g.add_argument("--n", type=int, default=256, help="random draws (default 256)")
+    else:
+        from factmem.tuning.settings import Search
+
+        default = Search()
+        g.add_argument("--sampler", "--search", dest="search", choices=SEARCH_MODES, default=default.method,
+                       help=f"Optuna sampler: tpe, cmaes, gp (needs torch), random, or grid (every combination of "
+                            f"the listed values) (default {default.method})")
+        g.add_argument("--n", type=int, default=None,
+                       help=f"candidates each study proposes (one study for all tuning data and one per fold; "
+                            f"default {default.n}; with --resume: how many more)")
+        g.add_argument("--startup", type=int, default=default.startup,
+                       help=f"tpe, cmaes, gp: random draws shared by every study before they adapt "
+                            f"(default {default.startup})")
     g.add_argument("--seed", type=int, default=0, help="seed of the search, folds and bootstrap (default 0)")
     o = p.add_argument_group("objective")
     o.add_argument("--objective", default="utility",
@@ -103,7 +117,8 @@ def settings_of(args: argparse.Namespace) -> tuple[Any, Any, Any, Any]:
         raise InputError("give either --holdout DIR or --split F, not both")
     mode: Any = "log" if args.holdout else ("time" if args.split is not None else "subjects")
     space = space_of(args) or None
-    search = Search(space=space, method=args.search, n=args.n, refine=args.refine, seed=args.seed)
+    search = Search(space=space, method=args.search, n=args.n if args.n is not None else Search().n,
+                    startup=getattr(args, "startup", Search().startup), seed=args.seed)
     objective = Objective(name=args.objective, budgets=budgets, costs=args.cost, needed=args.needed,
                           max_points_per_subject=args.max_points)
     holdout = Holdout(mode=mode, folds=args.folds, split=args.split if args.split is not None else 2 / 3,

@@ -69,6 +69,9 @@ def add_tune(sub) -> None:
                         "rows the report shows (slower; the sweep table then has them for every row)")
     p.add_argument("--fail-if-not-promoted", action="store_true",
                    help="exit with status 3 when nothing is promoted (for CI gates; default: 0 either way)")
+    p.add_argument("--resume", metavar="RUN",
+                   help="continue the tune run in folder RUN (its log, seed and settings) with --n more candidates "
+                        "per study (default: as many as it had); writes the combined run to --out, else back to RUN")
     output_args(p)
     p.set_defaults(func=_run_tune)
 
@@ -90,7 +93,7 @@ def _start_of(args, log_dir) -> MemoryParams | None:
 def _run_tune(args) -> int:
     from pathlib import Path
 
-    from factmem.tuning.tune import tune
+    from factmem.tuning.tune import resume, tune
 
     if args.log and Path(args.log).is_file():  # a production memory, not a dataset folder
         from factmem.cli.production import run_tune_production
@@ -99,13 +102,17 @@ def _run_tune(args) -> int:
 
     say = Output(args)
     search, objective, holdout, compute = settings_of(args)
-    log_dir = load_log(args.log)
-    from factmem.tuning.decision import Promotion
+    if args.resume:
+        res = resume(args.resume, n=args.n, out=args.out, compute=compute)
+    else:
+        log_dir = load_log(args.log)
+        from factmem.tuning.decision import Promotion
 
-    promotion = Promotion(min_effect=args.min_effect, restarts=args.restarts)
-    res = tune(log_dir, out=args.out, search=search, objective=objective, holdout=holdout, compute=compute,
-               schedule=schedule_of(args, log=log_dir), current=params_arg(args.current), start=_start_of(args, log_dir),
-               force=args.force, calibrate_all=args.calibrate_all, promotion=promotion)
+        promotion = Promotion(min_effect=args.min_effect, restarts=args.restarts)
+        res = tune(log_dir, out=args.out, search=search, objective=objective, holdout=holdout, compute=compute,
+                   schedule=schedule_of(args, log=log_dir), current=params_arg(args.current),
+                   start=_start_of(args, log_dir), force=args.force, calibrate_all=args.calibrate_all,
+                   promotion=promotion)
     restarts = f", {len(res.restarts) - 1} restarts of {res.restarts[1].candidates}" if len(res.restarts) > 1 else ""
     say.say(f"\n{int(res.sweep.eligible().sum())} candidates ({int(res.sweep.table['probe'].sum())} probes for "
             f"identification{restarts}) in {res.seconds:.0f} s")

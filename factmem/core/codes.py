@@ -108,5 +108,5 @@ LinkScope = Literal["cluster", "support"]
 #: derived from (the seed); ``support``, only the members the model cites as supporting it.
 LINK_SCOPES: tuple[LinkScope, ...] = get_args(LinkScope)
 
-SearchMode = Literal["grid", "random"]
+SearchMode = Literal["tpe", "cmaes", "gp", "random", "grid"]
 SEARCH_MODES: tuple[SearchMode, ...] = get_args(SearchMode)

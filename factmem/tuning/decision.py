@@ -68,7 +68,8 @@ class _Comparison(Protocol):  # factmem.tuning.tune.Comparison
 class Promotion:
     """The promotion rule's settings: ``min_effect`` (see the module docstring), ``restarts`` (how
     many searches in all, each with another seed; 1: no restart) and ``restart_share`` (the share of
-    the search budget — random draws and refinement — each restart after the first uses)."""
+    the search budget — the shared random start and each study's own candidates — each restart after
+    the first uses)."""
 
     min_effect: float = MIN_EFFECT
     restarts: int = 3
@@ -231,6 +232,6 @@ def restart_lines(rec: Any, space: Any) -> list[str]:
         vals = searched_values(space, r.params[k])
         shown = [f"{v:.4g}" if isinstance(v, float) else str(v) for v in vals.values()]
         decision = "promoted" if r.keep[k] == "recommended" else f"not promoted ({r.keep[k]} stays)"
-        L.append(f"| {r.seed} | {r.candidates} ({r.n}+{r.refine}) | {decision} | {r.difference[k]:+.4g} | "
+        L.append(f"| {r.seed} | {r.candidates} ({f'{r.startup} shared + {r.n} per study' if r.startup else r.n}) | {decision} | {r.difference[k]:+.4g} | "
                  + " | ".join(shown) + " |")
     return L

@@ -33,12 +33,13 @@ from factmem.tuning.identification import identification_lines
 from factmem.tuning.references import reference_labels
 from factmem.tuning.restarts import searched_values
 from factmem.tuning.runs import manifest, write_run
+from factmem.tuning.search import IDENTIFIED_SHARE
 from factmem.tuning.settings import CONTEXT_OBJECTIVES
 
 if TYPE_CHECKING:
     from factmem.tuning.tune import Recommendation, TuneResult
 
-__all__ = ["write_tune_run", "budget_curve_table", "render_report", "judgement", "CURVE_K"]
+__all__ = ["write_tune_run", "budget_curve_table", "render_report", "judgement", "search_section", "CURVE_K"]
 
 #: the largest budget the utility-against-budget figure shows
 CURVE_K = 100
@@ -206,12 +207,16 @@ def write_tune_run(result: TuneResult, P: PreparedLog, out: Path) -> Path:
         baseline=result.baseline.to_dict(), current=None if result.current is None else result.current.to_dict(),
         start=None if result.start is None else result.start.to_dict(), seconds=round(result.seconds, 2),
         search=result.search.to_dict(), compute=result.compute.to_dict(),
+        studies=None if result.studies is None else {"file": "study.db", "names": list(result.studies.studies),
+                                                     "rounds": result.studies.rounds,
+                                                     "proposed": result.studies.proposed},
         calibration="every candidate" if res.calibration else "the rows the report shows",
     )
     man = manifest("tune", **info)
     write_run(out, man, finish=False, tables={"sweep": tab, "references": res.reference_table, "heldout": heldout, "budget_curves": curves, "checkpoints": ck,
                          "reliability": rel.reset_index(drop=True), "lost": lost,
-                         "subjects": _subject_table(result)})
+                         "subjects": _subject_table(result),
+                         "importances": result.importances if result.importances is not None else pd.DataFrame()})
     for k, rec in result.recommendations.items():
         chosen_row = rec.index if rec.keep == "recommended" else 0
         prov = {"run_id": str(tab.loc[chosen_row, "run_id"]) if rec.keep != "current" else "current",
@@ -472,6 +477,7 @@ def render_report(result: TuneResult, P: PreparedLog, figs: dict[str, Path], cal
                                "(whole log; bins with their counts)",
                 "trajectories": "Confidence trajectories of a few facts under the recommendation",
                 "checkpoints": "Believed set, precision and recall over time under the recommendation"}
+    L += search_section(result)
     L += ["## Figures", ""]
     for key in ("slices", "pareto", "calibration", "trajectories", "checkpoints"):
         if key in figs:
@@ -481,3 +487,43 @@ def render_report(result: TuneResult, P: PreparedLog, figs: dict[str, Path], cal
           "`factmem.tuning.runs.load_run(folder)` reloads everything.", ""]
     del curves
     return "\n".join(L)
+
+
+def search_section(result: TuneResult) -> list[str]:
+    """The report's account of the search: sampler, studies, budget, each parameter's importance."""
+    out = result.studies
+    if out is None:
+        return []
+    s = result.search
+    n_rows = len(result.sweep.params)
+    L = ["## The search", "",
+         f"Optuna sampler `{s.method}` (seed {s.seed}), one study per selection set "
+         f"({', '.join(f'`{n}`' for n in out.studies)}): each fold's study is told only the scores of its training "
+         f"people, and each fold chooses among its own study's candidates and the fixed points (baseline, seed "
+         f"defaults, current, start). "
+         + (f"{s.startup} random draws shared by every study (they look at no score), then {s.n} of each study's "
+            f"own" if s.method in ("tpe", "cmaes", "gp") else f"{out.proposed} candidates shared by every study")
+         + f" ({out.proposed} per study, in {out.rounds} rounds); "
+         f"{n_rows} distinct parameter sets replayed. The studies are in `study.db` (open them with "
+         "`optuna-dashboard study.db`; every trial carries its `sweep.parquet` row and factmem's metrics as user "
+         "attributes).", ""]
+    imp = result.importances
+    if imp is not None and len(imp):
+        names = [c for c in imp.columns if c not in ("parameter", "max", "identified")]
+        L += ["Importance of each searched parameter (PED-ANOVA, share of the objective's variation among the "
+              "good candidates, per study; *identified* when it reaches "
+              f"{100 * IDENTIFIED_SHARE:.0f}% in at least one study):", "",
+              "| parameter | " + " | ".join(names) + " | identified |", "|---" * (len(names) + 2) + "|"]
+        for _, row in imp.sort_values("max", ascending=False, na_position="last").iterrows():
+            L.append(f"| `{row['parameter']}` | " + " | ".join(_fmt(row[n], 2) for n in names)
+                     + f" | {'yes' if row['identified'] else '**not identified**'} |")
+        missing = imp.loc[~imp["identified"], "parameter"].tolist()
+        L += [""]
+        if missing:
+            L += [f"Not identified: {', '.join(f'`{m}`' for m in missing)} — it matters in no study, so the data do "
+                  "not say where it should be; its recommended value is arbitrary within the range.", ""]
+    for n in result.notes:
+        L += [f"- {n}"]
+    if result.notes:
+        L.append("")
+    return L

@@ -2,10 +2,11 @@
 search's luck is not shipped.
 
 ``Promotion.restarts = N`` runs the search ``N`` times in all: the first with the given
-:class:`~factmem.tuning.settings.Search`, each later one (:func:`restart_searches`) with the seed
-``seed + r`` and ``restart_share`` of its budget (random draws and refinement, rounded, at least one
-draw) — the same space, objective, folds and bootstrap, the same decision rule (references, minimum
-effect). Grid search is exhaustive and has no seed: it is not restarted. Each restart's decision per
+:class:`~factmem.tuning.settings.Search`, each later one (:func:`restart_searches`) a new set of
+Optuna studies with the sampler seed ``seed + r`` and ``restart_share`` of its budget (the shared
+random start and each study's own candidates, rounded, at least one of its own) — the same sampler,
+space, objective, folds and bootstrap, the same decision rule (references, minimum effect). Grid
+search is exhaustive and has no seed: it is not restarted. Each restart's decision per
 budget and its recommended values are kept (:class:`RestartRun`) and shown in the report.
 
 **Agreement** (:func:`apply_agreement`): a promotion stands only if every restart's decision at that
@@ -36,15 +37,16 @@ class RestartRun:
     recommended, baseline or current) and the recommended parameters."""
 
     seed: int
+    #: candidates each study proposed, after ``startup`` shared random draws (0: random or grid search)
     n: int
-    refine: int
+    startup: int
     candidates: int
     keep: dict[int, str] = field(default_factory=dict)
     params: dict[int, MemoryParams] = field(default_factory=dict)
     difference: dict[int, float] = field(default_factory=dict)
 
     def to_dict(self, space: Any) -> dict[str, Any]:
-        return {"seed": self.seed, "n": self.n, "refine": self.refine, "candidates": self.candidates,
+        return {"seed": self.seed, "n": self.n, "startup": self.startup, "candidates": self.candidates,
                 "budgets": {str(k): {"keep": self.keep[k], "difference": self.difference[k],
                                      "values": searched_values(space, self.params[k])} for k in self.keep}}
 
@@ -55,7 +57,7 @@ def restart_searches(search: Search, promotion: Promotion) -> list[Search]:
         return []
     share = promotion.restart_share
     return [dataclasses.replace(search, seed=search.seed + r, n=max(1, round(search.n * share)),
-                                refine=round(search.refine * share)) for r in range(1, promotion.restarts)]
+                                startup=round(search.startup * share)) for r in range(1, promotion.restarts)]
 
 
 def searched_values(space: Any, params: MemoryParams) -> dict[str, Any]:

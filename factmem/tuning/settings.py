@@ -5,8 +5,8 @@
   counts as needed.
 * :class:`Holdout` — how the choice is judged on data it was not made on: ``subjects`` (k-fold over
   subjects, default), ``time`` (a split of the log's span) or ``log`` (another dataset).
-* :class:`Search` — which parameter sets are tried: a space (default: :data:`DEFAULT_SPACE`),
-  ``random`` search with ``n`` draws plus ``refine`` local draws around the best, or a ``grid``.
+* :class:`Search` — which parameter sets are tried: a space (default: :data:`DEFAULT_SPACE`) and an
+  Optuna sampler (``tpe``, ``cmaes``, ``gp``, ``random``) with ``n`` candidates per study, or a ``grid``.
 * :class:`Compute` — where the work runs: worker processes, a ``concurrent.futures`` executor (Dask),
   chunk size, progress bars.
 
@@ -199,20 +199,23 @@ class Holdout:
 @dataclass(frozen=True)
 class Search:
     """Which parameter sets are tried. ``space``: flat name → values or :class:`Range` (None: the
-    default space); ``method``: ``random`` (``n`` draws, then ``refine`` draws around the best) or
-    ``grid`` (every combination; ``refine`` ignored)."""
+    default space); ``method``: the Optuna sampler of :mod:`factmem.tuning.search` — ``tpe``
+    (default), ``cmaes``, ``gp``, ``random`` or ``grid`` (every combination of the listed values);
+    ``n``: candidates each study's adaptive sampler proposes after the shared ``startup`` random draws
+    (tpe, cmaes, gp), or the random draws (random; a grid proposes all of its points); ``seed`` seeds
+    the samplers. The default (tpe, 64 + 80 per study, 4 studies) replays 384 candidates."""
 
     space: Mapping[str, Any] | None = None
-    method: SearchMode = "random"
-    n: int = 256
-    refine: int = 128
+    method: SearchMode = "tpe"
+    n: int = 80
+    startup: int = 64
     seed: int = 0
 
     def __post_init__(self) -> None:
         if self.method not in SEARCH_MODES:
-            raise InputError(f"search must be one of {', '.join(SEARCH_MODES)}, got {self.method!r}")
+            raise InputError(f"sampler must be one of {', '.join(SEARCH_MODES)}, got {self.method!r}")
         _check_int("n", self.n, 1)
-        _check_int("refine", self.refine, 0)
+        _check_int("startup", self.startup, 0)
         _check_int("seed", self.seed, 0)
 
     @property
@@ -220,8 +223,17 @@ class Search:
         return DEFAULT_SPACE if self.space is None else self.space
 
     def to_dict(self) -> dict[str, Any]:
-        space = {k: (repr(v) if isinstance(v, Range) else list(v)) for k, v in self.resolved_space.items()}
-        return {"space": space, "method": self.method, "n": self.n, "refine": self.refine, "seed": self.seed}
+        space = {k: ({"low": v.low, "high": v.high, "log": v.log} if isinstance(v, Range) else list(v))
+                 for k, v in self.resolved_space.items()}
+        return {"space": space, "method": self.method, "n": self.n, "startup": self.startup, "seed": self.seed}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Search:
+        """The inverse of :meth:`to_dict` (a run manifest's ``search``)."""
+        space = {k: (Range(float(v["low"]), float(v["high"]), bool(v["log"])) if isinstance(v, Mapping) else list(v))
+                 for k, v in d["space"].items()}
+        return cls(space=space, method=d["method"], n=int(d["n"]), startup=int(d.get("startup", 0)),
+                   seed=int(d["seed"]))
 
 
 @dataclass(frozen=True)

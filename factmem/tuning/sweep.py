@@ -150,11 +150,14 @@ class SweepResult:
             ok &= ~t["probe"].to_numpy(bool)
         return ok
 
-    def best(self, part: str, budget: int | None = None, subjects: np.ndarray | None = None) -> int:
+    def best(self, part: str, budget: int | None = None, subjects: np.ndarray | None = None,
+             rows: np.ndarray | None = None) -> int:
         """Row of the best eligible parameter set on ``part`` (:meth:`eligible`; ties: the lower row, so
-        the baseline wins ties)."""
+        the baseline wins ties); ``rows``: a mask of the rows that may be chosen besides (None: all
+        eligible rows — e.g. a fold's own study's candidates and the fixed points)."""
         v = self.objective_values(part, budget, subjects)
-        v = np.where(np.isnan(v) | ~self.eligible(), np.inf if self.objective.lower_is_better else -np.inf, v)
+        ok = self.eligible() if rows is None else self.eligible() & np.asarray(rows, bool)
+        v = np.where(np.isnan(v) | ~ok, np.inf if self.objective.lower_is_better else -np.inf, v)
         return int(np.argmin(v) if self.objective.lower_is_better else np.argmax(v))
 
 
@@ -300,6 +303,9 @@ def sweep(log: Any, space: Mapping[str, Any] | Sequence[MemoryParams], *, base: 
         H = holdout.log if isinstance(holdout.log, PreparedLog) else prepare(holdout.log)
     base = base or MemoryParams(multi_valued_predicates=P.dataset.multi_valued_predicates)
     if isinstance(space, Mapping):
+        if search.method not in ("grid", "random"):
+            raise InputError(f"a sweep draws a grid or random points, not {search.method!r}: the adaptive samplers "
+                             "learn from scores, which is tune's search (factmem.tuning.search)")
         points = grid_points(space, base) if search.method == "grid" else \
             random_points(space, base, search.n, search.seed)
     else:

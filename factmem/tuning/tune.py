@@ -7,13 +7,16 @@ The job, on one log (default: the bundled ``small``):
    (declared by its scenario, else measured). The **baseline** — what a recommendation must beat — is
    that same base: it differs from every candidate only in what was searched. The pure seed defaults
    (no registry) are reported beside it.
-2. **Search** (:class:`~factmem.tuning.settings.Search`): by default ``n`` random draws over the
-   :data:`~factmem.tuning.settings.DEFAULT_SPACE` (decay rate and initial confidence per kind, gain,
-   the tied archive/retrieval threshold), then ``refine`` draws around the best points of every
-   selection set (the whole tuning data and each fold's, so refinement leaks nothing across folds).
-   ``start=`` (e.g. fitted parameters) joins the candidates and the refinement centres.
+2. **Search** (:class:`~factmem.tuning.settings.Search`, :mod:`factmem.tuning.search`): Optuna
+   studies — one per selection set (the whole tuning data and each fold's training subjects, folds
+   of whole groups of people, so no fold's sampler sees the people it is judged on) — propose
+   candidates over the :data:`~factmem.tuning.settings.DEFAULT_SPACE` (decay rate and initial
+   confidence per kind, gain, the tied archive/retrieval threshold) with the seeded sampler (TPE by
+   default) after a shared random start, asked in batches the kernel replays together; the
+   baseline, ``current`` and ``start`` (e.g. fitted parameters) are enqueued first.
 3. **Choice**, per budget ``k`` of the :class:`~factmem.tuning.settings.Objective` (utility@k by
-   default): the best candidate on the tuning data.
+   default): the best candidate on the tuning data among those its study may choose (its own
+   proposals and the shared ones); each fold's choice likewise among its own study's.
 4. **Held-out judgement** (:class:`~factmem.tuning.settings.Holdout`): with ``subjects`` (default),
    k-fold over subjects — each subject is scored by the choice made on the other folds, so every
    subject's held-out number comes from a choice made without it; with ``time`` the choice made
@@ -23,7 +26,7 @@ The job, on one log (default: the bundled ``small``):
    The same for the **reference policies** (:mod:`~factmem.tuning.references`: the empty memory and
    keep-everything). The recommendation is **promoted** only if the near end of every interval — against
    the baseline, ``current`` production parameters when given, and both references — clears the minimum
-   effect, and every restart of the search promotes too (:mod:`~factmem.tuning.decision`,
+   effect, and every restart of the search (new studies with another sampler seed) promotes too (:mod:`~factmem.tuning.decision`,
    :mod:`~factmem.tuning.restarts`). Before that judgement, each searched parameter whose effect is
    below the minimum effect is reset to the baseline's value in the recommendation and in every fold's
    choice (:mod:`~factmem.tuning.identification`): what is judged is what is shipped. Selection
@@ -34,8 +37,11 @@ The job, on one log (default: the bundled ``small``):
 
 :func:`tune` returns a :class:`TuneResult` and (``write=True``) writes a run folder: ``report.md``
 (the decision first, in the user's terms), ``params.toml`` (the parameters to keep at the first
-budget; ``params-k<K>.toml`` for each budget), figures, tables and a manifest
-(:mod:`factmem.tuning.report`).
+budget; ``params-k<K>.toml`` for each budget), figures, tables, the studies (``study.db``: open it
+with ``optuna-dashboard``; with ``search.npz`` it lets :func:`resume` continue the run) and a
+manifest (:mod:`factmem.tuning.report`). Each searched parameter's importance in the all-data study
+(PED-ANOVA, :func:`~factmem.tuning.search.parameter_importances`) is reported beside the
+identification.
 """
 
 from __future__ import annotations
@@ -44,12 +50,14 @@ import math
 import os
 import time
 from collections.abc import Mapping
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
+from tqdm.auto import tqdm
 
 from factmem.core.params import MemoryParams
 from factmem.data.logs import bundled_dataset
@@ -65,11 +73,20 @@ from factmem.tuning.references import EMPTY, REFERENCES
 from factmem.tuning.report import write_tune_run
 from factmem.tuning.restarts import RestartRun, apply_agreement, restart_searches
 from factmem.tuning.runs import default_run_dir, run_folder
+from factmem.tuning.search import (
+    ADAPTIVE,
+    SearchOutcome,
+    load_search,
+    parameter_importances,
+    run_search,
+    save_search,
+    study_rows,
+)
 from factmem.tuning.settings import CALIBRATION_OBJECTIVES, CONTEXT_OBJECTIVES, Compute, Holdout, Objective, Search
-from factmem.tuning.space import ALIASES, Range, coordinate, grid_points, random_points, refine_points
+from factmem.tuning.space import ALIASES, Range, coordinate
 from factmem.tuning.sweep import SweepResult, baseline_rows, fill_calibration, sweep
 
-__all__ = ["Comparison", "Recommendation", "TuneResult", "base_params", "tune", "decide", "subject_folds",
+__all__ = ["Comparison", "Recommendation", "TuneResult", "base_params", "tune", "resume", "decide", "subject_folds",
            "edge_notes", "bootstrap_difference", "selection_stability", "TOP_SHARE"]
 
 #: "within the noise of the best": in this top share of candidates by the objective
@@ -174,6 +191,10 @@ class TuneResult:
     restarts: list[RestartRun] = field(default_factory=list)
     #: group index per subject of each part (people who share sessions are one group)
     groups: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
+    #: the Optuna studies of the first search and which rows each may choose (:mod:`factmem.tuning.search`)
+    studies: SearchOutcome | None = field(default=None, repr=False)
+    #: each searched parameter's importance in the all-data study (:func:`~factmem.tuning.search.parameter_importances`)
+    importances: pd.DataFrame | None = field(default=None, repr=False)
 
     @property
     def primary(self) -> Recommendation:
@@ -261,15 +282,16 @@ def _group_sums(rows: np.ndarray, groups: np.ndarray, n_groups: int) -> np.ndarr
 
 
 def selection_stability(res: SweepResult, part: str, budget: int, index: int, *, resamples: int, seed: int,
-                        subjects: np.ndarray | None = None, groups: np.ndarray | None = None) -> float:
+                        subjects: np.ndarray | None = None, groups: np.ndarray | None = None,
+                        rows: np.ndarray | None = None) -> float:
     """Share of bootstrap resamples of the tuning subjects (whole ``groups`` at a time: group index
     per subject of the part) in which candidate ``index`` ranks in the top :data:`TOP_SHARE` of
-    candidates by the objective."""
+    candidates by the objective (those ``rows`` marks, default every eligible row)."""
     if not resamples:
         return float("nan")
+    eligible = res.eligible() if rows is None else res.eligible() & rows
     rows = np.arange(len(res.subjects[part])) if subjects is None else np.flatnonzero(subjects)
     rng = np.random.default_rng(seed)
-    eligible = res.eligible()
     top = max(1, math.ceil(TOP_SHARE * int(eligible.sum())))
     hits = 0
     obj = res.objective
@@ -358,13 +380,6 @@ def decide(versus_baseline: Comparison, lower_is_better: bool, versus_current: C
                  same_as_baseline=same_as_baseline)
 
 
-def _search_points(search: Search, base: MemoryParams) -> list[MemoryParams]:
-    space = search.resolved_space
-    if search.method == "grid":
-        return grid_points(space, base)
-    return random_points(space, base, search.n, search.seed)
-
-
 def tune(log: Any = None, *, out: str | os.PathLike | None = None, search: Search | None = None,
          objective: Objective | None = None, holdout: Holdout | None = None, compute: Compute | None = None,
          schedule: Schedule | None = None, current: MemoryParams | None = None, start: MemoryParams | None = None,
@@ -444,7 +459,7 @@ class _Job:
 def _tune(log: Any, out: Path | None, search: Search | None, objective: Objective, holdout: Holdout,
           compute: Compute | None, schedule: Schedule | None, current: MemoryParams | None,
           start: MemoryParams | None, calibrate_all: bool = False, promotion: Promotion | None = None,
-          base: MemoryParams | None = None) -> TuneResult:
+          base: MemoryParams | None = None, previous: Path | None = None, more: int | None = None) -> TuneResult:
     t0 = time.perf_counter()
     search = search or Search()
     compute = compute or Compute()
@@ -455,67 +470,170 @@ def _tune(log: Any, out: Path | None, search: Search | None, objective: Objectiv
         holdout = Holdout(**{**holdout.__dict__, "log": prepare(holdout.log)})
     job = _Job(P, base if base is not None else base_params(P), schedule, objective, holdout, compute, current, start,
                calibrate_all or objective.name in CALIBRATION_OBJECTIVES, promotion or Promotion())
-    res, folds = _search(job, search)
+    before = None if previous is None else _previous_search(job, previous, search)
+    res, folds, outcome = _search(job, search, before, more)
     res, idents, chosen = _identify(job, res, folds, search)
     res, recs = _judge(job, res, folds, search, calibrate=True, chosen=chosen)
     for k, ident in idents.items():
         recs[k].identification = ident
     runs = [_run_of(search, res, recs)]
-    for again in restart_searches(search, job.promotion):  # the same job with another seed, smaller
-        res_r, folds_r = _search(job, again)
+    for again in restart_searches(search, job.promotion):  # new studies with another sampler seed, smaller
+        res_r, folds_r, _ = _search(job, again)
         runs.append(_run_of(again, res_r, _judge(job, res_r, folds_r, again, calibrate=False)[1]))
     for rec in recs.values():
         rec.restarts = runs
         apply_agreement(rec, runs, current if current is not None else res.params[0])
+    # importances from the all-data study (the one the recommendation is chosen in)
+    importances = parameter_importances({job.tuning_part: outcome.studies[job.tuning_part]},
+                                        list(search.resolved_space))
     result = TuneResult(res, recs, search, compute, baseline_rows(job.base)[0], current, start, None,
-                        time.perf_counter() - t0, promotion=job.promotion, restarts=runs, groups=job.groups)
+                        time.perf_counter() - t0, notes=list(outcome.notes), promotion=job.promotion, restarts=runs,
+                        groups=job.groups, studies=outcome, importances=importances)
     if out is not None:
         result.out = write_tune_run(result, P, out)
+        save_search(outcome, out, res, job.groups)
     result.seconds = time.perf_counter() - t0
     return result
 
 
+def resume(run: str | os.PathLike, *, n: int | None = None, out: str | os.PathLike | None = None,
+           compute: Compute | None = None) -> TuneResult:
+    """Continue the tune run in folder ``run`` with ``n`` more candidates per study (default: the
+    run's own ``n``), with the run's log, seed and settings (search, objective, hold-out and its
+    groups, schedule, current, start, promotion rule), and write the combined run to ``out``
+    (default: replace ``run``, written beside it first and swapped in only when complete). The
+    identification probes and the restarts are made afresh for the combined search.
+
+    The combined run equals one run with the total budget when the first run's candidates per study
+    were a whole number of batches (``n`` a multiple of the chunk size); otherwise its report says why
+    not. A grid is searched whole in the first run: resuming it adds nothing."""
+    import shutil
+
+    from factmem.tuning.runs import load_run
+
+    run = Path(run)
+    prior = load_run(run)
+    man = prior.manifest
+    if man.get("kind") != "tune" or not man.get("studies"):
+        raise InputError(f"{run}: not a tune run with studies (study.db); only such a run can be resumed")
+    search0 = Search.from_dict(man["search"])
+    more = search0.n if n is None else n
+    if isinstance(more, bool) or not isinstance(more, int) or more < 1:
+        raise InputError(f"--n must be an integer >= 1 (more candidates per study), got {more!r}")
+    search = Search(space=search0.space, method=search0.method, n=search0.n + more, startup=search0.startup,
+                    seed=search0.seed)
+    chunk = int(man["compute"]["chunk_size"])
+    compute = compute or Compute()
+    compute = Compute(workers=compute.workers, executor=compute.executor, chunk_size=chunk, progress=compute.progress)
+    objective = Objective(**{**man["objective"], "budgets": tuple(man["objective"]["budgets"])})
+    holdout = Holdout(**man["holdout"])  # its groups come back from search.npz (a mapping is not in the manifest)
+    schedule = Schedule(**man["schedule"])
+    log = man["dataset"]["path"]
+    if log is None:
+        raise InputError(f"{run}: the run's log has no path (it was tuned in memory), so it cannot be resumed")
+    current = None if man.get("current") is None else MemoryParams.from_dict(man["current"])
+    start = None if man.get("start") is None else MemoryParams.from_dict(man["start"])
+    promotion = Promotion(**man["promotion"]) if man.get("promotion") else Promotion()
+    # the baseline differs from every candidate only in the searched names: as a base it gives the same candidates
+    base = MemoryParams.from_dict(man["baseline"])
+    calibrate_all = man.get("calibration") == "every candidate" and objective.name not in CALIBRATION_OBJECTIVES
+    target = Path(out) if out is not None else run
+    staging = target if out is not None else run.parent / f".{run.name}.resuming"
+    with run_folder(staging, force=out is None) as folder:
+        result = _tune(log, folder, search, objective, holdout, compute, schedule, current, start, calibrate_all,
+                       promotion, base, previous=run, more=more)
+    if out is None:
+        shutil.rmtree(run)
+        os.replace(staging, run)
+        result.out = run
+    else:
+        result.out = target
+    return result
+
+
+def _previous_search(job: _Job, run: Path, search: Search) -> SearchOutcome:
+    """The search a run folder holds (without its identification probes: they are made again for the
+    combined search), checked against the log it is resumed on; sets the job's groups to the run's."""
+    from factmem.tuning.runs import load_run
+    from factmem.tuning.sweep import calibration_columns
+
+    prior = load_run(run)
+    P = job.P
+    if prior.manifest["dataset"]["sha256"] != P.sha256:
+        raise InputError(f"{run}: the log at {P.dataset.path} changed since the run (sha256 differs); "
+                         "a resumed run must replay the same log")
+    table = prior.table("sweep")
+    refs = prior.table("references") if "references" in prior.manifest.get("tables", []) else pd.DataFrame()
+    before, groups = load_search(run, table, refs, schedule=job.schedule, objective=job.objective,
+                                 holdout=job.holdout, dataset_sha256=P.sha256)
+    job.groups.update(groups)
+    if not before.sweep.calibration:  # the report's rows get theirs again; the others hold none
+        before.sweep.table.loc[:, calibration_columns(before.sweep.table)] = np.nan
+    first_n = int(prior.manifest["search"]["n"])
+    batch = job.compute.chunk_size * (len(before.studies) if search.method == "random" else 1)
+    if first_n % batch and search.method != "grid":
+        before.notes.append(
+            f"Resumed after a first run of {first_n} candidates per study, not a whole number of batches of "
+            f"{batch}: its last batch was short, so the later batches fall differently from one run of "
+            f"{search.n}; the combined search is sound but not the same as one run with the total budget.")
+    else:
+        before.notes.append(f"Resumed: a first run of {first_n} candidates per study, continued to {search.n} "
+                            "(the same as one run with the total budget).")
+    return before
+
+
 def _run_of(search: Search, res: SweepResult, recs: dict[int, Recommendation]) -> RestartRun:
-    return RestartRun(seed=search.seed, n=search.n, refine=search.refine if search.method == "random" else 0,
+    return RestartRun(seed=search.seed, n=search.n, startup=search.startup if search.method in ADAPTIVE else 0,
                       candidates=int(res.eligible().sum()), keep={k: r.keep for k, r in recs.items()},
                       params={k: res.params[r.candidate] for k, r in recs.items()},
                       difference={k: r.versus_baseline.difference for k, r in recs.items()})
 
 
-def _search(job: _Job, search: Search) -> tuple[SweepResult, np.ndarray | None]:
-    """The candidates of one search, scored: the search points (plus start and current), then
-    refinement around the best of every selection set. Returns the sweep and the subject folds."""
-    P, base, objective, holdout, start = job.P, job.base, job.objective, job.holdout, job.start
-    extra = [p for p in (start, job.current) if p is not None]
-    candidates = _search_points(search, base) + extra
-    res = sweep(P, candidates, base=base, schedule=job.schedule, objective=objective, holdout=holdout,
-                compute=job.compute, calibration=job.calibration)
+def _search(job: _Job, search: Search, previous: SearchOutcome | None = None, more: int | None = None
+            ) -> tuple[SweepResult, np.ndarray | None, SearchOutcome]:
+    """The candidates of one search, scored: the Optuna studies of :func:`~factmem.tuning.search.run_search`
+    (one per selection set: the tuning data and each fold's training subjects), every batch replayed by
+    :func:`sweep` on one pool of worker processes kept for the whole search (or the given executor).
+    ``previous``/``more``: continue a resumed search by ``more`` candidates per study. Returns the
+    sweep (column ``study``: which studies may choose each row), the subject folds and the outcome."""
+    P, base, objective, holdout = job.P, job.base, job.objective, job.holdout
     tuning_part, eval_part = job.tuning_part, job.eval_part
-    # people who share sessions are one group: folds and resamples keep them together
-    if not job.groups:
-        job.groups[tuning_part] = subject_groups(P, res.subjects[tuning_part], holdout.group_by)
-        job.groups[eval_part] = job.groups[tuning_part] if eval_part == tuning_part else subject_groups(
-            holdout.log if holdout.mode == "log" else P, res.subjects[eval_part], holdout.group_by)
-    folds = holdout.group_folds(job.groups[tuning_part]) if holdout.mode == "subjects" else None
+    compute = job.compute
+    pool = None
+    if compute.executor is None and (compute.workers is None or compute.workers > 0):
+        pool = ProcessPoolExecutor(max_workers=compute.workers or os.cpu_count() or 1)
+    inner = Compute(workers=compute.workers, executor=pool or compute.executor, chunk_size=compute.chunk_size,
+                    progress=False)
+    bar = tqdm(desc=f"search (seed {search.seed})", unit="params", disable=not compute.progress)
 
-    # refinement: around the best candidates of every selection set (all tuning data, and each fold's)
-    if search.method == "random" and search.refine:
-        centres: list[MemoryParams] = [] if start is None else [start]
-        eligible = res.eligible()
-        for k in objective.budgets:
-            selections = [None] + ([folds != f for f in range(holdout.folds)] if folds is not None else [])
-            for sel in selections:
-                v = res.objective_values(tuning_part, k if objective.per_budget else None, sel)
-                v = np.where(np.isnan(v) | ~eligible, np.inf if objective.lower_is_better else -np.inf, v)
-                order = np.argsort(v if objective.lower_is_better else -v, kind="stable")
-                centres += [res.params[i] for i in order[:3] if res.params[i] not in centres]
-        more = refine_points(search.resolved_space, centres, search.refine, search.seed + 1)
-        more = [p for p in more if p not in set(res.params)]
-        if more:
-            res = _concat(res, sweep(P, more, base=base, schedule=job.schedule, objective=objective,
-                                     holdout=holdout, compute=job.compute, include_baseline=False,
-                                     calibration=job.calibration))
-    return res, folds
+    def score(points: list[MemoryParams], first: bool) -> SweepResult:
+        return sweep(P, points, base=base, schedule=job.schedule, objective=objective, holdout=holdout,
+                     compute=inner, include_baseline=first, calibration=job.calibration)
+
+    def folds_of(res: SweepResult) -> np.ndarray | None:
+        # people who share sessions are one group: folds (and resamples) keep them together
+        if not job.groups:
+            job.groups[tuning_part] = subject_groups(P, res.subjects[tuning_part], holdout.group_by)
+            job.groups[eval_part] = job.groups[tuning_part] if eval_part == tuning_part else subject_groups(
+                holdout.log if holdout.mode == "log" else P, res.subjects[eval_part], holdout.group_by)
+        return holdout.group_folds(job.groups[tuning_part]) if holdout.mode == "subjects" else None
+
+    fixed = [p for p in (job.current, job.start) if p is not None]
+    try:
+        outcome = run_search(search, base=base, fixed=fixed, objective=objective, holdout=holdout, score=score,
+                             concat=_concat, chunk_size=compute.chunk_size, folds_of=folds_of, previous=previous,
+                             more=more, progress=bar.update)
+    finally:
+        bar.close()
+        if pool is not None:
+            pool.shutdown()
+    res = outcome.sweep
+    return res, folds_of(res), outcome
+
+
+def _choosable(res: SweepResult, name: str) -> np.ndarray:
+    """The rows study ``name`` may choose (its own proposals, the shared and fixed points)."""
+    return study_rows(res.table, name)
 
 
 def _identify(job: _Job, res: SweepResult, folds: np.ndarray | None, search: Search
@@ -529,8 +647,9 @@ def _identify(job: _Job, res: SweepResult, folds: np.ndarray | None, search: Sea
     if not obj.per_budget or not space:
         return res, {}, {}
     baseline = res.params[0]
-    bests = {k: res.best(part, k) for k in obj.budgets}
-    fold_rows = {k: [res.best(part, k, folds != f) for f in range(job.holdout.folds)] if folds is not None else []
+    bests = {k: res.best(part, k, rows=_choosable(res, part)) for k in obj.budgets}
+    fold_rows = {k: [res.best(part, k, folds != f, rows=_choosable(res, f"fold-{f}"))
+                     for f in range(job.holdout.folds)] if folds is not None else []
                  for k in obj.budgets}
     probes = {k: probe_points(space, res.params[b], baseline=baseline) for k, b in bests.items()}
     res = _add_probes(job, res, [p for by in probes.values() for ps in by.values() for p in ps])
@@ -581,7 +700,8 @@ def _judge(job: _Job, res: SweepResult, folds: np.ndarray | None, search: Search
     i_start = None if job.start is None else res.params.index(job.start)
     if calibrate:
         shown = [i_base, i_def] + [i for i in (i_cur, i_start) if i is not None] + \
-            [chosen[k][1] if k in chosen else res.best(job.tuning_part, k if objective.per_budget else None)
+            [chosen[k][1] if k in chosen else res.best(job.tuning_part, k if objective.per_budget else None,
+                                                       rows=_choosable(res, job.tuning_part))
              for k in objective.budgets]
         res = fill_calibration(res, shown, job.P)
     return res, {k: _recommend(res, k, job.tuning_part, job.eval_part, folds, i_base, i_def, i_cur, job.current,
@@ -603,7 +723,7 @@ def _recommend(res: SweepResult, k: int, tuning_part: str, eval_part: str, folds
                groups: Mapping[str, np.ndarray] | None = None) -> Recommendation:
     obj = res.objective
     kk = k if obj.per_budget else None
-    best = candidate = res.best(tuning_part, kk)
+    best = candidate = res.best(tuning_part, kk, rows=_choosable(res, tuning_part))
     projected_folds: list[int] = []
     if chosen is not None:  # identification: judge and ship the best projected onto the identified names
         candidate, best, projected_folds = chosen
@@ -614,8 +734,10 @@ def _recommend(res: SweepResult, k: int, tuning_part: str, eval_part: str, folds
     if obj.per_budget:
         ctx = res.context[eval_part][:, :, b, :]  # candidate × subject × field
         if folds is not None:
+            # each fold chooses among the candidates its own study proposed (and the shared and fixed points)
             fold_choices = projected_folds if chosen is not None else \
-                [res.best(tuning_part, k, folds != f) for f in range(holdout.folds)]
+                [res.best(tuning_part, k, folds != f, rows=_choosable(res, f"fold-{f}"))
+                 for f in range(holdout.folds)]
             chosen_rows = np.asarray(fold_choices)[folds]  # each subject scored by its fold's choice
             rec_rows = ctx[chosen_rows, np.arange(ctx.shape[1]), :]
         else:
@@ -631,7 +753,8 @@ def _recommend(res: SweepResult, k: int, tuning_part: str, eval_part: str, folds
         vs_def = versus(ctx[i_def])
         vs_cur = None if i_cur is None else versus(ctx[i_cur])
         stability = selection_stability(res, tuning_part, k, candidate, resamples=holdout.bootstrap, seed=seed + 1,
-                                        groups=None if not groups else groups[tuning_part])
+                                        groups=None if not groups else groups[tuning_part],
+                                        rows=_choosable(res, tuning_part))
         columns = {"recommended": rec_rows, "baseline": ctx[i_base], "seed defaults": ctx[i_def]}
         if i_cur is not None:
             columns["current"] = ctx[i_cur]

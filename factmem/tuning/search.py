@@ -1,0 +1,564 @@
+"""The search of ``factmem tune``: Optuna studies propose the candidates, factmem's kernel scores them.
+
+Optuna keeps the studies (trials, samplers, importances, the dashboard); factmem keeps what Optuna
+does not do — replaying many parameter sets in one pass over the events and judging them honestly.
+
+**Samplers** (:data:`SAMPLERS`): ``tpe`` (Optuna's multivariate TPE with the constant liar),
+``cmaes`` (CMA-ES), ``gp`` (Gaussian-process Bayesian optimisation; needs ``torch``), ``random`` and
+``grid``. Each is seeded: the sampler of study ``s`` in round ``r`` is built afresh with the seed
+:func:`round_seed` ``(seed, s, r)``, so a run's proposals depend only on the seed and the trials told
+before — which is what lets ``--resume`` continue a run exactly.
+
+**Studies** (:func:`selections`): one per selection set — the whole tuning data (``all``, or
+``train`` for a time split or another log) and, holding out by subjects, each fold's training
+subjects (``fold-0`` …): a fold's sampler is told only the scores of the people it is not judged on,
+and that fold's choice is made among the candidates its own study proposed (and the fixed points),
+so no fold's choice has seen its held-out people. What is proposed without looking at any score
+is shared — every study holds it, told its own selection's score: a ``random`` search's draws, a
+``grid``, and an adaptive sampler's random start (``startup`` draws, seeded) — which costs one
+study's candidates instead of one per selection. After the start each adaptive study proposes ``n``
+candidates of its own.
+
+**Rounds.** First the fixed points are scored — the baseline, the pure seed defaults, ``current``
+and ``start`` — and the baseline, ``current`` and ``start`` are enqueued in every study (when they
+lie in the searched space; else they are scored beside the studies, a note says so). Then each
+round every study asks ``chunk_size`` candidates (``study.ask()``), the new distinct ones are
+replayed together by one :func:`~factmem.tuning.sweep.sweep` (one kernel chunk per study, on the
+executor of :class:`~factmem.tuning.settings.Compute` — processes or Dask), and every trial is told
+its study's objective (the first budget's) on its selection; a parameter set proposed twice is
+scored once. The shared pool is drawn first, ``chunk_size`` × studies a round.
+
+**Spaces** map onto Optuna distributions (:func:`distributions`): a
+:class:`~factmem.tuning.space.Range` is a ``FloatDistribution`` (``log`` kept), a list of values a
+``CategoricalDistribution``; ``grid`` enumerates every combination of the lists, exactly, in
+:func:`~factmem.tuning.space.grid_points` order.
+
+**Storage.** Studies run in memory and are written to ``study.db`` (Optuna's SQLite storage) in the
+run folder (:func:`save_studies`), each trial with factmem's metrics as user attributes (``row`` of
+``sweep.parquet``, ``run_id``, ``utility@k``, ``recall@k``, ``precision@k``, ``charged@k`` on the
+study's selection) — ``optuna-dashboard study.db`` opens it.
+
+**Importances** (:func:`parameter_importances`): Optuna's PED-ANOVA (deterministic) per searched
+parameter and study; a parameter whose importance is below :data:`IDENTIFIED_SHARE` in every study
+is *not identified* — the data do not say where it should be.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import warnings
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+
+from factmem.core.codes import SEARCH_MODES
+from factmem.core.params import MemoryParams
+from factmem.errors import InputError
+from factmem.evaluation.context import FIELDS
+from factmem.tuning.settings import Holdout, Objective, Search
+from factmem.tuning.space import ALIASES, Range, assign, check_space, grid_points
+
+if TYPE_CHECKING:
+
+    from factmem.tuning.sweep import SweepResult
+
+__all__ = ["SAMPLERS", "ADAPTIVE", "IDENTIFIED_SHARE", "STUDY_FILE", "STATE_FILE", "Selection", "SearchOutcome",
+           "selections", "study_rows", "distributions", "in_space", "make_sampler", "round_seed", "run_search", "save_studies",
+           "load_studies", "save_search", "load_search", "parameter_importances", "study_attrs"]
+
+SAMPLERS = SEARCH_MODES
+#: samplers whose proposals depend on the scores told (one pool per study, no sharing)
+ADAPTIVE = frozenset({"tpe", "cmaes", "gp"})
+#: importance share below which a parameter counts as not identified in a study
+IDENTIFIED_SHARE = 0.05
+STUDY_FILE = "study.db"
+#: what ``--resume`` needs besides study.db and sweep.parquet: every candidate's per-subject sums
+STATE_FILE = "search.npz"
+_METRICS = ("utility", "recall", "precision", "charged")
+_POOL = 1_000_000  # the study number of the shared pool's seed stream
+
+
+@dataclass(frozen=True)
+class Selection:
+    """The subjects one study is told about: rows of ``part`` (``subjects`` a mask, None: all)."""
+
+    name: str
+    part: str
+    subjects: np.ndarray | None = None
+
+
+def selections(holdout: Holdout, folds: np.ndarray | None, part: str) -> list[Selection]:
+    """One selection per study: all tuning data, then each fold's training subjects (``folds``: the
+    fold of each subject of ``part``, as the judgement uses them — people who share sessions in one
+    fold; None: no folds, e.g. a time or log hold-out)."""
+    out = [Selection(part, part)]
+    if holdout.mode == "subjects" and folds is not None:
+        out += [Selection(f"fold-{f}", part, folds != f) for f in range(holdout.folds)]
+    return out
+
+
+def study_rows(table: pd.DataFrame, name: str) -> np.ndarray:
+    """Which rows of a sweep table the study ``name`` may choose: the rows it proposed and those every
+    study holds (column ``study`` empty: the fixed points, a shared pool). Rows added after the
+    search (identification probes, no ``study`` text) are not among them."""
+    if "study" not in table.columns:
+        return np.ones(len(table), bool)
+    return np.asarray([isinstance(c, str) and (c == "" or name in c.split(",")) for c in table["study"]], bool)
+
+
+def _optuna() -> Any:
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
+    return optuna
+
+
+def _choice(v: Any) -> Any:
+    """A categorical choice Optuna can store (None, bool, int, float, str); others as their repr."""
+    return v if v is None or isinstance(v, (bool, int, float, str)) else repr(v)
+
+
+def distributions(space: Mapping[str, Any]) -> dict[str, Any]:
+    """Optuna distributions of a factmem space (Range -> FloatDistribution, list -> Categorical)."""
+    optuna = _optuna()
+    out: dict[str, Any] = {}
+    for name, values in space.items():
+        if isinstance(values, Range):
+            out[name] = optuna.distributions.FloatDistribution(float(values.low), float(values.high), log=values.log)
+        else:
+            vals = list(values) if not isinstance(values, (str, bytes)) else [values]
+            out[name] = optuna.distributions.CategoricalDistribution([_choice(v) for v in vals])
+    return out
+
+
+def _values(space: Mapping[str, Any], params: MemoryParams) -> dict[str, Any]:
+    return {name: _choice(params.get(ALIASES.get(name, (name,))[0])) if not isinstance(space[name], Range)
+            else params.get(ALIASES.get(name, (name,))[0]) for name in space}
+
+
+def _from_trial(space: Mapping[str, Any], base: MemoryParams, values: Mapping[str, Any]) -> MemoryParams:
+    """The parameter set of a trial's values (a categorical repr mapped back to its value)."""
+    out: dict[str, Any] = {}
+    for name, v in values.items():
+        spec = space[name]
+        if not isinstance(spec, Range):
+            v = next(c for c in spec if _choice(c) == v)
+        out[name] = float(v) if isinstance(v, (float, np.floating)) else v
+    return assign(base, out)
+
+
+def in_space(space: Mapping[str, Any], params: MemoryParams) -> bool:
+    """Whether ``params`` lies in ``space`` (inside each Range, one of each list's values) — and
+    ties its aliased parameters as the space does."""
+    for name, spec in space.items():
+        targets = ALIASES.get(name, (name,))
+        v = params.get(targets[0])
+        if any(params.get(t) != v for t in targets[1:]):
+            return False
+        if isinstance(spec, Range):
+            if not spec.low <= v <= spec.high:
+                return False
+        elif _choice(v) not in [_choice(c) for c in spec]:
+            return False
+    return True
+
+
+def round_seed(seed: int, study: int, round_: int) -> int:
+    """The sampler seed of study number ``study`` in round ``round_`` (independent streams)."""
+    return int(np.random.SeedSequence([seed, study, round_]).generate_state(1)[0])
+
+
+def make_sampler(name: str, seed: int) -> Any:
+    """A seeded Optuna sampler."""
+    optuna = _optuna()
+    if name == "tpe":
+        return optuna.samplers.TPESampler(seed=seed, multivariate=True, constant_liar=True)
+    if name == "cmaes":
+        try:
+            import cmaes  # noqa: F401
+        except ImportError:  # pragma: no cover - a core dependency
+            raise InputError("--sampler cmaes needs the 'cmaes' package: pip install cmaes") from None
+        return optuna.samplers.CmaEsSampler(seed=seed, warn_independent_sampling=False)
+    if name == "gp":
+        try:
+            import torch  # noqa: F401
+        except ImportError:
+            raise InputError("--sampler gp needs torch: pip install 'factmem[gp]'") from None
+        return optuna.samplers.GPSampler(seed=seed)
+    if name in ("random", "grid"):  # grid's points are enqueued; the sampler only labels them
+        return optuna.samplers.RandomSampler(seed=seed)
+    raise InputError(f"unknown sampler {name!r}; samplers: {', '.join(SAMPLERS)}")
+
+
+@dataclass
+class SearchOutcome:
+    """What a search found: the scored candidates (``sweep``), the studies by selection name, which
+    rows each study may choose (``eligible``), the rounds run and notes."""
+
+    sweep: SweepResult
+    studies: dict[str, Any]
+    eligible: dict[str, np.ndarray]
+    rounds: int
+    #: candidates each study's sampler proposed (the fixed points not counted)
+    proposed: int
+    notes: list[str] = field(default_factory=list)
+
+
+def _selection_metrics(res: SweepResult, sel: Selection, rows: np.ndarray) -> dict[int, dict[str, float]]:
+    """factmem's metrics of ``rows`` on a selection (trial user attributes)."""
+    obj = res.objective
+    out: dict[int, dict[str, float]] = {int(i): {} for i in rows}
+    if not obj.per_budget:
+        col = f"{sel.part}.{obj.name}"
+        for i in rows:
+            out[int(i)][obj.name] = float(res.table.loc[int(i), col])
+        return out
+    ctx = res.context[sel.part][rows]
+    if sel.subjects is not None:
+        ctx = ctx[:, sel.subjects]
+    tot = ctx.sum(axis=1)  # row × budget × field
+    for b, k in enumerate(obj.budgets):
+        for m in _METRICS:
+            den = tot[:, b, FIELDS.index("precise" if m == "precision" else "points")]
+            with np.errstate(invalid="ignore", divide="ignore"):
+                v = tot[:, b, FIELDS.index(m)] / den
+            for j, i in enumerate(rows):
+                out[int(i)][f"{m}@{k}"] = float(v[j])
+    return out
+
+
+def study_attrs(search: Search, objective: Objective, sel: Selection, n_subjects: int) -> dict[str, Any]:
+    """The user attributes of a study: what it optimises, over whom, how."""
+    return {"sampler": search.method, "seed": search.seed, "objective": objective.name,
+            "budget": objective.budgets[0] if objective.per_budget else None, "part": sel.part,
+            "subjects": int(n_subjects if sel.subjects is None else sel.subjects.sum()),
+            "selection": "all tuning data" if sel.subjects is None else f"training subjects of {sel.name}"}
+
+
+def run_search(search: Search, *, base: MemoryParams, fixed: Sequence[MemoryParams], objective: Objective,
+               holdout: Holdout, score: Callable[[list[MemoryParams], bool], SweepResult],
+               concat: Callable[[SweepResult, SweepResult], SweepResult], chunk_size: int,
+               folds_of: Callable[[SweepResult], np.ndarray | None] | None = None,
+               previous: SearchOutcome | None = None, more: int | None = None,
+               progress: Callable[[int], None] | None = None) -> SearchOutcome:
+    """Run (or, with ``previous``, continue by ``more`` candidates per study) the search; see the
+    module docstring. ``score(points, first)`` replays and scores parameter sets (``first``: with the
+    baseline rows first); ``concat`` joins two sweep results; ``fixed``: current and start;
+    ``folds_of(first scores)``: the fold of each tuning subject (default: :meth:`Holdout.subject_folds`)."""
+    optuna = _optuna()
+    space = search.resolved_space
+    check_space(space, base)
+    if search.method == "grid":
+        ranges = [n for n, v in space.items() if isinstance(v, Range)]
+        if ranges:
+            raise InputError(f"grid search needs lists of values; {', '.join(ranges)} "
+                             f"{'is a range' if len(ranges) == 1 else 'are ranges'} (use another sampler)")
+    dists = distributions(space)
+    adaptive = search.method in ADAPTIVE
+    tuning_part = "all" if holdout.mode == "subjects" else "train"
+    notes: list[str] = [] if previous is None else list(previous.notes)
+
+    def fold_array(res: SweepResult) -> np.ndarray | None:
+        if holdout.mode != "subjects":
+            return None
+        return folds_of(res) if folds_of is not None else holdout.subject_folds(len(res.subjects[tuning_part]))
+
+    if previous is None:
+        res = score(list(dict.fromkeys(fixed)), True)
+        n_subj = len(res.subjects[tuning_part])
+        sels = selections(holdout, fold_array(res), tuning_part)
+        direction = "minimize" if objective.lower_is_better else "maximize"
+        studies = {s.name: optuna.create_study(study_name=s.name, direction=direction,
+                                               storage=optuna.storages.InMemoryStorage()) for s in sels}
+        for s in sels:
+            for k, v in study_attrs(search, objective, s, n_subj).items():
+                studies[s.name].set_user_attr(k, v)
+        labels: list[list[str]] = [[] for _ in res.params]
+        fixed_rows = set(range(len(res.params)))
+        rounds, proposed = 0, 0
+        queue = [p for p in dict.fromkeys([res.params[0], *fixed]) if in_space(space, p)]
+        for p, what in ((res.params[0], "baseline"), *[(p, "fixed point") for p in fixed]):
+            if not in_space(space, p):
+                notes.append(f"The {what} lies outside the searched space, so the studies do not hold it; it is "
+                             "scored beside them and may still be chosen.")
+        grid = grid_points(space, base) if search.method == "grid" else []
+        # the shared pool: a grid, the random draws, or an adaptive sampler's random start
+        shared_todo = len(grid) if search.method == "grid" else search.startup if adaptive else search.n
+        todo = search.n if adaptive else 0
+    else:
+        res, studies = previous.sweep, previous.studies
+        n_subj = len(res.subjects[tuning_part])
+        sels = selections(holdout, fold_array(res), tuning_part)
+        labels = [[] if not s else s.split(",") for s in res.table["study"]]
+        fixed_rows = {i for i, lab in enumerate(labels) if not lab}
+        rounds, proposed, queue = previous.rounds, previous.proposed, []
+        extra = more if more is not None else search.n
+        grid = []
+        shared_todo = extra if search.method == "random" else 0
+        todo = extra if adaptive else 0
+        if search.method == "grid":
+            notes.append("A grid is searched whole in the first run: resuming adds no candidates.")
+    row_of = {p: i for i, p in enumerate(res.params)}
+
+    while shared_todo > 0 or todo > 0 or queue:
+        asked: list[tuple[str, Any, MemoryParams]] = []  # (study, trial, params)
+        pool: list[MemoryParams] = []
+        batch = 0
+        if shared_todo > 0:  # proposed without looking at any score: one kernel chunk per study
+            size = min(chunk_size * len(sels), shared_todo)
+            if search.method == "grid":
+                pool = grid[proposed:proposed + size]
+            else:  # a scratch study draws the round's pool (a random sampler reads no history)
+                draw = optuna.create_study(storage=optuna.storages.InMemoryStorage(),
+                                           sampler=make_sampler("random", round_seed(search.seed, _POOL, rounds)))
+                pool = [_from_trial(space, base, draw.ask(dists).params) for _ in range(size)]
+            shared_todo -= size
+        else:
+            batch = min(chunk_size, todo)
+            todo -= batch
+        for si, sel in enumerate(sels):
+            study = studies[sel.name]
+            study.sampler = make_sampler(search.method, round_seed(search.seed, si, rounds))
+            fixed_here = queue + pool
+            for p in fixed_here:
+                study.enqueue_trial(_values(space, p), skip_if_exists=False)
+            for p in fixed_here:
+                asked.append((sel.name, study.ask(dists), p))
+            for _ in range(batch):
+                t = study.ask(dists)
+                asked.append((sel.name, t, _from_trial(space, base, t.params)))
+        new = [p for p in dict.fromkeys(p for _, _, p in asked) if p not in row_of]
+        if new:
+            res = concat(res, score(new, False))
+            for p in new:
+                row_of[p] = len(row_of)
+                labels.append([])
+        fixed_rows |= {row_of[p] for p in pool}
+        if adaptive:  # which study proposed each row (the fixed points and the pool belong to every study)
+            for name, _, p in asked:
+                i = row_of[p]
+                if i not in fixed_rows and name not in labels[i]:
+                    labels[i].append(name)
+        for sel in sels:
+            mine = [(t, p) for name, t, p in asked if name == sel.name]
+            rows = np.asarray([row_of[p] for _, p in mine], dtype=np.int64)
+            values = res.objective_values(sel.part, objective.budgets[0] if objective.per_budget else None,
+                                          sel.subjects)
+            attrs = _selection_metrics(res, sel, rows)
+            run_ids = res.table["run_id"]
+            for (t, _), i in zip(mine, rows):
+                t.set_user_attr("row", int(i))
+                t.set_user_attr("run_id", str(run_ids.iloc[int(i)]))
+                for k, v in attrs[int(i)].items():
+                    t.set_user_attr(k, None if not math.isfinite(v) else v)
+                v = float(values[i])
+                if math.isfinite(v):
+                    studies[sel.name].tell(t, v)
+                else:
+                    studies[sel.name].tell(t, state=optuna.trial.TrialState.FAIL)
+        proposed += len(pool) + batch
+        queue = []
+        rounds += 1
+        if progress is not None:
+            progress(len(new))
+
+    order = {s.name: j for j, s in enumerate(sels)}
+    column = [",".join(sorted(set(lab), key=order.__getitem__)) for lab in labels]
+    table = res.table.drop(columns=["study"], errors="ignore")
+    table.insert(table.columns.get_loc("seed_defaults") + 1, "study", column)
+    res = type(res)(**{**res.__dict__, "table": table})
+    eligible = {s.name: study_rows(table, s.name) for s in sels}
+    return SearchOutcome(res, studies, eligible, rounds, proposed, notes)
+
+
+def save_studies(studies: Mapping[str, Any], path: str | os.PathLike) -> Path:
+    """Write every study to Optuna's SQLite storage at ``path`` (replaced if it exists).
+
+    The storage and each study are made through Optuna (its schema and version); the trials are then
+    written in one transaction — Optuna's per-trial ORM writes cost ~0.1 s a trial, longer than the
+    search itself. :func:`load_studies` and ``optuna.load_study`` read the file back."""
+    import json
+    import sqlite3
+
+    optuna = _optuna()
+    from optuna.distributions import distribution_to_json
+
+    path = Path(path)
+    path.unlink(missing_ok=True)
+    url = f"sqlite:///{path}"
+    storage = optuna.storages.RDBStorage(url)
+    ids: dict[str, int] = {}
+    try:
+        for name, study in studies.items():
+            made = optuna.create_study(study_name=name, storage=storage, directions=study.directions)
+            for k, v in study.user_attrs.items():
+                made.set_user_attr(k, v)
+            ids[name] = made._study_id
+    finally:
+        storage.engine.dispose()
+
+    def when(t: Any) -> str | None:
+        return None if t is None else t.strftime("%Y-%m-%d %H:%M:%S.%f")
+
+    def value_type(v: float) -> tuple[float | None, str]:
+        return (None, "INF_POS") if v == math.inf else (None, "INF_NEG") if v == -math.inf else (v, "FINITE")
+
+    con = sqlite3.connect(path)
+    try:
+        with con:
+            trial_id = int(con.execute("SELECT COALESCE(MAX(trial_id), 0) FROM trials").fetchone()[0])
+            trials, params, values, user, system = [], [], [], [], []
+            for name, study in studies.items():
+                for t in study.get_trials(deepcopy=False):
+                    trial_id += 1
+                    trials.append((trial_id, t.number, ids[name], t.state.name, when(t.datetime_start),
+                                   when(t.datetime_complete)))
+                    for p, v in t.params.items():
+                        d = t.distributions[p]
+                        params.append((trial_id, p, d.to_internal_repr(v), distribution_to_json(d)))
+                    for o, v in enumerate(t.values or []):
+                        values.append((trial_id, o, *value_type(v)))
+                    user += [(trial_id, k, json.dumps(v)) for k, v in t.user_attrs.items()]
+                    system += [(trial_id, k, json.dumps(v)) for k, v in t.system_attrs.items()]
+            con.executemany("INSERT INTO trials (trial_id, number, study_id, state, datetime_start, datetime_complete)"
+                            " VALUES (?, ?, ?, ?, ?, ?)", trials)
+            con.executemany("INSERT INTO trial_params (trial_id, param_name, param_value, distribution_json) "
+                            "VALUES (?, ?, ?, ?)", params)
+            con.executemany("INSERT INTO trial_values (trial_id, objective, value, value_type) VALUES (?, ?, ?, ?)",
+                            values)
+            con.executemany('INSERT INTO trial_user_attributes (trial_id, "key", value_json) VALUES (?, ?, ?)', user)
+            con.executemany('INSERT INTO trial_system_attributes (trial_id, "key", value_json) VALUES (?, ?, ?)',
+                            system)
+    finally:
+        con.close()
+    return path
+
+
+def load_studies(path: str | os.PathLike) -> dict[str, Any]:
+    """Every study of a ``study.db``, copied into memory (to continue without touching the file)."""
+    optuna = _optuna()
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"{path}: no such study file (a tune run writes {STUDY_FILE})")
+    storage = optuna.storages.RDBStorage(f"sqlite:///{path}")
+    try:
+        out = {}
+        for summary in optuna.get_all_study_summaries(storage):
+            stored = optuna.load_study(study_name=summary.study_name, storage=storage)
+            mem = optuna.create_study(study_name=summary.study_name, directions=stored.directions,
+                                      storage=optuna.storages.InMemoryStorage())
+            for k, v in stored.user_attrs.items():
+                mem.set_user_attr(k, v)
+            mem.add_trials(stored.get_trials(deepcopy=False))
+            out[summary.study_name] = mem
+    finally:
+        storage.engine.dispose()
+    return out
+
+
+def save_search(outcome: SearchOutcome, folder: str | os.PathLike, final: SweepResult | None = None,
+                groups: Mapping[str, np.ndarray] | None = None) -> None:
+    """Write ``study.db`` and :data:`STATE_FILE` into a run folder, so that the run can be resumed:
+    the per-subject context sums of every candidate of ``final`` (default: the outcome's sweep; tune
+    passes its sweep with the identification probes appended, the rows of ``sweep.parquet``), the
+    reference policies' sums, the parameter sets, the groups of people per part, rounds and notes."""
+    import json
+
+    folder = Path(folder)
+    save_studies(outcome.studies, folder / STUDY_FILE)
+    res = final if final is not None else outcome.sweep
+    arrays: dict[str, Any] = {f"context.{k}": v for k, v in res.context.items()}
+    arrays |= {f"subjects.{k}": np.asarray(v, dtype=str) for k, v in res.subjects.items()}
+    arrays |= {f"reference.{name}.{part}": v for name, by in res.references.items() for part, v in by.items()}
+    arrays |= {f"groups.{k}": np.asarray(v, dtype=np.int64) for k, v in (groups or {}).items()}
+    state = {"params": [p.to_dict() for p in res.params], "rounds": outcome.rounds, "proposed": outcome.proposed,
+             "searched": len(outcome.sweep.params), "notes": outcome.notes, "points": res.points,
+             "sampled_from": res.sampled_from, "split_at": res.split_at, "holdout_sha256": res.holdout_sha256,
+             "calibration": res.calibration,
+             "reference_params": {k: v.to_dict() for k, v in res.reference_params.items()}}
+    arrays["state"] = np.frombuffer(json.dumps(state, default=list).encode(), dtype=np.uint8)
+    with open(folder / STATE_FILE, "wb") as fh:
+        np.savez_compressed(fh, **arrays)
+
+
+def load_search(folder: str | os.PathLike, table: pd.DataFrame, reference_table: pd.DataFrame | None = None, *,
+                schedule: Any, objective: Objective, holdout: Holdout, dataset_sha256: str
+                ) -> tuple[SearchOutcome, dict[str, np.ndarray]]:
+    """The :class:`SearchOutcome` a run folder holds (:func:`save_search`), with its sweep ``table``
+    (``sweep.parquet``) cut back to the search's own rows (the probes tune appended after it are made
+    again), and the groups of people per part."""
+    import json
+
+    from factmem.tuning.sweep import SweepResult
+
+    folder = Path(folder)
+    if not (folder / STATE_FILE).is_file():
+        raise InputError(f"{folder}: no {STATE_FILE}: the run was not written by a tune that can be resumed")
+    with np.load(folder / STATE_FILE, allow_pickle=False) as z:
+        state = json.loads(z["state"].tobytes().decode())
+        context = {k.split(".", 1)[1]: z[k] for k in z.files if k.startswith("context.")}
+        subjects = {k.split(".", 1)[1]: z[k].astype(object) for k in z.files if k.startswith("subjects.")}
+        groups = {k.split(".", 1)[1]: z[k] for k in z.files if k.startswith("groups.")}
+        references: dict[str, dict[str, np.ndarray]] = {}
+        for k in z.files:
+            if k.startswith("reference."):
+                _, name, part = k.split(".", 2)
+                references.setdefault(name, {})[part] = z[k]
+    params = [MemoryParams.from_dict(d) for d in state["params"]]
+    if len(params) != len(table):
+        raise InputError(f"{folder}: {STATE_FILE} holds {len(params)} candidates, sweep.parquet {len(table)}")
+    n = int(state.get("searched", len(params)))
+    table = table.iloc[:n].reset_index(drop=True)
+    res = SweepResult(table=table, params=params[:n], schedule=schedule, objective=objective, holdout=holdout,
+                      dataset_sha256=dataset_sha256, holdout_sha256=state["holdout_sha256"],
+                      split_at=state["split_at"], context={k: v[:n] for k, v in context.items()}, subjects=subjects,
+                      points=state["points"], sampled_from=state["sampled_from"],
+                      calibration=bool(state["calibration"]), references=references,
+                      reference_table=reference_table if reference_table is not None else pd.DataFrame(),
+                      reference_params={k: MemoryParams.from_dict(v)
+                                        for k, v in state.get("reference_params", {}).items()})
+    studies = load_studies(folder / STUDY_FILE)
+    eligible = {name: study_rows(table, name) for name in studies}
+    return SearchOutcome(res, studies, eligible, int(state["rounds"]), int(state["proposed"]),
+                         list(state["notes"])), groups
+
+
+def parameter_importances(studies: Mapping[str, Any] | str | os.PathLike, params: Sequence[str] | None = None, *,
+                          threshold: float = IDENTIFIED_SHARE) -> pd.DataFrame:
+    """Each searched parameter's importance in each study (Optuna's PED-ANOVA, normalised to sum 1
+    per study; deterministic), and whether it is identified: important (>= ``threshold``) in at
+    least one study. ``studies``: studies by name, or a ``study.db`` path.
+
+    Columns: ``parameter``, one column per study, ``max``, ``identified``. A study with too few
+    completed trials (or a parameter it never varied) gives NaN."""
+    optuna = _optuna()
+    if not isinstance(studies, Mapping):
+        studies = load_studies(studies)
+    rows: dict[str, dict[str, float]] = {}
+    names: list[str] = []
+    for name, study in studies.items():
+        trials = [t for t in study.get_trials(deepcopy=False) if t.state == optuna.trial.TrialState.COMPLETE]
+        varied = [p for p in (params or sorted({q for t in trials for q in t.params}))
+                  if len({t.params.get(p) for t in trials}) > 1]
+        names.append(name)
+        imp: dict[str, float] = {}
+        if len(trials) >= 4 and varied:
+            evaluator = optuna.importance.PedAnovaImportanceEvaluator()
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                imp = optuna.importance.get_param_importances(study, evaluator=evaluator, params=varied,
+                                                              normalize=True)
+        for p in params or sorted({q for t in trials for q in t.params}):
+            rows.setdefault(p, {})[name] = float(imp.get(p, float("nan")))
+    table = pd.DataFrame([{"parameter": p, **{n: v.get(n, float("nan")) for n in names}} for p, v in rows.items()])
+    if table.empty:
+        return pd.DataFrame(columns=["parameter", *names, "max", "identified"])
+    table["max"] = table[names].max(axis=1, skipna=True)
+    table["identified"] = table["max"].fillna(0.0) >= threshold
+    return table

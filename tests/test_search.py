@@ -1,0 +1,214 @@
+"""The search on Optuna: samplers, one study per selection set (no fold sees its held-out people),
+study.db readable by Optuna and equal to sweep.parquet, seeded and reproducible, Dask, importances."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import optuna
+import pandas as pd
+import pytest
+
+from factmem.core.params import MemoryParams
+from factmem.data.generate import generate, write
+from factmem.errors import InputError
+from factmem.tuning.search import (
+    distributions,
+    in_space,
+    load_studies,
+    make_sampler,
+    parameter_importances,
+    save_studies,
+)
+from factmem.tuning.settings import Compute, Holdout, Objective, Search
+from factmem.tuning.space import Range
+from factmem.tuning.tune import subject_folds, tune
+
+LOCAL = Compute(workers=0, progress=False, chunk_size=4)
+SPACE = {"decay_rate.explicit": Range(0.001, 0.3, log=True), "threshold": Range(0.0, 0.2)}
+
+
+@pytest.fixture(scope="module")
+def tiny_dir(tmp_path_factory):
+    d = tmp_path_factory.mktemp("tiny")
+    write(generate("tiny", seed=21), d)
+    return d
+
+
+@pytest.fixture(scope="module")
+def run(tiny_dir, tmp_path_factory):
+    out = tmp_path_factory.mktemp("runs") / "tpe"
+    res = tune(tiny_dir, out=out, search=Search(space=SPACE, n=6, startup=3, seed=1), objective=Objective(budgets=(5, 20)),
+               holdout=Holdout(bootstrap=50), compute=LOCAL)
+    return res, out
+
+
+def test_spaces_map_onto_optuna_distributions():
+    d = distributions({"decay_rate.episodic": Range(0.01, 1.0, log=True), "threshold": Range(0.0, 0.2),
+                       "reinforce_base": ["stored", "effective"]})
+    assert d["decay_rate.episodic"] == optuna.distributions.FloatDistribution(0.01, 1.0, log=True)
+    assert d["threshold"] == optuna.distributions.FloatDistribution(0.0, 0.2)
+    assert d["reinforce_base"] == optuna.distributions.CategoricalDistribution(["stored", "effective"])
+    assert in_space(SPACE, MemoryParams()) and not in_space(SPACE, MemoryParams(decay_rate={"explicit": 0.5}))
+    # the alias ties the two thresholds: a point where they differ is not in the space
+    assert not in_space(SPACE, MemoryParams(retrieval_threshold=0.1))
+
+
+def test_unknown_or_unavailable_samplers_and_ranges_in_a_grid(tiny_dir):
+    with pytest.raises(InputError, match="sampler"):
+        Search(method="annealing")  # type: ignore[arg-type]
+    with pytest.raises(InputError, match="grid search needs lists"):
+        tune(tiny_dir, search=Search(space=SPACE, method="grid"), write=False, compute=LOCAL)
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        with pytest.raises(InputError, match=r"factmem\[gp\]"):
+            make_sampler("gp", 0)
+    else:
+        assert isinstance(make_sampler("gp", 0), optuna.samplers.GPSampler)
+
+
+def test_every_study_in_study_db_matches_sweep_parquet(run):
+    res, out = run
+    from factmem.tuning.runs import load_run
+
+    table = load_run(out).table("sweep")  # sweep.parquet, its columns read back under the library's names
+    pd.testing.assert_frame_equal(table, res.sweep.table)
+    names = [s.study_name for s in optuna.get_all_study_summaries(f"sqlite:///{out / 'study.db'}")]
+    assert names == ["all", "fold-0", "fold-1", "fold-2"]
+    folds = subject_folds(len(res.sweep.subjects["all"]), 3, 0)
+    for name in names:
+        study = optuna.load_study(study_name=name, storage=f"sqlite:///{out / 'study.db'}")
+        trials = study.get_trials(states=[optuna.trial.TrialState.COMPLETE])
+        assert study.user_attrs["budget"] == 5 and study.user_attrs["sampler"] == "tpe"
+        subjects = None if name == "all" else folds != int(name[-1])
+        values = res.sweep.objective_values("all", 5, subjects)
+        # the fixed points first (baseline enqueued), then 3 shared random draws and 6 proposals of its own,
+        # every one a row of sweep.parquet
+        assert len(trials) == 1 + 3 + 6 and trials[0].user_attrs["row"] == 0
+        for t in trials:
+            row = table.iloc[t.user_attrs["row"]]
+            assert t.user_attrs["run_id"] == row["run_id"]
+            assert t.params["decay_rate.explicit"] == row["decay_rate.explicit"]
+            assert t.params["threshold"] == row["archive_threshold"] == row["retrieval_threshold"]
+            assert t.value == values[t.user_attrs["row"]] == t.user_attrs["utility@5"]
+            if name == "all":
+                assert t.value == row["all.utility@5"] and t.user_attrs["recall@20"] == row["all.recall@20"]
+            # a proposed row belongs to the study that proposed it (the fixed and shared rows to every study)
+            assert (row["study"] == "") == (t.number < 4) and (t.number < 4 or name in row["study"].split(","))
+    proposed = table["study"][table["study"] != ""]
+    assert len(proposed) == 4 * 6 or proposed.str.contains(",").any()
+    assert np.array_equal(res.importances["parameter"], sorted(SPACE))
+
+
+def test_no_fold_chooses_a_candidate_another_study_proposed(run):
+    res, _ = run
+    studies = res.sweep.table["study"]
+    for rec in res.recommendations.values():
+        for f, row in enumerate(rec.fold_choices):
+            assert studies[row] == "" or f"fold-{f}" in studies[row].split(",")
+        assert studies[rec.index] == "" or "all" in studies[rec.index].split(",")
+
+
+def test_the_search_is_seeded_and_reproducible(tiny_dir, run):
+    res, _ = run
+    again = tune(tiny_dir, search=Search(space=SPACE, n=6, startup=3, seed=1), objective=Objective(budgets=(5, 20)),
+                 holdout=Holdout(bootstrap=50), compute=LOCAL, write=False)
+    pd.testing.assert_frame_equal(again.sweep.table, res.sweep.table)
+    assert np.array_equal(again.sweep.context["all"], res.sweep.context["all"])
+    other = tune(tiny_dir, search=Search(space=SPACE, n=6, startup=3, seed=2), objective=Objective(budgets=(5, 20)),
+                 holdout=Holdout(bootstrap=50), compute=LOCAL, write=False)
+    assert other.sweep.params[2:] != res.sweep.params[2:]
+
+
+@pytest.mark.parametrize("sampler", ["cmaes", "random", "grid"])
+def test_each_sampler_runs_with_studies_per_selection(tiny_dir, sampler):
+    space = {"decay_rate.explicit": [0.001, 0.02, 0.3], "reinforce_gain": [0.2, 0.6]} if sampler == "grid" else SPACE
+    res = tune(tiny_dir, search=Search(space=space, method=sampler, n=5, startup=2, seed=3), holdout=Holdout(bootstrap=0),
+               compute=LOCAL, write=False)
+    studies = res.studies
+    assert studies is not None and list(studies.studies) == ["all", "fold-0", "fold-1", "fold-2"]
+    counts = {n: len(s.get_trials(states=[optuna.trial.TrialState.COMPLETE])) for n, s in studies.studies.items()}
+    if sampler == "grid":  # exact: every combination, shared by every study (the baseline is not on the grid)
+        assert set(counts.values()) == {6} and len(res.sweep.params) == 6 + 2
+        assert any("outside the searched space" in n for n in res.notes)
+    elif sampler == "random":  # drawn without looking at scores: one shared pool
+        assert set(counts.values()) == {1 + 5} and (res.sweep.table["study"] == "").all()
+    else:  # two shared random draws, then five of each study's own
+        assert set(counts.values()) == {1 + 2 + 5} and (res.sweep.table["study"] != "").sum() >= 5
+
+
+def test_the_dask_executor_replays_the_batches(tiny_dir):
+    distributed = pytest.importorskip("distributed", reason="the dask extra is part of .[dev]")
+    settings = dict(search=Search(space=SPACE, n=4, startup=2, seed=5), holdout=Holdout(bootstrap=0), write=False)
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
+        with distributed.Client(cluster) as client:
+            on_dask = tune(tiny_dir, compute=Compute(executor=client.get_executor(), progress=False, chunk_size=4),
+                           **settings)
+    local = tune(tiny_dir, compute=LOCAL, **settings)
+    pd.testing.assert_frame_equal(on_dask.sweep.table, local.sweep.table)
+
+
+def test_importances_name_a_parameter_that_matters_in_no_study(tmp_path):
+    studies = {}
+    for name, seed in (("all", 0), ("fold-0", 1)):
+        study = optuna.create_study(study_name=name, direction="maximize", sampler=optuna.samplers.RandomSampler(seed))
+        study.optimize(lambda t: -(t.suggest_float("x", 0, 1) - 0.3) ** 2 + 0 * t.suggest_float("y", 0, 1), 60)
+        studies[name] = study
+    imp = parameter_importances(studies).set_index("parameter")
+    assert imp.loc["x", "identified"] and not imp.loc["y", "identified"]
+    assert imp.loc["x", "all"] > 0.9 and math.isclose(imp.loc["x", "all"] + imp.loc["y", "all"], 1.0)
+    # the same from a study.db written and read back
+    save_studies(studies, tmp_path / "study.db")
+    pd.testing.assert_frame_equal(parameter_importances(tmp_path / "study.db").set_index("parameter"), imp)
+    back = load_studies(tmp_path / "study.db")
+    assert [t.params for t in back["all"].trials] == [t.params for t in studies["all"].trials]
+
+
+@pytest.mark.slow
+def test_resume_equals_one_run_with_the_total_budget(tiny_dir, run, tmp_path, capsys):
+    from factmem.cli.main import main
+    from factmem.tuning.runs import load_run
+
+    res, first = run  # 6 candidates per study in batches of 4: the last batch was short
+    assert main(["tune", "--resume", str(first), "--n", "2", "--out", str(tmp_path / "more"), "-q",
+                 "--workers", "0"]) == 0
+    more = load_run(tmp_path / "more")
+    assert more.manifest["search"]["n"] == 8 and "not the same as one run" in (tmp_path / "more" / "report.md").read_text()
+    # whole batches: 4, then 4 more, is one run of 8 (the same candidates, scores, choices and report numbers)
+    settings = dict(search=Search(space=SPACE, n=4, startup=2, seed=1), objective=Objective(budgets=(5, 20)),
+                    holdout=Holdout(bootstrap=50), compute=LOCAL)
+    tune(tiny_dir, out=tmp_path / "a", **settings)
+    assert main(["tune", "--resume", str(tmp_path / "a"), "--n", "4", "-q", "--workers", "0"]) == 0  # in place
+    once = tune(tiny_dir, out=tmp_path / "b", **{**settings, "search": Search(space=SPACE, n=8, startup=2, seed=1)})
+    a, b = load_run(tmp_path / "a"), load_run(tmp_path / "b")
+    pd.testing.assert_frame_equal(a.table("sweep"), b.table("sweep"))
+    pd.testing.assert_frame_equal(a.table("importances"), b.table("importances"))
+    assert a.manifest["recommendations"] == b.manifest["recommendations"]
+    assert "the same as one run with the total budget" in (tmp_path / "a" / "report.md").read_text()
+    for name in once.studies.studies:
+        ta = optuna.load_study(study_name=name, storage=f"sqlite:///{tmp_path / 'a' / 'study.db'}").trials
+        tb = optuna.load_study(study_name=name, storage=f"sqlite:///{tmp_path / 'b' / 'study.db'}").trials
+        assert [(t.params, t.value, t.user_attrs) for t in ta] == [(t.params, t.value, t.user_attrs) for t in tb]
+    assert not list(tmp_path.glob(".a.resuming"))
+    # the runs side by side: `runs list` finds them, `runs compare` reads their decisions from the manifests
+    import json
+
+    capsys.readouterr()
+    assert main(["runs", "list", str(tmp_path), "--json"]) == 0
+    listed = json.loads(capsys.readouterr().out)["result"]["runs"]
+    assert {r["run"] for r in listed} == {str(tmp_path / n) for n in ("a", "b", "more")}
+    assert {r["sampler"] for r in listed} == {"tpe"} and all(r["decision"].endswith("(k = 5)") for r in listed)
+    assert main(["runs", "compare", str(tmp_path / "a"), str(tmp_path / "more"), "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)["result"]["runs"]
+    rec = a.manifest["recommendations"]["5"]
+    assert rows[0]["utility"] == pytest.approx(rec["versus_baseline"]["a"]) and rows[0]["per_study"] == 8
+    assert rows[0]["low"] == pytest.approx(rec["versus_baseline"]["low"]) and rows[0]["objective"] == "utility@5"
+    assert rows[0]["fingerprint"] == rows[1]["fingerprint"] == a.manifest["dataset"]["sha256"][:12]
+    assert rows[0]["decision"] == f"{rec['keep']} (k = 5)"
+    changed = rows[0]["changed"]
+    assert changed == "none" if rec["keep"] == "baseline" and rec["params"] == a.manifest["baseline"] else \
+        "decay_rate.explicit" in changed or "archive_threshold" in changed
+    assert main(["runs", "compare", str(tmp_path / "a")]) == 0 and "utility@5" in capsys.readouterr().out
+    assert main(["runs", "compare", str(tmp_path)]) == 2 and "not a run folder" in capsys.readouterr().err
