@@ -21,6 +21,7 @@ from factmem.tuning.search import (
     parameter_importances,
     save_studies,
 )
+from factmem.tuning.decision import Promotion
 from factmem.tuning.settings import Compute, Holdout, Objective, Search
 from factmem.tuning.space import Range
 from factmem.tuning.tune import subject_folds, tune
@@ -39,8 +40,9 @@ def tiny_dir(tmp_path_factory):
 @pytest.fixture(scope="module")
 def run(tiny_dir, tmp_path_factory):
     out = tmp_path_factory.mktemp("runs") / "tpe"
+    # min_effect 0: every searched name is identified, so the choices are the searched rows themselves
     res = tune(tiny_dir, out=out, search=Search(space=SPACE, n=6, startup=3, seed=1), objective=Objective(budgets=(5, 20)),
-               holdout=Holdout(bootstrap=50), compute=LOCAL)
+               holdout=Holdout(bootstrap=50), compute=LOCAL, promotion=Promotion(min_effect=0.0, restarts=2))
     return res, out
 
 
@@ -97,7 +99,9 @@ def test_every_study_in_study_db_matches_sweep_parquet(run):
                 assert t.value == row["all.utility@5"] and t.user_attrs["recall@20"] == row["all.recall@20"]
             # a proposed row belongs to the study that proposed it (the fixed and shared rows to every study)
             assert (row["study"] == "") == (t.number < 4) and (t.number < 4 or name in row["study"].split(","))
-    proposed = table["study"][table["study"] != ""]
+    searched = ~table["probe"]  # the identification probes come after the search, chosen by no study
+    assert table["study"][searched].map(lambda s: isinstance(s, str)).all() and table["study"][~searched].isna().all()
+    proposed = table["study"][searched & (table["study"] != "")]
     assert len(proposed) == 4 * 6 or proposed.str.contains(",").any()
     assert np.array_equal(res.importances["parameter"], sorted(SPACE))
 
@@ -106,6 +110,7 @@ def test_no_fold_chooses_a_candidate_another_study_proposed(run):
     res, _ = run
     studies = res.sweep.table["study"]
     for rec in res.recommendations.values():
+        assert rec.identification is not None and not rec.identification.unidentified
         for f, row in enumerate(rec.fold_choices):
             assert studies[row] == "" or f"fold-{f}" in studies[row].split(",")
         assert studies[rec.index] == "" or "all" in studies[rec.index].split(",")
@@ -114,7 +119,8 @@ def test_no_fold_chooses_a_candidate_another_study_proposed(run):
 def test_the_search_is_seeded_and_reproducible(tiny_dir, run):
     res, _ = run
     again = tune(tiny_dir, search=Search(space=SPACE, n=6, startup=3, seed=1), objective=Objective(budgets=(5, 20)),
-                 holdout=Holdout(bootstrap=50), compute=LOCAL, write=False)
+                 holdout=Holdout(bootstrap=50), compute=LOCAL, write=False,
+                 promotion=Promotion(min_effect=0.0, restarts=2))
     pd.testing.assert_frame_equal(again.sweep.table, res.sweep.table)
     assert np.array_equal(again.sweep.context["all"], res.sweep.context["all"])
     other = tune(tiny_dir, search=Search(space=SPACE, n=6, startup=3, seed=2), objective=Objective(budgets=(5, 20)),
@@ -126,22 +132,24 @@ def test_the_search_is_seeded_and_reproducible(tiny_dir, run):
 def test_each_sampler_runs_with_studies_per_selection(tiny_dir, sampler):
     space = {"decay_rate.explicit": [0.001, 0.02, 0.3], "reinforce_gain": [0.2, 0.6]} if sampler == "grid" else SPACE
     res = tune(tiny_dir, search=Search(space=space, method=sampler, n=5, startup=2, seed=3), holdout=Holdout(bootstrap=0),
-               compute=LOCAL, write=False)
+               compute=LOCAL, write=False, promotion=Promotion(restarts=1))
     studies = res.studies
     assert studies is not None and list(studies.studies) == ["all", "fold-0", "fold-1", "fold-2"]
     counts = {n: len(s.get_trials(states=[optuna.trial.TrialState.COMPLETE])) for n, s in studies.studies.items()}
+    searched = res.sweep.table[~res.sweep.table["probe"]]  # the identification probes come after the search
     if sampler == "grid":  # exact: every combination, shared by every study (the baseline is not on the grid)
-        assert set(counts.values()) == {6} and len(res.sweep.params) == 6 + 2
+        assert set(counts.values()) == {6} and len(searched) == 6 + 2
         assert any("outside the searched space" in n for n in res.notes)
     elif sampler == "random":  # drawn without looking at scores: one shared pool
-        assert set(counts.values()) == {1 + 5} and (res.sweep.table["study"] == "").all()
+        assert set(counts.values()) == {1 + 5} and (searched["study"] == "").all()
     else:  # two shared random draws, then five of each study's own
-        assert set(counts.values()) == {1 + 2 + 5} and (res.sweep.table["study"] != "").sum() >= 5
+        assert set(counts.values()) == {1 + 2 + 5} and (searched["study"] != "").sum() >= 5
 
 
 def test_the_dask_executor_replays_the_batches(tiny_dir):
     distributed = pytest.importorskip("distributed", reason="the dask extra is part of .[dev]")
-    settings = dict(search=Search(space=SPACE, n=4, startup=2, seed=5), holdout=Holdout(bootstrap=0), write=False)
+    settings = dict(search=Search(space=SPACE, n=4, startup=2, seed=5), holdout=Holdout(bootstrap=0), write=False,
+                    promotion=Promotion(restarts=1))
     with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
         with distributed.Client(cluster) as client:
             on_dask = tune(tiny_dir, compute=Compute(executor=client.get_executor(), progress=False, chunk_size=4),

@@ -141,7 +141,7 @@ def test_a_gain_without_effect_is_not_identified_kept_at_the_baseline_and_listed
     from factmem.tuning.space import Range
 
     space = {"reinforce_gain": Range(0.05, 1.0), "threshold": Range(0.0, 0.3)}
-    res = tune(junk_dir, out=tmp_path / "run", search=Search(space=space, n=1, startup=8, seed=3),
+    res = tune(junk_dir, out=tmp_path / "run", search=Search(space=space, n=1, startup=12, seed=3),
                objective=Objective(budgets=(20,)), holdout=Holdout(bootstrap=100), compute=LOCAL,
                promotion=Promotion(restarts=2))
     rec = res.primary
