@@ -68,7 +68,7 @@ if TYPE_CHECKING:
     from factmem.tuning.sweep import SweepResult
 
 __all__ = ["SAMPLERS", "ADAPTIVE", "IDENTIFIED_SHARE", "STUDY_FILE", "STATE_FILE", "Selection", "SearchOutcome",
-           "selections", "study_rows", "distributions", "in_space", "make_sampler", "round_seed", "run_search", "save_studies",
+           "selections", "study_rows", "corner_points", "distributions", "in_space", "make_sampler", "round_seed", "run_search", "save_studies",
            "load_studies", "save_search", "load_search", "parameter_importances", "study_attrs"]
 
 SAMPLERS = SEARCH_MODES
@@ -167,6 +167,56 @@ def in_space(space: Mapping[str, Any], params: MemoryParams) -> bool:
         elif _choice(v) not in [_choice(c) for c in spec]:
             return False
     return True
+
+
+def corner_points(space: Mapping[str, Any], base: MemoryParams) -> list[MemoryParams]:
+    """Deterministic points of the space that need no score — the corners a random start rarely
+    draws and the issue's real logs showed to matter: for each kind ``K`` with both a searched
+    ``decay_rate.K`` and ``initial_confidence.K``, **K shown and never decaying** (its decay at the
+    range's low end, its initial confidence at the high end) while every other kind **starts below the
+    threshold** (initial confidence at its low end, decay at its high end, the threshold at its high
+    end), once with the base's gain and once with the gain at its low end (so re-mentions do not lift
+    the other kinds over the threshold); then every kind shown and never decaying (threshold at its low
+    end); then the centre of the space (the middle of each range, in log coordinates for a log range;
+    the middle listed value). Only names the space searches are set; a point outside it is dropped."""
+    def low(name: str) -> Any:
+        spec = space[name]
+        return spec.low if isinstance(spec, Range) else list(spec)[0]
+
+    def high(name: str) -> Any:
+        spec = space[name]
+        return spec.high if isinstance(spec, Range) else list(spec)[-1]
+
+    kinds = [n.split(".", 1)[1] for n in space if n.startswith("decay_rate.") and
+             f"initial_confidence.{n.split('.', 1)[1]}" in space]
+    threshold = next((n for n in ("threshold", "archive_threshold") if n in space), None)
+    points: list[dict[str, Any]] = []
+    if len(kinds) >= 2 and threshold is not None:
+        gains = [None] + (["reinforce_gain"] if "reinforce_gain" in space else [])
+        for kind in kinds:
+            for gain in gains:
+                values: dict[str, Any] = {threshold: high(threshold)}
+                for other in kinds:
+                    shown = other == kind
+                    values[f"decay_rate.{other}"] = low(f"decay_rate.{other}") if shown else high(f"decay_rate.{other}")
+                    values[f"initial_confidence.{other}"] = (high if shown else low)(f"initial_confidence.{other}")
+                if gain is not None:
+                    values[gain] = low(gain)
+                points.append(values)
+        points.append({threshold: low(threshold), **{f"decay_rate.{k}": low(f"decay_rate.{k}") for k in kinds},
+                       **{f"initial_confidence.{k}": high(f"initial_confidence.{k}") for k in kinds}})
+    centre: dict[str, Any] = {}
+    for name, spec in space.items():
+        if isinstance(spec, Range):
+            mid = math.exp((math.log(spec.low) + math.log(spec.high)) / 2) if spec.log else (spec.low + spec.high) / 2
+            centre[name] = float(mid)
+        else:
+            vals = list(spec)
+            centre[name] = vals[len(vals) // 2]
+    points.append(centre)
+    out = [assign(base, {n: float(v) if isinstance(v, (int, float)) and not isinstance(v, bool)
+                         and isinstance(space[n], Range) else v for n, v in p.items()}) for p in points]
+    return [p for p in dict.fromkeys(out) if in_space(space, p)]
 
 
 def round_seed(seed: int, study: int, round_: int) -> int:
@@ -288,7 +338,9 @@ def run_search(search: Search, *, base: MemoryParams, fixed: Sequence[MemoryPara
                 notes.append(f"The {what} lies outside the searched space, so the studies do not hold it; it is "
                              "scored beside them and may still be chosen.")
         grid = grid_points(space, base) if search.method == "grid" else []
-        # the shared pool: a grid, the random draws, or an adaptive sampler's random start
+        # an adaptive sampler's start opens with the corners (they need no score), then random draws
+        design = corner_points(space, base)[:search.startup] if adaptive and search.corners else []
+        # the shared pool: a grid, the random draws, or an adaptive sampler's start
         shared_todo = len(grid) if search.method == "grid" else search.startup if adaptive else search.n
         todo = search.n if adaptive else 0
     else:
@@ -299,7 +351,7 @@ def run_search(search: Search, *, base: MemoryParams, fixed: Sequence[MemoryPara
         fixed_rows = {i for i, lab in enumerate(labels) if not lab}
         rounds, proposed, queue = previous.rounds, previous.proposed, []
         extra = more if more is not None else search.n
-        grid = []
+        grid, design = [], []
         shared_todo = extra if search.method == "random" else 0
         todo = extra if adaptive else 0
         if search.method == "grid":
@@ -315,9 +367,10 @@ def run_search(search: Search, *, base: MemoryParams, fixed: Sequence[MemoryPara
             if search.method == "grid":
                 pool = grid[proposed:proposed + size]
             else:  # a scratch study draws the round's pool (a random sampler reads no history)
+                pool, design = design[:size], design[size:]
                 draw = optuna.create_study(storage=optuna.storages.InMemoryStorage(),
                                            sampler=make_sampler("random", round_seed(search.seed, _POOL, rounds)))
-                pool = [_from_trial(space, base, draw.ask(dists).params) for _ in range(size)]
+                pool += [_from_trial(space, base, draw.ask(dists).params) for _ in range(size - len(pool))]
             shared_todo -= size
         else:
             batch = min(chunk_size, todo)

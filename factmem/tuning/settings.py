@@ -210,6 +210,8 @@ class Search:
     n: int = 80
     startup: int = 64
     seed: int = 0
+    #: tpe, cmaes, gp: open the shared start with the space's corners (:func:`~factmem.tuning.search.corner_points`)
+    corners: bool = False
 
     def __post_init__(self) -> None:
         if self.method not in SEARCH_MODES:
@@ -217,6 +219,8 @@ class Search:
         _check_int("n", self.n, 1)
         _check_int("startup", self.startup, 0)
         _check_int("seed", self.seed, 0)
+        if not isinstance(self.corners, bool):
+            raise InputError(f"corners must be true or false, got {self.corners!r}")
 
     @property
     def resolved_space(self) -> Mapping[str, Any]:
@@ -225,7 +229,8 @@ class Search:
     def to_dict(self) -> dict[str, Any]:
         space = {k: ({"low": v.low, "high": v.high, "log": v.log} if isinstance(v, Range) else list(v))
                  for k, v in self.resolved_space.items()}
-        return {"space": space, "method": self.method, "n": self.n, "startup": self.startup, "seed": self.seed}
+        return {"space": space, "method": self.method, "n": self.n, "startup": self.startup, "seed": self.seed,
+                "corners": self.corners}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Search:
@@ -233,7 +238,7 @@ class Search:
         space = {k: (Range(float(v["low"]), float(v["high"]), bool(v["log"])) if isinstance(v, Mapping) else list(v))
                  for k, v in d["space"].items()}
         return cls(space=space, method=d["method"], n=int(d["n"]), startup=int(d.get("startup", 0)),
-                   seed=int(d["seed"]))
+                   seed=int(d["seed"]), corners=bool(d.get("corners", False)))
 
 
 @dataclass(frozen=True)
