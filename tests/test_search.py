@@ -13,6 +13,7 @@ import pytest
 from factmem.core.params import MemoryParams
 from factmem.data.generate import generate, write
 from factmem.errors import InputError
+from factmem.tuning.decision import Promotion
 from factmem.tuning.search import (
     distributions,
     in_space,
@@ -21,7 +22,6 @@ from factmem.tuning.search import (
     parameter_importances,
     save_studies,
 )
-from factmem.tuning.decision import Promotion
 from factmem.tuning.settings import Compute, Holdout, Objective, Search
 from factmem.tuning.space import Range
 from factmem.tuning.tune import subject_folds, tune
