@@ -102,7 +102,7 @@ CREATE TABLE IF NOT EXISTS memory_evidence (
     id          BIGINT NOT NULL,
     fact_id     BIGINT NOT NULL,
     session_id  VARCHAR,
-    message_id  VARCHAR,
+    message_id  VARCHAR USING COMPRESSION zstd,  -- unique per row: see the module docstring
     observed_at BIGINT NOT NULL,
     action      VARCHAR,   -- insert | reinforce (NULL in a production memory that does not record it)
     confidence  DOUBLE,    -- the fact's confidence right after this observation (idem)
