@@ -2,13 +2,21 @@
 active fact's key, object, confidence, count, last reinforcement and decay rate in numpy columns, plus
 every fact the calls since touched or created, and the evidence rows they added.
 
-Rows ``[0, n_sorted)`` are sorted by the hash of (subject, predicate) (:func:`key_hashes`: pandas'
-SipHash of the length-prefixed key :func:`~factmem.store.calls.state_key`, the same in every
-process); rows appended since stay where they are and are found through a small sorted (hash, row) index beside them, the last few by
+Rows ``[0, n_sorted)`` are sorted by the hash of (subject, predicate) (:func:`key_hashes`: a
+polynomial over the UTF-8 bytes of the length-prefixed key :func:`~factmem.store.calls.state_key`
+modulo 2**64, then SplitMix64's finalizer — the same in every process, computed from an Arrow
+array's buffers or from a Python string alike); rows appended since stay where they are and are found through a small sorted (hash, row) index beside them, the last few by
 comparing hashes directly; a flush that has let ``MERGE_AT`` rows pile up sorts everything again.
 A fact's row is found from its id through a dense id → row array (so a store's ids must be dense
 enough: :meth:`ActiveState.dense_enough`). Every candidate found by hash is checked against its
 key string, so a hash collision cannot mix two keys.
+
+**Opening makes no Python object per fact.** The state is built from the Arrow columns DuckDB
+returns: the hashes from the subject and predicate buffers (:func:`pair_hashes`), the numbers
+gathered into numpy, and the text columns (key, object) kept as the Arrow arrays read, in the
+table's order, with the sort's permutation beside them (:class:`_Texts`): a call reads its few rows
+from them, spelled then. At a million active facts this takes ~0.3 s where making a million key
+and object strings and hashing them took ~0.8 s.
 
 ``consolidate`` keeps, per row, a lower bound of the time its effective confidence falls below the
 archive threshold, and tests exactly — with the engine's expression, the one consolidate's SQL
@@ -22,7 +30,6 @@ from typing import Any
 
 import duckdb
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -35,10 +42,6 @@ from factmem.store.schema import KIND_LABELS, REASON_LABELS, STATUS_LABELS, text
 
 __all__ = ["ActiveState", "key_hashes", "state_keys"]
 
-# state_key in SQL: the subject's length (in code points, as Python's len and Arrow's utf8_length count), NUL,
-# subject, NUL, predicate
-_KEY_SQL = "CAST(length(subject) AS VARCHAR) || chr(0) || subject || chr(0) || predicate"
-
 
 def _expand(sorted_values: np.ndarray, wanted: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Every (i, j) with ``sorted_values[j] == wanted[i]``, grouped by i: searchsorted ranges, expanded."""
@@ -50,19 +53,221 @@ def _expand(sorted_values: np.ndarray, wanted: np.ndarray) -> tuple[np.ndarray, 
     return which, start + np.arange(total)
 
 
-def key_hashes(keys: np.ndarray) -> np.ndarray:
-    """int64 hashes of :func:`~factmem.store.calls.state_key` strings (pandas' SipHash, fixed key:
-    the same in every process), vectorized."""
-    return pd.util.hash_array(np.asarray(keys, dtype=object), categorize=False).view(np.int64)
+#: the key hash: a polynomial over the key's UTF-8 bytes modulo 2**64, then SplitMix64's finalizer
+_HASH_BASE = 0x100000001B3
+_MIX1, _MIX2 = 0xBF58476D1CE4E5B9, 0x94D049BB133111EB
+_MASK = (1 << 64) - 1
+_HASH_CHUNK = 1 << 16  # keys hashed at once: per-byte temporaries of a few MB (4x faster than 1M at once)
 
 
-def state_keys(subjects: pa.Array | pa.ChunkedArray, predicates: pa.Array | pa.ChunkedArray) -> np.ndarray:
-    """:func:`~factmem.store.calls.state_key` of Arrow columns, vectorized (object array of str)."""
+def key_hashes(keys: pa.Array | pa.ChunkedArray | np.ndarray | list[str]) -> np.ndarray:
+    """int64 hashes of :func:`~factmem.store.calls.state_key` strings — an Arrow string array (vectorized
+    over its bytes, no Python string made) or a few Python strings (a ``remember`` call); both give
+    the same numbers, in every process: h = sum(byte_i * B**(len-1-i)) mod 2**64, then mixed."""
+    if not isinstance(keys, (pa.Array, pa.ChunkedArray)):
+        if len(keys) <= 4:  # a call's key: a loop over a few bytes beats a dozen numpy calls
+            return np.array([_key_hash(k) for k in keys], np.uint64).view(np.int64)
+        keys = pa.array(np.asarray(keys, object), pa.string())
+    return _mix(_polys(keys)).view(np.int64)
+
+
+def pair_hashes(subjects: pa.Array | pa.ChunkedArray, predicates: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """``key_hashes(state_keys(subjects, predicates))`` without spelling the keys: the polynomial of a
+    concatenation is ``poly(a) * B**len(b) + poly(b)``, so the key's is put together from the
+    length prefix's, the subject's and the predicate's (the NULs between them are zero bytes)."""
+    h_s, h_p = _polys(subjects), _polys(predicates)
+    n_s = np.asarray(pc.binary_length(subjects), np.int64)
+    n_p = np.asarray(pc.binary_length(predicates), np.int64)
+    chars = np.asarray(pc.utf8_length(subjects), np.int64)  # the prefix: the subject's length in code points
+    prefix = np.zeros(int(chars.max()) + 1 if len(chars) else 0, np.uint64)  # poly(str(length)), per length
+    for c in np.flatnonzero(np.bincount(chars)):  # the lengths present (a few): no sort of a million
+        prefix[c] = _poly(str(int(c)).encode())
+    h_len = prefix[chars]
+    top = int((n_s + n_p).max()) + 2 if len(n_s) else 0
+    powers = _powers(top + 1)
+    h = h_len * powers[n_s + n_p + 2] + h_s * powers[n_p + 1] + h_p  # wraps modulo 2**64
+    return _mix(h).view(np.int64)
+
+
+def _poly(data: bytes) -> int:
+    h = 0
+    for byte in data:
+        h = (h * _HASH_BASE + byte) & _MASK
+    return h
+
+
+def _powers(n: int) -> np.ndarray:
+    """B**0 .. B**(n-1) modulo 2**64."""
+    if n <= 1:
+        return np.ones(max(n, 0), np.uint64)
+    return np.concatenate([np.ones(1, np.uint64), np.cumprod(np.full(n - 1, _HASH_BASE, np.uint64))])
+
+
+def _polys(keys: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """The polynomial part of the hashes of these strings, a chunk at a time (no copy of the strings)."""
+    out = np.empty(len(keys), np.uint64)
+    at = 0
+    for chunk in keys.chunks if isinstance(keys, pa.ChunkedArray) else [keys]:
+        for lo in range(0, len(chunk), _HASH_CHUNK):
+            part = chunk.slice(lo, _HASH_CHUNK)
+            out[at:at + len(part)] = _poly_hashes(part)
+            at += len(part)
+    return out
+
+
+def _key_hash(key: str) -> int:
+    h = _poly(key.encode("utf-8"))
+    h = ((h ^ (h >> 30)) * _MIX1) & _MASK
+    h = ((h ^ (h >> 27)) * _MIX2) & _MASK
+    return h ^ (h >> 31)
+
+
+def _mix(h: np.ndarray) -> np.ndarray:
+    h = (h ^ (h >> np.uint64(30))) * np.uint64(_MIX1)  # uint64 arithmetic wraps modulo 2**64
+    h = (h ^ (h >> np.uint64(27))) * np.uint64(_MIX2)
+    return h ^ (h >> np.uint64(31))
+
+
+def _poly_hashes(keys: pa.Array) -> np.ndarray:
+    """The polynomial part of :func:`key_hashes` of one Arrow string array, from its buffers."""
+    if keys.null_count:
+        raise StoreError("internal: a null key in the write-behind state")
+    n = len(keys)
+    if pa.types.is_large_string(keys.type):
+        off_type: Any = np.int64
+    else:
+        keys = keys.cast(pa.string())
+        off_type = np.int32
+    buffers = keys.buffers()
+    offsets = np.frombuffer(buffers[1], off_type)[keys.offset:keys.offset + n + 1].astype(np.int64)
+    lo, hi = int(offsets[0]), int(offsets[-1])
+    out = np.zeros(n, np.uint64)
+    if hi == lo:
+        return out
+    data = np.frombuffer(buffers[2], np.uint8)[lo:hi]
+    lengths = np.diff(offsets)
+    powers = _powers(int(lengths.max()))
+    # byte j of the buffer belongs to the string ending at `end`: its weight is B**(end - 1 - j)
+    weight = powers[np.repeat(offsets[1:] - 1, lengths) - np.arange(lo, hi)]
+    nonempty = lengths > 0
+    out[nonempty] = np.add.reduceat(data.astype(np.uint64) * weight, (offsets[:-1] - lo)[nonempty])
+    return out
+
+
+class _Texts:
+    """A text column of the state: rows ``[0, n_base)`` in Arrow (read from the table as it is, in the
+    table's order: opening makes no Python string a row; ``order`` maps a row to its place there),
+    rows after them Python strings (``extra``, appended by calls). Indexed like a numpy column: one
+    row gives a ``str``, an array of rows an object array."""
+
+    def __init__(self, base: pa.Array | pa.ChunkedArray, capacity: int, order: np.ndarray | None = None):
+        self.base = base
+        self.order = None if order is None else np.asarray(order, np.int64)  # None: the identity
+        self.n_base = len(base)
+        self.extra = np.empty(max(capacity - self.n_base, 0), object)  # (an empty object array holds None)
+
+    def _at(self, rows: np.ndarray) -> pa.Array:
+        return pa.array(rows if self.order is None else self.order[rows])
+
+    def _base_take(self, rows: np.ndarray) -> pa.Array:
+        """The base's strings of these rows (all below n_base)."""
+        taken = self.base.take(self._at(rows)).cast(pa.string())
+        return _flat(taken) if isinstance(taken, pa.ChunkedArray) else taken
+
+    def _base_one(self, r: int) -> str:
+        return self.base[r if self.order is None else int(self.order[r])].as_py()
+
+    def __len__(self) -> int:
+        return self.n_base + len(self.extra)
+
+    def __getitem__(self, rows: Any) -> Any:
+        if isinstance(rows, (int, np.integer)):
+            r = int(rows)
+            return self.extra[r - self.n_base] if r >= self.n_base else self._base_one(r)
+        rows = np.asarray(rows, np.int64)
+        out = np.empty(len(rows), object)
+        old = rows < self.n_base
+        if old.any():
+            out[old] = self._base_take(rows[old]).to_numpy(zero_copy_only=False)
+        if not old.all():
+            out[~old] = self.extra[rows[~old] - self.n_base]
+        return out
+
+    def __setitem__(self, rows: Any, values: Any) -> None:
+        """Rows appended since the base (the base is never changed in place)."""
+        at = np.asarray(rows, np.int64) - self.n_base
+        if (np.atleast_1d(at) < 0).any():
+            raise StoreError("internal: a text column of the write-behind state changed in place")
+        self.extra[at] = values.to_numpy(zero_copy_only=False) if isinstance(values, (pa.Array, pa.ChunkedArray)) \
+            else values
+
+    def arrow(self, rows: np.ndarray) -> pa.Array:
+        """These rows as an Arrow string array (the base's rows taken without Python strings)."""
+        rows = np.asarray(rows, np.int64)
+        if not len(rows) or rows.max() < self.n_base:
+            return self._base_take(rows)
+        return pa.array(self[rows], pa.string())
+
+    def equal(self, rows: np.ndarray, other: pa.Array) -> np.ndarray:
+        """Whether row ``rows[i]`` holds ``other[i]`` (a bool array)."""
+        return np.asarray(pc.equal(self.arrow(rows), other.cast(pa.string())), bool)
+
+    def grown(self, capacity: int) -> _Texts:
+        more = capacity - len(self)
+        if more > 0:
+            self.extra = np.concatenate([self.extra, np.empty(more, object)])
+        return self
+
+    def reordered(self, order: np.ndarray, n: int) -> _Texts:
+        """Rows ``order`` (of the first ``n``) as the new rows 0.., all in a new base."""
+        whole = pa.concat_arrays([self._base_take(np.arange(self.n_base)),
+                                  pa.array(self.extra[:max(n - self.n_base, 0)], pa.string())])
+        return _Texts(whole.take(pa.array(np.asarray(order, np.int64))), len(self))
+
+
+class _KeyTexts(_Texts):
+    """The key column (:func:`~factmem.store.calls.state_key`) of the rows read from the table, spelled
+    from their subject and predicate only when a row is compared (``base``: the subjects)."""
+
+    def __init__(self, subjects: pa.ChunkedArray, predicates: pa.ChunkedArray, capacity: int, order: np.ndarray):
+        super().__init__(subjects, capacity, order)
+        self.predicates = predicates
+
+    def _base_take(self, rows: np.ndarray) -> pa.Array:
+        at = self._at(rows)
+        return state_keys(self.base.take(at), self.predicates.take(at))
+
+    def _base_one(self, r: int) -> str:
+        i = int(self.order[r]) if self.order is not None else r
+        return state_key(self.base[i].as_py(), self.predicates[i].as_py())
+
+
+def state_keys(subjects: pa.Array | pa.ChunkedArray, predicates: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """:func:`~factmem.store.calls.state_key` of Arrow columns, vectorized (an Arrow string array)."""
     lengths = pc.cast(pc.utf8_length(subjects), pa.string())
-    return pc.binary_join_element_wise(lengths, subjects, predicates, "\0").to_numpy(zero_copy_only=False)
+    joined = pc.binary_join_element_wise(lengths, subjects, predicates, "\0")
+    return joined.combine_chunks() if isinstance(joined, pa.ChunkedArray) else joined
 
 
-# numpy columns of the state: name -> dtype (object: Python strings or None)
+def _by_hash_then_id(hashes: np.ndarray, ids: np.ndarray) -> np.ndarray:
+    """The order of rows by (hash, id): an unstable sort by hash (3x faster than a stable one), then
+    the few runs of equal hashes (keys holding several active facts, collisions) put in id order."""
+    order = np.argsort(hashes)
+    h = hashes[order]
+    tie = np.flatnonzero(h[1:] == h[:-1])
+    if tie.size:
+        member = np.zeros(len(h), bool)
+        member[tie] = member[tie + 1] = True
+        at = np.flatnonzero(member)
+        order[at] = order[at][np.lexsort((ids[order[at]], h[at]))]
+    return order
+
+
+def _flat(col: pa.ChunkedArray) -> pa.Array:
+    return col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
+
+
+# numpy columns of the state: name -> dtype (object: Python strings or None; _TEXTS: _Texts columns)
 _COLUMNS: dict[str, Any] = {
     "id": np.int64, "hash": np.int64, "key": object, "object": object, "confidence": np.float64,
     "count": np.int64, "last": np.int64, "rate": np.float64, "status": np.int8, "changed_at": np.int64,
@@ -72,6 +277,7 @@ _COLUMNS: dict[str, Any] = {
     "subject": object, "predicate": object, "note": object, "kind": np.int8, "first_seen": np.int64,
     "supersedes": np.int64,
 }
+_TEXTS = ("key", "object")  # read from the table for every active fact: Arrow-backed (_Texts)
 _NONE = NO_TIME  # a NULL changed_at / supersedes_id (the engine's NO_TIME and NO_REF alike)
 _FACTS_SCHEMA = pa.schema([
     ("id", pa.int64()), ("subject", pa.string()), ("predicate", pa.string()), ("object", pa.string()),
@@ -95,8 +301,8 @@ class ActiveState:
     #: merge the appended rows into the sorted ones beyond this many
     MERGE_AT = 65_536
 
-    def __init__(self, columns: dict[str, np.ndarray], n: int, next_fact_id: int):
-        self.col = columns
+    def __init__(self, columns: dict[str, Any], n: int, next_fact_id: int):  # numpy arrays and _Texts
+        self.col: dict[str, Any] = columns
         self.n = n
         self.n_sorted = self.n_indexed = n
         self.tail_hash = np.empty(0, np.int64)  # the index of rows [n_sorted, n_indexed), by hash
@@ -122,22 +328,27 @@ class ActiveState:
     @classmethod
     def build(cls, con: duckdb.DuckDBPyConnection, next_fact_id: int) -> ActiveState | None:
         """The state of a store's table (None when its ids are too sparse: see :meth:`dense_enough`)."""
-        got = con.execute(
-            f"SELECT id, {_KEY_SQL} AS k, object, confidence, reinforcement_count, last_reinforced, decay_rate "
-            "FROM memory_facts WHERE status = 'active'").fetchnumpy()
-        keys = np.asarray(got["k"], object)
-        hashes = key_hashes(keys)
-        ids = np.asarray(got["id"], np.int64)
+        # Arrow columns, hashed from their buffers: no Python object per fact (opening a store of a
+        # million facts for one call must not wait for a million strings)
+        con.complete()  # a result an earlier execute() left unread would refuse con.sql (whose Arrow is not copied)
+        got = con.sql(
+            "SELECT id, subject, predicate, object, confidence, reinforcement_count, last_reinforced, decay_rate "
+            "FROM memory_facts WHERE status = 'active'").to_arrow_table()
+        subjects, predicates = got.column("subject"), got.column("predicate")  # (chunked: never copied whole)
+        hashes = pair_hashes(subjects, predicates)
+        ids = _flat(got.column("id")).to_numpy()
         n = len(ids)
         if not cls.dense_enough(next_fact_id, n):
             return None
-        order = np.lexsort((ids, hashes))
+        order = _by_hash_then_id(hashes, ids)
         cap = max(1024, n + n // 4)
-        columns = {name: np.zeros(cap, dtype) if dtype is not object else np.full(cap, None, object)
-                   for name, dtype in _COLUMNS.items()}
-        for name, values in (("id", ids), ("hash", hashes), ("key", keys), ("object", got["object"]),
-                             ("confidence", got["confidence"]), ("count", got["reinforcement_count"]),
-                             ("last", got["last_reinforced"]), ("rate", got["decay_rate"])):
+        columns: dict[str, Any] = {name: np.zeros(cap, dtype) if dtype is not object else np.empty(cap, object)
+                   for name, dtype in _COLUMNS.items() if name not in _TEXTS}
+        columns["key"] = _KeyTexts(subjects, predicates, cap, order)  # (spelled lazily: a call reads a few rows)
+        columns["object"] = _Texts(got.column("object"), cap, order)
+        for name, values in (("id", ids), ("hash", hashes),
+                             ("confidence", got.column("confidence")), ("count", got.column("reinforcement_count")),
+                             ("last", got.column("last_reinforced")), ("rate", got.column("decay_rate"))):
             columns[name][:n] = np.asarray(values)[order]
         columns["in_table"][:n] = True
         columns["changed_at"][:] = _NONE
@@ -178,21 +389,23 @@ class ActiveState:
         self.tail_row = np.insert(self.tail_row, position, rows)
         self.n_indexed = self.n
 
-    def lookup(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Active facts of the :func:`~factmem.store.calls.state_key` strings ``keys``: (index into
-        keys, row), in row order within a key (what the batch kernel's state join returned, as rows)."""
-        keys = np.asarray(keys, object)
+    def lookup(self, keys: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+        """Active facts of the :func:`~factmem.store.calls.state_key` strings ``keys`` (:func:`state_keys`):
+        (index into keys, row), in row order within a key (what the batch kernel's state join returned,
+        as rows)."""
         if not len(keys):
             return np.empty(0, np.int64), np.empty(0, np.int64)
         query, rows = self._rows_of_hashes(key_hashes(keys))
-        keep = (self.col["status"][rows] == Status.ACTIVE) & (self.col["key"][rows] == keys[query])
+        active = self.col["status"][rows] == Status.ACTIVE
+        query, rows = query[active], rows[active]
+        keep = self.col["key"].equal(rows, keys.take(pa.array(query)))  # the key itself: hashes may collide
         return query[keep], rows[keep]
 
     def active_of(self, subject: str, predicate: str) -> tuple[int, list[tuple]]:
         """The key's hash, and (id, object, confidence, last_reinforced, decay_rate) of each of its
         active facts: :meth:`lookup` for one key, with scalar searches (a ``remember`` call)."""
         key = state_key(subject, predicate)
-        h = int(key_hashes(np.array([key], object))[0])
+        h = int(key_hashes([key])[0])
         c = self.col
         main = c["hash"][:self.n_sorted]
         rows = list(range(int(main.searchsorted(h, "left")), int(main.searchsorted(h, "right"))))
@@ -235,6 +448,9 @@ class ActiveState:
         if self.n + extra > cap:
             new_cap = max(2 * cap, self.n + extra)
             for name, values in self.col.items():
+                if isinstance(values, _Texts):
+                    values.grown(new_cap)
+                    continue
                 grown = np.zeros(new_cap, values.dtype) if values.dtype != object else np.full(new_cap, None, object)
                 grown[:self.n] = values[:self.n]
                 if name in ("changed_at", "supersedes"):
@@ -284,7 +500,10 @@ class ActiveState:
         keep = np.flatnonzero((c["status"][:self.n] == Status.ACTIVE) | c["dirty"][:self.n])
         order = keep[np.lexsort((c["id"][keep], c["hash"][keep]))]
         for name in c:
-            c[name][:len(order)] = c[name][order]
+            if isinstance(c[name], _Texts):
+                c[name] = c[name].reordered(order, self.n)
+            else:
+                c[name][:len(order)] = c[name][order]
         if len(self.archive_guess):
             self.archive_guess[:len(order)] = self.archive_guess[order]
         self.row_of_id[:] = -1
@@ -334,7 +553,7 @@ class ActiveState:
                 "id": pa.array(c["id"][new]),
                 "subject": pa.array(c["subject"][new], pa.string()),
                 "predicate": pa.array(c["predicate"][new], pa.string()),
-                "object": pa.array(c["object"][new], pa.string()),
+                "object": c["object"].arrow(new),
                 "note": pa.array(c["note"][new], pa.string()),
                 "kind": text_column(c["kind"][new], KIND_LABELS),
                 "first_seen": pa.array(c["first_seen"][new]),

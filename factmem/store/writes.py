@@ -151,7 +151,7 @@ class BatchWrites(StoreBase):
             sp_of, rows = state.lookup(state_keys(_fm_pairs.column("subject"), _fm_pairs.column("predicate")))
             c = state.col
             ex = pa.table({"sp": pa.array(sp_of), "id": pa.array(c["id"][rows]),
-                           "object": pa.array(c["object"][rows], pa.string()),
+                           "object": c["object"].arrow(rows),
                            "confidence": pa.array(c["confidence"][rows]),
                            "reinforcement_count": pa.array(c["count"][rows]),
                            "last_reinforced": pa.array(c["last"][rows]), "decay_rate": pa.array(c["rate"][rows])})
