@@ -96,11 +96,11 @@ def _poly(data: bytes) -> int:
     return h
 
 
-def _powers(n: int) -> np.ndarray:
-    """B**0 .. B**(n-1) modulo 2**64."""
+def _powers(n: int, base: int = _HASH_BASE) -> np.ndarray:
+    """base**0 .. base**(n-1) modulo 2**64."""
     if n <= 1:
         return np.ones(max(n, 0), np.uint64)
-    return np.concatenate([np.ones(1, np.uint64), np.cumprod(np.full(n - 1, _HASH_BASE, np.uint64))])
+    return np.concatenate([np.ones(1, np.uint64), np.cumprod(np.full(n - 1, base, np.uint64))])
 
 
 def _polys(keys: pa.Array | pa.ChunkedArray) -> np.ndarray:
@@ -145,13 +145,25 @@ def _poly_hashes(keys: pa.Array) -> np.ndarray:
     if hi == lo:
         return out
     data = np.frombuffer(buffers[2], np.uint8)[lo:hi]
-    lengths = np.diff(offsets)
-    powers = _powers(int(lengths.max()))
-    # byte j of the buffer belongs to the string ending at `end`: its weight is B**(end - 1 - j)
-    weight = powers[np.repeat(offsets[1:] - 1, lengths) - np.arange(lo, hi)]
-    nonempty = lengths > 0
-    out[nonempty] = np.add.reduceat(data.astype(np.uint64) * weight, (offsets[:-1] - lo)[nonempty])
-    return out
+    # with S the running sum of byte_j * B**-j (B is odd: invertible modulo 2**64), the string over bytes
+    # [start, end) hashes to B**(end-1) * (S[end] - S[start]): three passes over the bytes, none gathered
+    up, down = _power_tables(hi - lo + 1)
+    running = np.zeros(hi - lo + 1, np.uint64)
+    np.cumsum(data * down[:hi - lo], out=running[1:])  # (uint8 * uint64: uint64, wrapping)
+    start, end = offsets[:-1] - lo, offsets[1:] - lo
+    return up[np.maximum(end - 1, 0)] * (running[end] - running[start])  # an empty string: 0
+
+
+_TABLES: list[np.ndarray] = [np.ones(1, np.uint64), np.ones(1, np.uint64)]
+
+
+def _power_tables(n: int) -> tuple[np.ndarray, np.ndarray]:
+    """B**k and B**-k modulo 2**64 for k < n (kept, grown as needed)."""
+    if len(_TABLES[0]) < n:
+        size = max(n, 2 * len(_TABLES[0]))
+        inverse = pow(_HASH_BASE, -1, 1 << 64)
+        _TABLES[:] = [_powers(size, _HASH_BASE), _powers(size, inverse)]
+    return _TABLES[0], _TABLES[1]
 
 
 class _Texts:
