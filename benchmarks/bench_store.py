@@ -157,6 +157,7 @@ def _remember_calls(store, n_keys: int, changed, calls: int, at: int, seed: int 
     """Time ``calls`` remember() calls on random keys (a third each reinforcing, superseding, inserting)."""
     rng = np.random.default_rng(seed)
     per_kind: dict[str, list[float]] = {"reinforce": [], "supersede": [], "insert": []}
+    cpu: list[float] = []
     keys = rng.integers(0, n_keys, size=calls)
     for i in range(calls):
         k = int(keys[i])
@@ -165,12 +166,14 @@ def _remember_calls(store, n_keys: int, changed, calls: int, at: int, seed: int 
         obj = ("v1" if changed[k] else "v0") if what == "reinforce" else f"w{i}"
         if what == "insert":
             subject, obj = f"new{i}", "x"
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.process_time()
         store.remember(subject, predicate, obj, kind="explicit", at=at + i)
         per_kind[what].append(time.perf_counter() - t)
+        cpu.append(time.process_time() - c)
     every = np.concatenate([np.array(v) for v in per_kind.values()]) * 1000
     return {"median_ms": float(np.median(every)), "p95_ms": float(np.percentile(every, 95)),
             "p99_ms": float(np.percentile(every, 99)), "max_ms": float(every.max()), "total_ms": float(every.sum()),
+            "cpu_median_ms": float(np.median(cpu) * 1000),
             "by_kind": {k: float(np.median(v) * 1000) for k, v in per_kind.items()}}
 
 
@@ -190,19 +193,19 @@ def bench_remember_latency(n_facts: int, calls: int, tmp: str) -> dict:
         copy = os.path.join(tmp, f"remember-{behind}.duckdb")
         shutil.copyfile(path, copy)
         store = FactStore(copy, write_behind=behind)
-        t = time.perf_counter()
-        store.remember("warm", "up", "x", at=at)
-        first = (time.perf_counter() - t) * 1000
+        with Clock() as c:
+            store.remember("warm", "up", "x", at=at)
+        first, first_cpu = c.wall * 1000, c.cpu * 1000
         got = _remember_calls(store, n_keys, changed, calls, at + 1)
         t = time.perf_counter()
         store.close()  # writes what is still held behind (a read would too)
         closing = (time.perf_counter() - t) * 1000
-        got.update(first_ms=first, close_ms=closing, per_call_ms=(got["total_ms"] + closing) / calls)
+        got.update(first_ms=first, first_cpu_ms=first_cpu, close_ms=closing, per_call_ms=(got["total_ms"] + closing) / calls)
         out["behind" if behind else "row_by_row"] = got
         print(f"  {label}:")
-        print(f"    first call after opening {first:.0f} ms ("
+        print(f"    first call after opening {first:.0f} ms, cpu {first_cpu:.0f} ms ("
               + ("builds the in-process state of the active facts" if behind else "builds the key map") + ")")
-        print(f"    remember(): median {got['median_ms']:.2f} ms, p95 {got['p95_ms']:.2f}, p99 {got['p99_ms']:.2f}, "
+        print(f"    remember(): median {got['median_ms']:.2f} ms (cpu {got['cpu_median_ms']:.2f}), p95 {got['p95_ms']:.2f}, p99 {got['p99_ms']:.2f}, "
               f"max {got['max_ms']:.1f} ms   (" + ", ".join(f"{k} {v:.2f}" for k, v in got["by_kind"].items())
               + " ms median)")
         print(f"    close() {closing:.0f} ms; per call, everything included (calls + close): {got['per_call_ms']:.2f} ms")
@@ -214,19 +217,21 @@ def bench_remember_latency(n_facts: int, calls: int, tmp: str) -> dict:
                            cwd=str(HERE.parent))
     if child.returncode:
         raise SystemExit(child.stderr)
-    imported, opened, first_cold = (float(v) for v in child.stdout.split()[-3:])
-    warm = []
+    imported, opened, first_cold, first_cold_cpu = (float(v) for v in child.stdout.split()[-4:])
+    warm, warm_cpu = [], []
     for _ in range(2):
         with Clock() as c:
             store = FactStore(copy)
             store.remember("warm", "start", "x", at=at + 10**6)
         warm.append(c.wall)
+        warm_cpu.append(c.cpu)
         store.close()
     out["first_call"] = {"cold_import_s": imported, "cold_open_s": opened, "cold_first_s": first_cold,
-                         "warm_open_and_first_s": warm}
+                         "cold_first_cpu_s": first_cold_cpu, "warm_open_and_first_s": warm,
+                         "warm_open_and_first_cpu_s": warm_cpu}
     print(f"  first remember() after opening, cold (a fresh process): import {imported:.2f} s, open {opened:.3f} s, "
-          f"first call {first_cold:.3f} s; warm (this process, opened again): open + first call "
-          + ", ".join(f"{w:.3f}" for w in warm) + " s")
+          f"first call {first_cold:.3f} s (cpu {first_cold_cpu:.3f}); warm (this process, opened again): open + first "
+          "call " + ", ".join(f"{w:.3f} (cpu {c:.3f})" for w, c in zip(warm, warm_cpu)) + " s")
     behind_out, rows_out = out["behind"], out["row_by_row"]
     out["median_ms"], out["p95_ms"] = behind_out["median_ms"], behind_out["p95_ms"]
     print(f"  written behind vs row by row: median {rows_out['median_ms'] / behind_out['median_ms']:.1f}x, "
@@ -318,11 +323,11 @@ imported = time.perf_counter() - t
 t = time.perf_counter()
 s = FactStore(sys.argv[1])
 opened = time.perf_counter() - t
-t = time.perf_counter()
+t, c = time.perf_counter(), time.process_time()
 s.remember("cold", "start", "x", at=int(sys.argv[2]))
-first = time.perf_counter() - t
+first, first_cpu = time.perf_counter() - t, time.process_time() - c
 s.close()
-print(imported, opened, first)
+print(imported, opened, first, first_cpu)
 """
 
 CHILD = """
@@ -393,11 +398,11 @@ def summary(r: dict) -> None:
     if "remember" in r:
         fc = r["remember"]["first_call"]
         rows.append(("first remember() after opening a 1M-fact store", f"{fc['cold_first_s']:.3f} s "
-                     f"(+ open {fc['cold_open_s']:.3f})", f"{min(fc['warm_open_and_first_s']):.3f} s (open + call)",
-                     "<= 0.3 s"))
+                     f"(cpu {fc['cold_first_cpu_s']:.3f})", f"{min(fc['warm_open_and_first_s']):.3f} s (cpu "
+                     f"{min(fc['warm_open_and_first_cpu_s']):.3f}; with open)", "<= 0.3 s"))
         b = r["remember"]["behind"]
-        rows.append(("remember() steady state, 1M facts (median; p95)", "-", f"{b['median_ms']:.2f} ms; {b['p95_ms']:.2f} ms",
-                     "<= 0.5 ms"))
+        rows.append(("remember() steady state, 1M facts (median; p95)", "-",
+                     f"{b['median_ms']:.2f} ms (cpu {b['cpu_median_ms']:.2f}); {b['p95_ms']:.2f} ms", "<= 0.5 ms"))
     if "rss" in r:
         rows.append(("peak RSS, one ingest of 10M events", "-", f"{r['rss']['peak_rss_gb']:.2f} GB", "< 4 GB"))
     print(f"\nsummary [{load()}]")
