@@ -57,7 +57,8 @@ def _expand(sorted_values: np.ndarray, wanted: np.ndarray) -> tuple[np.ndarray, 
 _HASH_BASE = 0x100000001B3
 _MIX1, _MIX2 = 0xBF58476D1CE4E5B9, 0x94D049BB133111EB
 _MASK = (1 << 64) - 1
-_HASH_CHUNK = 1 << 16  # keys hashed at once: per-byte temporaries of a few MB (4x faster than 1M at once)
+_HASH_CHUNK = 1 << 14  # keys hashed at once: per-byte temporaries under a few MB (4x faster than 1M at once)
+_KEPT_POWERS = 1 << 20  # power tables up to this long are kept between calls (16 MB); longer ones are not
 
 
 def key_hashes(keys: pa.Array | pa.ChunkedArray | np.ndarray | list[str]) -> np.ndarray:
@@ -158,11 +159,14 @@ _TABLES: list[np.ndarray] = [np.ones(1, np.uint64), np.ones(1, np.uint64)]
 
 
 def _power_tables(n: int) -> tuple[np.ndarray, np.ndarray]:
-    """B**k and B**-k modulo 2**64 for k < n (kept, grown as needed)."""
+    """B**k and B**-k modulo 2**64 for k < n (kept, grown as needed, up to ``_KEPT_POWERS``: a chunk
+    holding a very long key gets tables of its own)."""
     if len(_TABLES[0]) < n:
-        size = max(n, 2 * len(_TABLES[0]))
-        inverse = pow(_HASH_BASE, -1, 1 << 64)
-        _TABLES[:] = [_powers(size, _HASH_BASE), _powers(size, inverse)]
+        size = max(n, min(2 * len(_TABLES[0]), _KEPT_POWERS))
+        tables = [_powers(size, _HASH_BASE), _powers(size, pow(_HASH_BASE, -1, 1 << 64))]
+        if size > _KEPT_POWERS:
+            return tables[0], tables[1]
+        _TABLES[:] = tables
     return _TABLES[0], _TABLES[1]
 
 
