@@ -104,6 +104,11 @@ def test_every_study_in_study_db_matches_sweep_parquet(run):
     proposed = table["study"][searched & (table["study"] != "")]
     assert len(proposed) == 4 * 6 or proposed.str.contains(",").any()
     assert np.array_equal(res.importances["parameter"], sorted(SPACE))
+    assert list(res.importances.columns) == ["parameter", "all", "max", "identified"]  # the all-data study's
+    report = (out / "report.md").read_text()
+    # the importances beside the identification, then the account of the search
+    assert report.index("## Identification") < report.index("PED-ANOVA") < report.index("## The search")
+    assert f"`{res.importances.sort_values('max', ascending=False)['parameter'].iloc[0]}` |" in report
 
 
 def test_no_fold_chooses_a_candidate_another_study_proposed(run):

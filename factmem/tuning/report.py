@@ -39,7 +39,8 @@ from factmem.tuning.settings import CONTEXT_OBJECTIVES
 if TYPE_CHECKING:
     from factmem.tuning.tune import Recommendation, TuneResult
 
-__all__ = ["write_tune_run", "budget_curve_table", "render_report", "judgement", "search_section", "CURVE_K"]
+__all__ = ["write_tune_run", "budget_curve_table", "render_report", "judgement", "search_section", "importance_lines",
+           "CURVE_K"]
 
 #: the largest budget the utility-against-budget figure shows
 CURVE_K = 100
@@ -432,6 +433,7 @@ def render_report(result: TuneResult, P: PreparedLog, figs: dict[str, Path], cal
             values = {n: [searched_values(result.search.resolved_space, run.params[k])[n] for run in r.restarts]
                       for n in result.search.resolved_space} if len(r.restarts) > 1 else None
             L += identification_lines(r.identification, values) + [""]
+    L += importance_lines(result)
     L += ["## What the recommendation changes", "", "| parameter | seed default | baseline | recommended |",
           "|---|---|---|---|"]
     defaults = MemoryParams().to_flat()
@@ -489,39 +491,51 @@ def render_report(result: TuneResult, P: PreparedLog, figs: dict[str, Path], cal
     return "\n".join(L)
 
 
+def importance_lines(result: TuneResult) -> list[str]:
+    """Each searched parameter's importance in the all-data study (PED-ANOVA), beside the identification."""
+    imp = result.importances
+    if imp is None or not len(imp):
+        return []
+    names = [c for c in imp.columns if c not in ("parameter", "max", "identified")]
+    L = ["Importance of each searched parameter in the search (Optuna's PED-ANOVA on the all-data study: its share "
+         "of what tells the good candidates from the rest; *important* at "
+         f"{100 * IDENTIFIED_SHARE:.0f}% or more). It says where the search found the objective sensitive; the "
+         "identification above (the effect of moving one value at the recommendation) decides what is shipped.", "",
+         "| parameter | " + " | ".join(f"importance ({n})" for n in names) + " | important |",
+         "|---" * (len(names) + 2) + "|"]
+    for _, row in imp.sort_values("max", ascending=False, na_position="last").iterrows():
+        L.append(f"| `{row['parameter']}` | " + " | ".join(_fmt(row[n], 2) for n in names)
+                 + f" | {'yes' if row['identified'] else '**not identified**'} |")
+    missing = imp.loc[~imp["identified"], "parameter"].tolist()
+    L += [""]
+    if missing:
+        L += [f"Not identified by importance: {', '.join(f'`{m}`' for m in missing)} — below "
+              f"{100 * IDENTIFIED_SHARE:.0f}% in the study, so the search's results do not say where it should be.", ""]
+    return L
+
+
 def search_section(result: TuneResult) -> list[str]:
-    """The report's account of the search: sampler, studies, budget, each parameter's importance."""
+    """The report's account of the search: sampler, studies, budget, the search's notes."""
     out = result.studies
     if out is None:
         return []
     s = result.search
-    n_rows = len(result.sweep.params)
+    n_rows = len(out.sweep.params)
+    if s.method in ("tpe", "cmaes", "gp"):
+        start = (f"a start of {s.startup} shared by every study (they look at no score"
+                 + ("; it opens with the space's corners — one kind shown and never decaying, the others starting "
+                    "below the threshold; everything kept; the centre — then random draws" if s.corners else
+                    ": random draws") + f"), then {s.n} of each study's own")
+    else:
+        start = f"{out.proposed} candidates shared by every study"
     L = ["## The search", "",
          f"Optuna sampler `{s.method}` (seed {s.seed}), one study per selection set "
          f"({', '.join(f'`{n}`' for n in out.studies)}): each fold's study is told only the scores of its training "
-         f"people, and each fold chooses among its own study's candidates and the fixed points (baseline, seed "
-         f"defaults, current, start). "
-         + (f"{s.startup} random draws shared by every study (they look at no score), then {s.n} of each study's "
-            f"own" if s.method in ("tpe", "cmaes", "gp") else f"{out.proposed} candidates shared by every study")
-         + f" ({out.proposed} per study, in {out.rounds} rounds); "
-         f"{n_rows} distinct parameter sets replayed. The studies are in `study.db` (open them with "
-         "`optuna-dashboard study.db`; every trial carries its `sweep.parquet` row and factmem's metrics as user "
-         "attributes).", ""]
-    imp = result.importances
-    if imp is not None and len(imp):
-        names = [c for c in imp.columns if c not in ("parameter", "max", "identified")]
-        L += ["Importance of each searched parameter (PED-ANOVA, share of the objective's variation among the "
-              "good candidates, per study; *identified* when it reaches "
-              f"{100 * IDENTIFIED_SHARE:.0f}% in at least one study):", "",
-              "| parameter | " + " | ".join(names) + " | identified |", "|---" * (len(names) + 2) + "|"]
-        for _, row in imp.sort_values("max", ascending=False, na_position="last").iterrows():
-            L.append(f"| `{row['parameter']}` | " + " | ".join(_fmt(row[n], 2) for n in names)
-                     + f" | {'yes' if row['identified'] else '**not identified**'} |")
-        missing = imp.loc[~imp["identified"], "parameter"].tolist()
-        L += [""]
-        if missing:
-            L += [f"Not identified: {', '.join(f'`{m}`' for m in missing)} — it matters in no study, so the data do "
-                  "not say where it should be; its recommended value is arbitrary within the range.", ""]
+         f"people, and each fold chooses among its own study's candidates, the shared ones and the fixed points "
+         f"(baseline, seed defaults, current, start): {start} ({out.proposed} per study, in {out.rounds} rounds); "
+         f"{n_rows} distinct parameter sets replayed by the search (the identification probes and the restarts "
+         "come on top). The studies are in `study.db` (open them with `optuna-dashboard study.db`; every trial "
+         "carries its `sweep.parquet` row and factmem's metrics as user attributes).", ""]
     for n in result.notes:
         L += [f"- {n}"]
     if result.notes:
