@@ -15,6 +15,7 @@ from factmem.data.generate import generate, write
 from factmem.errors import InputError
 from factmem.tuning.decision import Promotion
 from factmem.tuning.search import (
+    corner_points,
     distributions,
     in_space,
     load_studies,
@@ -22,7 +23,7 @@ from factmem.tuning.search import (
     parameter_importances,
     save_studies,
 )
-from factmem.tuning.settings import Compute, Holdout, Objective, Search
+from factmem.tuning.settings import DEFAULT_SPACE, Compute, Holdout, Objective, Search
 from factmem.tuning.space import Range
 from factmem.tuning.tune import subject_folds, tune
 
@@ -55,6 +56,30 @@ def test_spaces_map_onto_optuna_distributions():
     assert in_space(SPACE, MemoryParams()) and not in_space(SPACE, MemoryParams(decay_rate={"explicit": 0.5}))
     # the alias ties the two thresholds: a point where they differ is not in the space
     assert not in_space(SPACE, MemoryParams(retrieval_threshold=0.1))
+
+
+def test_the_shared_start_opens_with_the_corners(run):
+    pts = corner_points(DEFAULT_SPACE, MemoryParams())
+    kinds = ("explicit", "user_preference", "episodic")
+    assert len(pts) == 2 * len(kinds) + 2 and all(in_space(DEFAULT_SPACE, p) for p in pts)
+    for i, kind in enumerate(kinds):  # the issue's corner: one kind shown and never decaying ...
+        for p in pts[2 * i: 2 * i + 2]:
+            assert p.decay_rate[kind] == DEFAULT_SPACE[f"decay_rate.{kind}"].low
+            assert p.initial_confidence[kind] == DEFAULT_SPACE[f"initial_confidence.{kind}"].high
+            # ... the other kinds starting below the threshold
+            assert all(p.initial_confidence[o] < p.archive_threshold == p.retrieval_threshold == 0.3
+                       for o in kinds if o != kind)
+        assert pts[2 * i].reinforce_gain == MemoryParams().reinforce_gain and pts[2 * i + 1].reinforce_gain == 0.05
+    keep = pts[-2]  # everything kept, then the centre
+    assert keep.archive_threshold == 0 and all(keep.decay_rate[k] == DEFAULT_SPACE[f"decay_rate.{k}"].low
+                                               for k in kinds)
+    assert pts[-1].reinforce_gain == pytest.approx(0.525) and pts[-1].decay_rate.explicit == pytest.approx(
+        math.sqrt(1e-4 * 0.3))
+    # a space without kinds' pairs has only its centre; the run's shared start holds it, told to every study
+    res, _ = run
+    (centre,) = corner_points(SPACE, res.baseline)
+    row = res.sweep.params.index(centre)
+    assert res.sweep.table.loc[row, "study"] == "" and Search().corners and not Search(corners=False).corners
 
 
 def test_unknown_or_unavailable_samplers_and_ranges_in_a_grid(tiny_dir):

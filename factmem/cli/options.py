@@ -68,6 +68,10 @@ def search_args(p: argparse.ArgumentParser, *, method: str = "random") -> None:
         g.add_argument("--startup", type=int, default=default.startup,
                        help=f"tpe, cmaes, gp: random draws shared by every study before they adapt "
                             f"(default {default.startup})")
+        g.add_argument("--no-corners", dest="corners", action="store_false",
+                       help="tpe, cmaes, gp: a shared start of random draws only (default: it opens with the "
+                            "space's corners — one kind shown and never decaying, the others starting below the "
+                            "threshold; everything kept; the centre)")
     g.add_argument("--seed", type=int, default=0, help="seed of the search, folds and bootstrap (default 0)")
     o = p.add_argument_group("objective")
     o.add_argument("--objective", default="utility",
@@ -118,7 +122,8 @@ def settings_of(args: argparse.Namespace) -> tuple[Any, Any, Any, Any]:
     mode: Any = "log" if args.holdout else ("time" if args.split is not None else "subjects")
     space = space_of(args) or None
     search = Search(space=space, method=args.search, n=args.n if args.n is not None else Search().n,
-                    startup=getattr(args, "startup", Search().startup), seed=args.seed)
+                    startup=getattr(args, "startup", Search().startup), seed=args.seed,
+                    corners=getattr(args, "corners", Search().corners))
     objective = Objective(name=args.objective, budgets=budgets, costs=args.cost, needed=args.needed,
                           max_points_per_subject=args.max_points)
     holdout = Holdout(mode=mode, folds=args.folds, split=args.split if args.split is not None else 2 / 3,

@@ -15,7 +15,8 @@ subjects (``fold-0`` …): a fold's sampler is told only the scores of the peopl
 and that fold's choice is made among the candidates its own study proposed (and the fixed points),
 so no fold's choice has seen its held-out people. What is proposed without looking at any score
 is shared — every study holds it, told its own selection's score: a ``random`` search's draws, a
-``grid``, and an adaptive sampler's random start (``startup`` draws, seeded) — which costs one
+``grid``, and an adaptive sampler's start (``startup`` points: with ``Search.corners``, the default,
+it opens with the space's corners, :func:`corner_points`, then seeded random draws) — which costs one
 study's candidates instead of one per selection. After the start each adaptive study proposes ``n``
 candidates of its own.
 
