@@ -29,7 +29,7 @@ from factmem.data.generate import generate  # noqa: E402
 from factmem.data.logs import bundled_dataset, load  # noqa: E402
 from factmem.tuning.agreement import agreement_table, best_proxy  # noqa: E402
 
-PRESETS = ("small", "drift", "episodic-flood", "multi-valued", "long-absence", "realistic")
+PRESETS = ("small", "drift", "episodic-flood", "multi-valued", "long-absence", "realistic", "conversation")
 
 
 def _markdown(frame: pd.DataFrame) -> str:

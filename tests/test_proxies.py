@@ -9,7 +9,7 @@ import pytest
 from factmem.core.params import MemoryParams
 from factmem.data.generate import generate
 from factmem.evaluation.context import ContextEvaluator
-from factmem.evaluation.proxies import PROXIES, WINDOW_SESSIONS
+from factmem.evaluation.proxies import EPISODE_SESSIONS, PROXIES, WINDOW_SESSIONS
 from factmem.evaluation.simulate import prepare
 from factmem.tuning.agreement import flat_share, measure_agreement, spearman
 
@@ -26,8 +26,14 @@ def _reference(P, ev: ContextEvaluator, name: str, params: MemoryParams):
     pred_of = np.asarray(P.triples.get_level_values(1), dtype=object)
     starts = P.dataset.messages.groupby("session_id", observed=True)["ts"].min().to_dict()
     by_subject: dict = {}
-    for tr, ts, sess in zip(P.ev_triple, P.events["ts"].to_numpy(), P.events["session_id"].astype(str)):
+    episodes = set()
+    for tr, ts, sess, kind in zip(P.ev_triple, P.events["ts"].to_numpy(), P.events["session_id"].astype(str),
+                                  P.events["kind"].astype(str)):
         by_subject.setdefault(subj_of[tr], []).append((int(ts), int(tr), sess))
+        if kind == "episodic":
+            episodes.add(int(tr))
+    log_multi = P.dataset.multi_valued_predicates  # kind-aware reads the log's registry, not the candidate's
+    assert log_multi
     out = {}
     for row in ev.points.itertuples():
         s, t = ev.subjects[row.subject], row.t
@@ -42,7 +48,17 @@ def _reference(P, ev: ContextEvaluator, name: str, params: MemoryParams):
         for tr in {tr for _, tr, _ in mine}:
             others = {x for _, x, _ in mine if pred_of[x] == pred_of[tr] and x != tr}
             single = pred_of[tr] not in params.multi_valued_predicates
-            if name == "next-3-sessions":
+            if name == "kind-aware":
+                if tr in episodes:  # needed while one of the previous sessions mentions it; else expired
+                    recent = {x for _, x in sess[max(0, i - EPISODE_SESSIONS):i]}
+                    needed = tr in before and any(y == tr and x in recent for _, y, x in mine)
+                    stale, charged = False, not needed
+                else:  # needed while the latest word on its (subject, predicate) before t
+                    latest = max((ts for ts, y, _ in mine if ts < t and (y == tr or y in others)), default=None)
+                    current = latest is not None and any(ts == latest and y == tr for ts, y, _ in mine)
+                    needed = tr in before and (current or pred_of[tr] in log_multi)
+                    stale = charged = tr in before and not needed
+            elif name == "next-3-sessions":
                 needed = tr in before and tr in in_window
                 stale = tr not in in_window and bool(others & in_window) and single
                 charged = stale
@@ -53,6 +69,10 @@ def _reference(P, ev: ContextEvaluator, name: str, params: MemoryParams):
             flags[tr] = (needed, charged, stale)
         out[row.Index] = flags
     return out
+
+
+def _episodes(P) -> set:
+    return {int(tr) for tr, kind in zip(P.ev_triple, P.events["kind"].astype(str)) if kind == "episodic"}
 
 
 @pytest.mark.parametrize("name", PROXIES)
@@ -71,6 +91,9 @@ def test_each_proxy_is_its_definition(P, name, sample):
     want = np.array([ref[p][x] for p, x in zip(pe, tr)])
     other = 3 if name == "hindsight" else 5  # never mentioned again: expired (hindsight) or unneeded
     want_code = np.where(want[:, 0], 1, np.where(want[:, 2], 2, np.where(want[:, 1], 3, other)))
+    if name == "kind-aware":  # a lasting fact not yet mentioned is unneeded; an episode not needed, expired
+        ep = np.isin(tr, list(_episodes(P)))
+        want_code = np.where(want[:, 0], 1, np.where(want[:, 2], 2, np.where(ep, 3, 5)))
     assert (needed == want[:, 0]).all() and (code == want_code).all() and (label == needed).all()
     counts = np.array([sum(f[0] for f in ref[p].values()) for p in range(len(ev.points))], float)
     assert (ev._pt_needed == counts).all()

@@ -420,3 +420,20 @@ def test_whatif_scores_the_reference_policies_on_the_same_session_starts(exporte
                                                    / sums[:, FIELDS.index("points")].sum())
     report = (res.write(tmp_path / "run", figures=False) / "report.md").read_text()
     assert "reference policies" in report and "keep-everything" in report
+
+
+def test_the_replay_consolidates_with_the_period_the_file_records(tmp_path):
+    """A memory built with a consolidation every 12 h and exported saying so: whatif replays it every 12 h
+    without being told (and reproduces it), and says so; told 24 h, it names the file's period."""
+    ds = generate("tiny", seed=3)
+    run = simulate(ds, OWN, Schedule(consolidate_every_hours=12.0), store_path=tmp_path / "memory.duckdb")
+    run.store.close()
+    prod = tmp_path / "prod.sqlite"
+    assert main(["export-db", str(tmp_path / "memory.duckdb"), "--out", str(prod), "--consolidate-every", "12",
+                 "-q"]) == 0
+    r = whatif(prod, OWN, bootstrap=0, figures=False)
+    assert r.settings.consolidate_every_hours == 12.0 and r.settings.period == 43200
+    assert r.reproduction.failed == 0 and r.reproduction.checked > 0
+    assert any("the period the file records" in n for n in r.notes)
+    told = whatif(prod, OWN, bootstrap=0, figures=False, consolidate_every_hours=24.0)
+    assert told.settings.period == 86400 and any("consolidation every 12 h" in n for n in told.notes)

@@ -46,8 +46,9 @@ def add_whatif(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--needed", choices=[m for m in NEEDED_MODES if m != "truth"], default=DEFAULT_PROXY,
                    help=f"what a context should hold (production has no truth: a proxy; default {DEFAULT_PROXY}, the "
                         "best-agreeing with the truth on synthetic logs — see docs/design.md)")
-    p.add_argument("--consolidate-every", type=float, default=24.0, metavar="HOURS",
-                   help="the replay consolidates every HOURS at multiples since the epoch (default 24: midnight UTC)")
+    p.add_argument("--consolidate-every", type=float, default=None, metavar="HOURS",
+                   help="the replay consolidates every HOURS at multiples since the epoch (default: the period the "
+                        "file records in factmem_meta, else 24: midnight UTC)")
     p.add_argument("--cost", default="stale=1,unneeded=0", metavar="KIND=W[,...]",
                    help="cost of a context fact the next session does not need, relative to a needed one: stale "
                         "(it mentions another value) or unneeded (default stale=1,unneeded=0)")
@@ -132,7 +133,7 @@ def run_tune_production(args: argparse.Namespace) -> int:
     result = tune_production(args.log, current=args.current, needed=args.needed, out=args.out, force=args.force,
                              search=search, budgets=objective.budgets, costs=objective.costs,
                              folds=holdout.folds, bootstrap=holdout.bootstrap, seed=holdout.seed,
-                             consolidate_every_hours=24.0 if args.consolidate_every is None else args.consolidate_every,
+                             consolidate_every_hours=args.consolidate_every,
                              max_points_per_subject=objective.max_points_per_subject,
                              max_search_subjects=args.max_search_people or MAX_SEARCH_SUBJECTS, compute=compute)
     say = Output(args)

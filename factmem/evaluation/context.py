@@ -82,7 +82,7 @@ from factmem.evaluation.context_scores import (
     context_threshold,
 )
 from factmem.evaluation.metrics import packed_order, settle_ties, true_intervals
-from factmem.evaluation.proxies import PointIndex, Proxy, make_proxy
+from factmem.evaluation.proxies import PointIndex, Proxy, kind_inputs, make_proxy
 from factmem.evaluation.topk import top_k_masks
 
 if TYPE_CHECKING:
@@ -365,6 +365,8 @@ class ContextEvaluator:
                            mention_ts=np.asarray(P.events["ts"].to_numpy(), np.int64),
                            triple_subject=self._triple_subject.copy(), triple_pred=self._triple_pred.copy(),
                            n_pred=len(self._predicates), point_key=self._pt_key, tmin=self._tmin, span=self._span)
+        if name == "kind-aware":  # which facts are episodes, which predicates multi-valued (the log's own word)
+            index.triple_episodic, index.multi_pred = kind_inputs(P, self._n_known, self._predicates)
         self._proxy = make_proxy(name, index)
         self._pt_needed = self._proxy.needed_counts()
 

@@ -17,7 +17,7 @@ __all__ = ["Needed", "NEEDED_MODES", "FIELDS", "FIELD_INDEX", "ContextScores", "
 
 #: ``truth`` needs ground truth; the others are no-truth proxies (``next-session`` in
 #: :mod:`factmem.evaluation.context`, the rest in :mod:`factmem.evaluation.proxies`)
-Needed = Literal["truth", "next-session", "next-3-sessions", "hindsight", "later-mention"]
+Needed = Literal["truth", "next-session", "next-3-sessions", "hindsight", "later-mention", "kind-aware"]
 NEEDED_MODES: tuple[Needed, ...] = get_args(Needed)
 
 #: per (part, subject, budget) sums kept by :class:`ContextScores`

@@ -21,11 +21,38 @@ from factmem.core.params import MemoryParams
 from factmem.export.document import params_fingerprint
 from factmem.export.sqlite_format import META_FINGERPRINT, META_PERIOD
 
-__all__ = ["provenance_notes"]
+__all__ = ["provenance_notes", "recorded_period", "resolve_period", "DEFAULT_PERIOD"]
+
+#: the replay's consolidation period when the file records none: daily, at midnight UTC (seconds)
+DEFAULT_PERIOD = 86400
 
 
 def _hours(seconds: int) -> str:
     return f"{seconds / 3600:g} h"
+
+
+def recorded_period(meta: dict[str, str]) -> int | None:
+    """The consolidation period (seconds) the file records in ``factmem_meta``, when it is a positive
+    whole number; else None (then a replay consolidates daily, and :func:`provenance_notes` names a
+    value it cannot read)."""
+    raw = meta.get(META_PERIOD)
+    try:
+        value = int(raw) if raw is not None else None
+    except ValueError:
+        return None
+    return value if value is not None and value > 0 else None
+
+
+def resolve_period(meta: dict[str, str], hours: float | None) -> tuple[int, str | None]:
+    """The replay's period in seconds: ``hours`` when given, else the one the file records, else
+    :data:`DEFAULT_PERIOD`; and a note when the file's own period, other than daily, was taken."""
+    if hours is not None:
+        return int(round(hours * 3600)), None
+    theirs = recorded_period(meta)
+    if theirs is None or theirs == DEFAULT_PERIOD:
+        return DEFAULT_PERIOD, None
+    return theirs, (f"The replay consolidates every {_hours(theirs)}, the period the file records (factmem_meta "
+                    f"{META_PERIOD} = {theirs}); pass --consolidate-every HOURS to replay another schedule.")
 
 
 def provenance_notes(meta: dict[str, str], params: MemoryParams, period: int, *,
@@ -54,8 +81,11 @@ def provenance_notes(meta: dict[str, str], params: MemoryParams, period: int, *,
     if raw is not None:
         try:
             theirs = int(raw)
+            if theirs <= 0:
+                raise ValueError(raw)
         except ValueError:
-            notes.append(f"factmem_meta's {META_PERIOD} = {raw!r} is not a whole number of seconds; ignored.")
+            notes.append(f"factmem_meta's {META_PERIOD} = {raw!r} is not a positive whole number of seconds; "
+                         "ignored.")
         else:
             if theirs != period:
                 notes.append(f"The file was built with a consolidation every {_hours(theirs)} (factmem_meta "

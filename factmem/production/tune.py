@@ -19,7 +19,8 @@ Usage::
    seed``); otherwise exit 2 naming the flag. They are the **base** of the search (every candidate
    differs from them only in what is searched) and the **baseline** a recommendation must beat.
 3. **Reproduction check**: the log replayed under the current parameters (consolidation every
-   ``consolidate_every_hours`` at multiples since the epoch, as ``whatif``) must rebuild the file's
+   ``consolidate_every_hours`` at multiples since the epoch, as ``whatif``; default: the period the file
+   records in ``factmem_meta``, else daily) must rebuild the file's
    facts; when more than 5% are not rebuilt the report's first line says the comparison is not
    against what production did, with the likely causes, and :attr:`ProductionTuneResult.exit_status`
    is 4.
@@ -61,6 +62,7 @@ from factmem.errors import InputError
 from factmem.evaluation.context import NEEDED_MODES
 from factmem.evaluation.simulate import PreparedLog, Schedule
 from factmem.production.current import EXIT_NOT_REPRODUCED, reproduction_warning, resolve_current
+from factmem.production.provenance import provenance_notes, resolve_period
 from factmem.production.rebuild import ProductionLog, read_production, release_memory
 from factmem.production.replay import Reproduction, check_reproduction, consolidation_grid, encode, replay_log
 from factmem.tuning.agreement import DEFAULT_PROXY, FLAT_SHARE, PROXY_AGREEMENT, agreement_sentence, flat_share
@@ -179,7 +181,7 @@ def _read(path: Path, tmp: Path) -> tuple[ProductionLog, list[str]]:
 def tune_production(production: str | os.PathLike, *, current: Any = None, needed: str | None = None,
                     out: str | os.PathLike | None = None, force: bool = False, search: Any = None,
                     budgets: tuple[int, ...] = (20,), costs: Any = None, folds: int = 3, bootstrap: int = 1000,
-                    seed: int = 0, consolidate_every_hours: float = 24.0, max_points_per_subject: int | None = None,
+                    seed: int = 0, consolidate_every_hours: float | None = None, max_points_per_subject: int | None = None,
                     max_search_subjects: int | None = MAX_SEARCH_SUBJECTS, compute: Any = None,
                     write: bool = True) -> ProductionTuneResult:
     """Tune on a production file (see the module docstring). ``current``: a params file, MemoryParams or
@@ -200,9 +202,10 @@ def tune_production(production: str | os.PathLike, *, current: Any = None, neede
     path = Path(production)
     if not path.exists():
         raise InputError(f"{path}: no such file")
-    period = int(round(consolidate_every_hours * 3600))
-    if period < 1:
-        raise InputError(f"consolidate_every_hours must be positive, got {consolidate_every_hours!r}")
+    if consolidate_every_hours is not None and (
+            isinstance(consolidate_every_hours, bool) or not isinstance(consolidate_every_hours, (int, float))
+            or not math.isfinite(consolidate_every_hours) or round(consolidate_every_hours * 3600) < 1):
+        raise InputError(f"consolidate_every_hours must be a positive number of hours, got {consolidate_every_hours!r}")
     objective = Objective(budgets=tuple(budgets), costs=costs, needed=needed,
                           max_points_per_subject=max_points_per_subject)
     holdout = Holdout(folds=folds, bootstrap=bootstrap, seed=seed)
@@ -221,6 +224,11 @@ def tune_production(production: str | os.PathLike, *, current: Any = None, neede
 
     if (note := extra_columns_note(log.extra_columns)):
         notes.append(note)
+    # the file's own consolidation period unless one was asked for, as whatif replays it
+    period, period_note = resolve_period(log.meta, consolidate_every_hours)
+    consolidate_every_hours = period / 3600
+    notes += [period_note] if period_note else []
+    notes += provenance_notes(log.meta, cur.params, period)  # a fingerprint or period the file records otherwise
 
     # the reproduction check: the current parameters' replay against the file's facts
     grid = consolidation_grid(log.first, max(log.latest, log.last), period)

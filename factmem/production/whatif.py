@@ -19,7 +19,8 @@ Usage (``prod.sqlite`` a production memory, ``new_params.toml`` a params file)::
    explicitly; otherwise :class:`~factmem.production.current.CurrentParamsMissing` naming the flag
    (nothing is assumed). The report says which (and notes a ``current`` that differs from the file's own).
 3. **Replay** the rebuilt mention log under the current parameters with a consolidation every
-   ``consolidate_every_hours`` (at multiples of the period since the epoch: daily = midnight UTC) up to
+   ``consolidate_every_hours`` — default: the period the file records in ``factmem_meta``
+   (``consolidate_every_seconds``), else daily — (at multiples of the period since the epoch: daily = midnight UTC) up to
    the later of ``at`` and the latest time the file records, and **check** that it reproduces the
    file's facts (:func:`~factmem.production.replay.check_reproduction`); the mismatches are counted
    and explained, and the comparison goes on — but when more than 5% of the checked facts are not
@@ -48,7 +49,7 @@ from __future__ import annotations
 import math
 import os
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -76,7 +77,7 @@ from factmem.production.compare import (
     triple_states,
 )
 from factmem.production.current import SEED, resolve_current
-from factmem.production.provenance import provenance_notes
+from factmem.production.provenance import provenance_notes, resolve_period
 from factmem.production.rebuild import ProductionLog, file_sha256, read_production, release_memory
 from factmem.production.replay import Reproduction, check_reproduction, consolidation_grid, encode, replay_log
 from factmem.tuning.agreement import DEFAULT_PROXY
@@ -97,7 +98,7 @@ class WhatIfSettings:
     ``needed``: a no-truth proxy (production has no truth; default
     :data:`~factmem.tuning.agreement.DEFAULT_PROXY`, the best-agreeing on logs with truth; any of
     :data:`~factmem.evaluation.proxies.PROXIES` or ``"next-session"``); ``consolidate_every_hours``: the
-    replay's consolidation period; ``costs``: what each kind of charged context fact costs in
+    replay's consolidation period (:func:`whatif` defaults it to the file's recorded period, else 24); ``costs``: what each kind of charged context fact costs in
     utility@k (:class:`~factmem.evaluation.charges.ChargeCosts`); ``bootstrap``: resamples of
     subjects for the intervals; ``seed``: of the bootstrap and of point sampling;
     ``max_points_per_subject``: sample at most this many session starts per subject (None: all);
@@ -258,7 +259,7 @@ class WhatIfResult:
 def whatif(production: str | os.PathLike, params: MemoryParams | ParamsDocument | str | os.PathLike, *,
            current: MemoryParams | ParamsDocument | str | os.PathLike | None = None,
            budgets: tuple[int, ...] | int = (20,), at: Any = None, needed: str = DEFAULT_PROXY,
-           consolidate_every_hours: float = 24.0, costs: ChargeCosts | dict[str, float] | str | None = None,
+           consolidate_every_hours: float | None = None, costs: ChargeCosts | dict[str, float] | str | None = None,
            bootstrap: int = 1000, seed: int = 0,
            max_points_per_subject: int | None = None, top: int = 10, show: int = 3,
            out: str | os.PathLike | None = None, figures: bool = True) -> WhatIfResult:
@@ -270,7 +271,8 @@ def whatif(production: str | os.PathLike, params: MemoryParams | ParamsDocument 
     folder there (nothing is written when any input is bad)."""
     t0 = time.perf_counter()
     settings = WhatIfSettings(budgets=budgets if not isinstance(budgets, int) else (budgets,), at=at, needed=needed,
-                              consolidate_every_hours=consolidate_every_hours, costs=ChargeCosts.of(costs),
+                              consolidate_every_hours=24.0 if consolidate_every_hours is None else consolidate_every_hours,
+                              costs=ChargeCosts.of(costs),
                               bootstrap=bootstrap, seed=seed, max_points_per_subject=max_points_per_subject,
                               top=top, show=show)
     if out is not None and Path(out).exists() and not Path(out).is_dir():
@@ -281,6 +283,11 @@ def whatif(production: str | os.PathLike, params: MemoryParams | ParamsDocument 
     log = read_production(production)
     cur, notes = resolve_current(production, log.saved_params, current, command="whatif", source_type=ParamsSource,
                                  read_source=params_source)
+
+    # the file's own consolidation period unless one was asked for (docs/design.md, "Writing a production client")
+    period, period_note = resolve_period(log.meta, consolidate_every_hours)
+    settings = replace(settings, consolidate_every_hours=period / HOUR)
+    notes += [period_note] if period_note else []
 
     at_time = log.last if settings.at is None else settings.at
     if at_time < log.first:

@@ -40,11 +40,14 @@ import pandas as pd
 
 from factmem.core.params import MemoryParams
 from factmem.evaluation.context import FIELDS, ContextEvaluator
+from factmem.evaluation.proxies import PROXIES
 from factmem.evaluation.simulate import PreparedLog, Schedule, encode_events, kernel_belief_arrays, prepare
 
-__all__ = ["DEFAULT_PROXY", "PROXY_AGREEMENT", "agreement_sentence", "FLAT_SHARE", "flat_share", "AgreementResult",
+__all__ = ["ALL_PROXIES", "DEFAULT_PROXY", "PROXY_AGREEMENT", "agreement_sentence", "FLAT_SHARE", "flat_share", "AgreementResult",
            "measure_agreement", "agreement_table", "spearman", "best_proxy"]
 
+#: every no-truth definition of needed: the evaluator's ``next-session`` and those of :mod:`factmem.evaluation.proxies`
+ALL_PROXIES: tuple[str, ...] = ("next-session", *PROXIES)
 #: a definition is flat when more than this share of the candidates tie at the most common utility
 FLAT_SHARE = 0.5
 _CHUNK = 16  # candidates replayed at once (bounds the belief arrays held)
@@ -167,8 +170,7 @@ def _decision(sums: np.ndarray, folds: np.ndarray, n_folds: int, bootstrap: int,
     return bool(c.excludes_zero(False)), float(c.difference)
 
 
-def measure_agreement(log: Any, proxies: Sequence[str] = ("next-session", "next-3-sessions", "hindsight",
-                                                          "later-mention"), *,
+def measure_agreement(log: Any, proxies: Sequence[str] = ALL_PROXIES, *,
                       n: int = 48, budget: int = 20, folds: int = 3, bootstrap: int = 200, seed: int = 0,
                       schedule: Schedule | None = None, name: str | None = None) -> AgreementResult:
     """Agreement of each proxy with the truth on one log with truth (see the module docstring)."""
@@ -204,8 +206,7 @@ def measure_agreement(log: Any, proxies: Sequence[str] = ("next-session", "next-
     return AgreementResult(label, budget, len(candidates), pd.DataFrame(rows), utilities)
 
 
-def agreement_table(logs: dict[str, Any], proxies: Sequence[str] = ("next-session", "next-3-sessions", "hindsight",
-                                                                      "later-mention"), **kwargs: Any) -> pd.DataFrame:
+def agreement_table(logs: dict[str, Any], proxies: Sequence[str] = ALL_PROXIES, **kwargs: Any) -> pd.DataFrame:
     """:func:`measure_agreement` over several logs (name -> log): one row per (log, proxy), and per
     proxy a row ``mean`` (ρ and the utilities averaged, decisions counted as the share that agree)."""
     frames = []
