@@ -18,6 +18,7 @@ from factmem.evaluation.simulate import Schedule, simulate
 from factmem.export.document import read_params_document
 from factmem.production.current import CurrentParamsMissing
 from factmem.production.tune import tune_production
+from factmem.tuning.agreement import DEFAULT_PROXY, proxy_notes
 from factmem.tuning.settings import Compute, Search
 
 FAST = ["--n", "2", "--startup", "4", "--bootstrap", "50", "--workers", "0"]
@@ -50,7 +51,7 @@ def test_tune_on_a_production_file_end_to_end(prod, tmp_path, capsys):
     assert "On synthetic logs with truth, this proxy's ranking of the candidates agrees at ρ = " in printed
     assert printed.strip().splitlines()[-2].strip().startswith("factmem whatif") and "export" in printed.splitlines()[-1]
     man = json.loads((out / "manifest.json").read_text())
-    assert man["kind"] == "tune-production" and man["needed"] == "hindsight" == man["needed_default"]
+    assert man["kind"] == "tune-production" and man["needed"] == DEFAULT_PROXY == man["needed_default"] == "kind-aware"
     assert man["current"]["source"] == "seed defaults" and man["reproduction"]["failed"] == 0
     assert man["proxy_agreement"]["rho"] > 0
     report = (out / "report.md").read_text()
@@ -66,18 +67,19 @@ def test_tune_on_a_production_file_end_to_end(prod, tmp_path, capsys):
     # --json: one document, with the decision and the proxy's measured agreement
     assert main(["tune", "--log", str(prod), "--current", "seed", "--out", str(out), "--force", "--json", *FAST]) == 0
     doc = json.loads(capsys.readouterr().out)
-    assert doc["result"]["needed"] == "hindsight" and doc["decision"]["text"] and str(out / "params.toml") in doc["files"]
+    assert doc["result"]["needed"] == DEFAULT_PROXY and doc["decision"]["text"] and str(out / "params.toml") in doc["files"]
 
 
 def test_a_flat_proxy_promotes_nothing(tmp_path):
-    """Every fact mentioned once: no proxy of 'mentioned again' sees anything needed, so all candidates tie."""
+    """Every fact mentioned once: no proxy of 'mentioned again' (hindsight) sees anything needed, so all
+    candidates tie."""
     ds = generate("tiny", seed=4)
     once = ds.events.drop_duplicates(["subject", "predicate", "object"]).reset_index(drop=True)
     path = _production_file(tmp_path, dataclasses.replace(ds, events=once))
     with pytest.raises(CurrentParamsMissing):
         tune_production(path, write=False)
-    r = tune_production(path, current="seed", write=False, search=Search(method="random", n=6), bootstrap=20,
-                        compute=Compute(workers=0, progress=False))
+    r = tune_production(path, current="seed", needed="hindsight", write=False, search=Search(method="random", n=6),
+                        bootstrap=20, compute=Compute(workers=0, progress=False))
     assert r.flat and not r.promoted and r.chosen == MemoryParams()
     assert "this log cannot rank the candidates" in r.decision
 
@@ -88,3 +90,9 @@ def test_a_sampled_search_is_judged_on_everyone(prod):
     assert r.sample["searched"] == 2 < r.sample["subjects"]
     assert set(r.judged) == {"all", "not_sampled"}
     assert r.judged["all"]["subjects"] == r.sample["subjects"] > r.judged["not_sampled"]["subjects"]
+
+
+def test_kind_aware_says_when_the_log_has_no_episodes():
+    """kind-aware reads episodes by their kind: a log without any is named in a note (and only then)."""
+    assert proxy_notes("kind-aware", ["explicit", "user_preference"])
+    assert not proxy_notes("kind-aware", ["explicit", "episodic"]) and not proxy_notes("hindsight", ["explicit"])

@@ -330,7 +330,11 @@ def kind_inputs(P: PreparedLog, n_known: int, predicates: np.ndarray) -> tuple[n
     from factmem.evaluation.cardinality import measure_cardinality, suggest_multi_valued
 
     kind = P.events["kind"]
-    is_ep = (kind.astype(str) == "episodic").to_numpy(bool)
+    if isinstance(kind.dtype, pd.CategoricalDtype):  # the codes, not a string per mention
+        cats = kind.cat.categories
+        is_ep = kind.cat.codes.to_numpy() == (cats.get_loc("episodic") if "episodic" in cats else -2)
+    else:
+        is_ep = (kind.astype(str) == "episodic").to_numpy(bool)
     episodic = np.zeros(n_known, bool)
     episodic[np.asarray(P.ev_triple, np.int64)[is_ep]] = True
     declared = P.dataset.multi_valued_predicates

@@ -102,6 +102,10 @@ _NEEDED_TEXT = {
     "later-mention": "a fact mentioned before is needed when the log mentions it again at or after the session "
                      "start; a context fact is charged (stale) when the log later mentions another object for its "
                      "single-valued (subject, predicate) and never its own again.",
+    "kind-aware": "a lasting fact (every kind but episodic) is needed from its first mention on while it is the log's "
+                  "latest word on its single-valued (subject, predicate) — stale once another object was said after "
+                  "it; an episode is needed while one of the person's previous 2 sessions mentions it, expired "
+                  "after.",
 }
 
 

@@ -65,7 +65,14 @@ from factmem.production.current import EXIT_NOT_REPRODUCED, reproduction_warning
 from factmem.production.provenance import provenance_notes, resolve_period
 from factmem.production.rebuild import ProductionLog, read_production, release_memory
 from factmem.production.replay import Reproduction, check_reproduction, consolidation_grid, encode, replay_log
-from factmem.tuning.agreement import DEFAULT_PROXY, FLAT_SHARE, PROXY_AGREEMENT, agreement_sentence, flat_share
+from factmem.tuning.agreement import (
+    DEFAULT_PROXY,
+    FLAT_SHARE,
+    PROXY_AGREEMENT,
+    agreement_sentence,
+    flat_share,
+    proxy_notes,
+)
 
 __all__ = ["DEFAULT_PROXY", "PROXY_AGREEMENT", "MAX_SEARCH_SUBJECTS", "ProductionTuneResult", "tune_production",
            "agreement_sentence", "sample_subjects"]
@@ -243,6 +250,7 @@ def tune_production(production: str | os.PathLike, *, current: Any = None, neede
         notes.append(f"{log.counts['observations_without_session']:,} observations have no session_id: they start no "
                      "session and are left out of the tuning replay (the reproduction check replays them).")
     P = log.prepared(sessions_only=sessions_only)
+    notes += proxy_notes(needed, P.events["kind"])
     # consolidations at multiples of the period since the epoch (midnight UTC daily), as whatif replays
     P = dataclasses.replace(P, start=(P.start // period) * period, _evaluators={}, _extra={})
     schedule = Schedule(consolidate_every_hours=consolidate_every_hours, evaluate_every_hours=max(24.0, consolidate_every_hours))

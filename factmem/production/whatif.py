@@ -80,7 +80,7 @@ from factmem.production.current import SEED, resolve_current
 from factmem.production.provenance import provenance_notes, resolve_period
 from factmem.production.rebuild import ProductionLog, file_sha256, read_production, release_memory
 from factmem.production.replay import Reproduction, check_reproduction, consolidation_grid, encode, replay_log
-from factmem.tuning.agreement import DEFAULT_PROXY
+from factmem.tuning.agreement import DEFAULT_PROXY, proxy_notes
 from factmem.tuning.references import EMPTY, KEEP_EVERYTHING, empty_sums, keep_everything
 from factmem.tuning.tune import bootstrap_difference
 
@@ -502,6 +502,7 @@ def _notes(log: ProductionLog, reproduction: Reproduction, evaluator: ContextEva
            cur: ParamsSource, timeline: pd.DataFrame) -> list[str]:
     c = log.counts
     notes = [n for n in (extra_columns_note(log.extra_columns),) if n]
+    notes += proxy_notes(settings.needed, evaluator.prepared.events["kind"])
     not_replayed = []
     if c["derived_facts"]:
         not_replayed.append(f"{c['derived_facts']} derived facts")

@@ -43,7 +43,7 @@ from factmem.evaluation.context import FIELDS, ContextEvaluator
 from factmem.evaluation.proxies import PROXIES
 from factmem.evaluation.simulate import PreparedLog, Schedule, encode_events, kernel_belief_arrays, prepare
 
-__all__ = ["ALL_PROXIES", "DEFAULT_PROXY", "PROXY_AGREEMENT", "agreement_sentence", "FLAT_SHARE", "flat_share", "AgreementResult",
+__all__ = ["ALL_PROXIES", "DEFAULT_PROXY", "PROXY_AGREEMENT", "agreement_sentence", "proxy_notes", "FLAT_SHARE", "flat_share", "AgreementResult",
            "measure_agreement", "agreement_table", "spearman", "best_proxy"]
 
 #: every no-truth definition of needed: the evaluator's ``next-session`` and those of :mod:`factmem.evaluation.proxies`
@@ -55,7 +55,7 @@ _CHUNK = 16  # candidates replayed at once (bounds the belief arrays held)
 #: the no-truth definition of needed used when none is asked for: the best-agreeing one of the measured
 #: table (docs/design.md, "Tuning without truth"; ``benchmarks/bench_proxies.py``): ``tune --log
 #: PROD.sqlite`` and ``whatif`` use it
-DEFAULT_PROXY = "hindsight"
+DEFAULT_PROXY = "kind-aware"
 #: measured agreement with the truth per proxy (``benchmarks/bench_proxies.py``, 7 presets, 48 candidates):
 #: mean Spearman rho of the candidates' utility@20, share of presets where the promote decision agrees,
 #: mean truth-scored regret of the proxy's held-out recommendation against the truth's own
@@ -64,6 +64,7 @@ PROXY_AGREEMENT: dict[str, dict[str, float]] = {
     "next-3-sessions": {"rho": 0.550, "rho_min": -0.371, "decision_agrees": 2 / 7, "regret": 0.159, "presets": 7},
     "hindsight": {"rho": 0.603, "rho_min": -0.309, "decision_agrees": 4 / 7, "regret": 0.084, "presets": 7},
     "later-mention": {"rho": 0.583, "rho_min": -0.320, "decision_agrees": 5 / 7, "regret": 0.152, "presets": 7},
+    "kind-aware": {"rho": 0.761, "rho_min": 0.355, "decision_agrees": 7 / 7, "regret": 0.019, "presets": 7},
 }
 
 
@@ -79,6 +80,27 @@ def agreement_sentence(needed: str) -> str:
             f"costs {a['regret']:.3f} of truth-scored utility@20 against the truth's own choice "
             "(docs/design.md, \"Tuning without truth\").")
 
+
+
+def proxy_notes(needed: str, kinds: Any) -> list[str]:
+    """Notes on whether the log gives the proxy ``needed`` what it reads: ``kind-aware`` tells episodes
+    from lasting facts by the kind of their mentions (``kinds``: the mentions' kind column), so a log
+    with no episode at all — a client that does not classify what it stores — reads every fact as
+    lasting, needed until contradicted."""
+    if needed != "kind-aware" or not len(kinds):
+        return []
+    k = pd.Series(kinds)
+    if isinstance(k.dtype, pd.CategoricalDtype):  # the codes, not 10M strings
+        cats = k.cat.categories
+        has = "episodic" in cats and bool((k.cat.codes.to_numpy() == cats.get_loc("episodic")).any())
+    else:
+        has = bool((k == "episodic").any())
+    if has:
+        return []
+    return ["needed = kind-aware reads episodes and lasting facts apart by their kind, and this log has no fact of "
+            "kind episodic: every fact is read as lasting (needed until the log says another value), so forgetting "
+            "can only look worse. If the client stores episodes under another kind, this proxy cannot tell them "
+            "apart; compare with --needed hindsight."]
 
 
 def flat_share(values: np.ndarray, *, decimals: int = 12) -> float:

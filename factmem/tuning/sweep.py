@@ -121,13 +121,9 @@ class SweepResult:
         subject rows — repeats allowed, as in a bootstrap resample)."""
         obj = self.objective
         if obj.per_budget:
-            metric = {"utility": "utility", "recall_at_k": "recall", "precision_at_k": "precision",
-                      "stale_at_k": "charged"}[obj.name]
-            b = obj.budgets.index(budget if budget is not None else obj.budgets[0])
             # only the two fields the ratio reads: a bootstrap resample copies candidates × subjects of
             # them, not of every field (the same sums, added in the same order)
-            fields = [FIELDS.index(metric), FIELDS.index("precise" if metric == "precision" else "points")]
-            rows = self.context[part][:, :, b, fields]
+            rows = self.ratio_fields(part, budget)
             if subjects is not None:
                 rows = rows[:, subjects, :]
             tot = rows.sum(axis=1)
@@ -136,6 +132,16 @@ class SweepResult:
         if subjects is not None:
             raise InputError(f"objective {obj.name!r} is not kept per subject; choose a context objective")
         return self.table[f"{part}.{obj.name}"].to_numpy(np.float64)
+
+    def ratio_fields(self, part: str, budget: int | None = None) -> np.ndarray:
+        """candidate × subject × 2: the numerator and denominator fields of the (per-budget) objective's
+        ratio on ``part``, per subject — what :meth:`objective_values` sums."""
+        obj = self.objective
+        metric = {"utility": "utility", "recall_at_k": "recall", "precision_at_k": "precision",
+                  "stale_at_k": "charged"}[obj.name]
+        b = obj.budgets.index(budget if budget is not None else obj.budgets[0])
+        fields = [FIELDS.index(metric), FIELDS.index("precise" if metric == "precision" else "points")]
+        return self.context[part][:, :, b, fields]
 
     def eligible(self) -> np.ndarray:
         """Which rows a choice may pick: every row but the pure seed defaults when they differ from the

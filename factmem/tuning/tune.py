@@ -91,6 +91,8 @@ __all__ = ["Comparison", "Recommendation", "TuneResult", "base_params", "tune", 
 
 #: "within the noise of the best": in this top share of candidates by the objective
 TOP_SHARE = 0.05
+#: selection stability draws resamples in blocks of at most this many (subject, resample) weights
+_STABILITY_CELLS = 4_000_000
 _LEVEL = 0.95
 
 
@@ -310,11 +312,26 @@ def selection_stability(res: SweepResult, part: str, budget: int, index: int, *,
         times = np.bincount(rng.integers(0, n_groups, n_groups), minlength=n_groups)
         return np.repeat(ordered, times[np.sort(g)])  # every member of a drawn group, as often as it was drawn
 
-    for _ in range(resamples):  # one resample at a time: each is a vectorized pass over candidates
-        v = res.objective_values(part, budget, draw())
-        v = np.where(np.isnan(v) | ~eligible, np.inf if obj.lower_is_better else -np.inf, v)
-        better = (v < v[index]) if obj.lower_is_better else (v > v[index])
-        hits += int(better.sum() < top)
+    # a resample's sums are the subjects' rows weighted by how often it drew each: a block of resamples is
+    # one product (candidates × subjects) @ (subjects × resamples), not a copy of the drawn rows each
+    fields = res.ratio_fields(part, budget)
+    num, den = np.ascontiguousarray(fields[..., 0]), np.ascontiguousarray(fields[..., 1])
+    n_subjects = num.shape[1]
+    block = max(1, min(resamples, _STABILITY_CELLS // max(1, n_subjects)))
+    worst = np.inf if obj.lower_is_better else -np.inf
+    for a in range(0, resamples, block):
+        weights = np.stack([np.bincount(draw(), minlength=n_subjects) for _ in range(a, min(a + block, resamples))])
+        w = weights.T.astype(np.float64)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            v = (num @ w) / (den @ w)  # candidate × resample
+        v = np.where(np.isnan(v) | ~eligible[:, None], worst, v)
+        # within a relative 1e-12 of the candidate counts as tied with it, not better: the order in which a
+        # product adds the same sums must not decide
+        own = v[index]
+        with np.errstate(invalid="ignore"):
+            edge = np.where(np.isfinite(own), own + np.abs(own) * (-1e-12 if obj.lower_is_better else 1e-12), own)
+        better = (v < edge) if obj.lower_is_better else (v > edge)
+        hits += int((better.sum(axis=0) < top).sum())
     return hits / resamples
 
 
