@@ -47,7 +47,7 @@ print(json.dumps({"seconds": total, "cpu_s": use.ru_utime + use.ru_stime + kids.
                   "reproduced": r.reproduction.reproduced, "checked": r.reproduction.checked,
                   "promoted": r.promoted, "flat_share": r.flat_share, "decision": r.decision,
                   "heldout": [u.a, u.b, u.difference, u.low, u.high],
-                  "judged_all": r.judged and r.judged["all"]}))
+                  "judged_all": r.judged and r.judged["all"], "timings": r.timings}))
 """
 
 WHATIF = """
@@ -88,22 +88,27 @@ def main() -> None:
         load = os.getloadavg()
         t = time.perf_counter()
         tuned = _child(TUNE, str(prod), str(Path(tmp) / "run"))
+        load_mid = os.getloadavg()
         wi = _child(WHATIF, str(prod), str(Path(tmp) / "run"))
         wall = time.perf_counter() - t
+        load_end = os.getloadavg()
     gb = 1024 * 1024
     print(f"production file: {n:,} observations, {args.subjects:,} people"
           + (f" (built in {built['generate_s'] + built['replay_s'] + built['export_s']:.0f} s)" if built else ""))
-    print(f"load average at start: {load[0]:.1f} (2 shared cores)")
+    print(f"load average (1 min) at start {load[0]:.1f}, after tune {load_mid[0]:.1f}, at the end {load_end[0]:.1f} "
+          "(2 shared cores)")
     print(f"{'':24}{'tune --log':>14}{'whatif':>14}")
     print(f"{'wall time (s)':24}{tuned['seconds']:>14.0f}{wi['seconds']:>14.0f}")
     print(f"{'peak RSS (GB)':24}{tuned['peak_rss_kb'] / gb:>14.2f}{wi['peak_rss_kb'] / gb:>14.2f}")
     print(f"{'workers peak RSS (GB)':24}{tuned['children_peak_rss_kb'] / gb:>14.2f}{'-':>14}")
     print(f"{'needed':24}{tuned['needed']:>14}{wi['needed']:>14}")
     s = tuned["sample"]
-    print(f"search: {tuned['candidates']} candidates on {s['searched']:,} of {s['subjects']:,} people (seed "
-          f"{s['seed']}); judged on all: {json.dumps(tuned['judged_all'])}")
+    print(f"search: {tuned['candidates']} candidates on {s['searched']:,} of {s['subjects']:,} people, "
+          f"{s['searched_observations']:,} of {s['observations']:,} observations (seed {s['seed']}); judged on all: "
+          f"{json.dumps(tuned['judged_all'])}")
     print(f"reproduced {tuned['reproduced']:,} of {tuned['checked']:,}; flat share {tuned['flat_share']:.2f}; "
           f"held out (search sample) {tuned['heldout']}")
+    print(f"stages (s): {json.dumps({k: round(v) for k, v in tuned['timings'].items()})}")
     print(f"decision: {tuned['decision']}")
     print(f"whatif of the chosen params.toml: utility@20 {wi['utility']}; forgotten {wi['forgotten']:,}, kept "
           f"{wi['kept']:,}; both in {wall:.0f} s")

@@ -160,7 +160,8 @@ def tune_summary(result) -> str:
               "production facts",
               agreement_sentence(result.needed)]
     if s["searched"] < s["subjects"]:
-        lines.append(f"sampled: the search ran on {s['searched']:,} of {s['subjects']:,} people (seed {s['seed']}); "
+        lines.append(f"sampled: the search ran on {s['searched']:,} of {s['subjects']:,} people "
+                     f"({s['searched_observations']:,} of {s['observations']:,} observations; seed {s['seed']}); "
                      "judged on all")
     if result.flat:
         lines.append("this log cannot rank the candidates: nothing promoted")

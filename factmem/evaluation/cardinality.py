@@ -65,7 +65,8 @@ def measure_cardinality(truth: pd.DataFrame | None = None, events: pd.DataFrame 
         switch = same.copy()
         switch[1:] &= o[1:] != o[:-1]
         # last mention of this exact triple before this one
-        tri = pd.MultiIndex.from_arrays([s, p, o]).factorize()[0]
+        # a group number per triple (not a MultiIndex of tuples: those cost seconds per million mentions)
+        tri = pd.DataFrame({"s": s, "p": p, "o": o}).groupby(["s", "p", "o"], sort=False, observed=True).ngroup().to_numpy()
         prev_same_triple = pd.Series(ts).groupby(tri).shift(1).to_numpy(dtype=float)
         back = switch & np.isfinite(prev_same_triple) & (ts - np.nan_to_num(prev_same_triple) <= window_days * DAY)
         out = pd.DataFrame({"predicate": p, "switch": switch, "back": back, "subject": s, "object": o})

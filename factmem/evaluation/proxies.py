@@ -56,7 +56,7 @@ from typing import TYPE_CHECKING
 
 from factmem.core.params import MemoryParams
 from factmem.errors import InputError
-from factmem.evaluation.arrays import cover_count
+from factmem.evaluation.arrays import cover_count, sorted_unique
 
 if TYPE_CHECKING:
     from factmem.evaluation.simulate import PreparedLog
@@ -139,8 +139,8 @@ class Proxy:
         self.n_full = len(ix.full_t)
         width = np.int64(self.n_full + 1)
         # sorted (triple, point) and ((subject, predicate), point) keys of the mentions
-        self.m_key = np.unique(tr * width + j)
-        self.sp_key = np.unique(self.triple_sp[tr] * width + j)
+        self.m_key = sorted_unique(tr * width + j)
+        self.sp_key = sorted_unique(self.triple_sp[tr] * width + j)
         # a subject's first row in the full list, for each full row
         subj = ix.full_subject
         self.subject_first = np.searchsorted(subj, subj, "left")
@@ -172,8 +172,8 @@ class Proxy:
         self.k_base = int(min(ts.min(initial=0), ix.tmin))
         self.k_span = np.int64(int(max(ts.max(initial=0), ix.tmin + ix.span)) - self.k_base + 2)
         rel = ts - self.k_base
-        self.tr_time = np.unique(ix.mention_triple * self.k_span + rel)
-        self.sp_time = np.unique(self.triple_sp[ix.mention_triple] * self.k_span + rel)
+        self.tr_time = sorted_unique(ix.mention_triple * self.k_span + rel)
+        self.sp_time = sorted_unique(self.triple_sp[ix.mention_triple] * self.k_span + rel)
 
     def _latest_before(self, keys: np.ndarray, code: np.ndarray, t: np.ndarray) -> np.ndarray:
         """The time of ``code``'s latest mention before ``t`` (int64 min when none)."""
@@ -211,7 +211,7 @@ class Proxy:
         keep = ~self.episodic[tr]
         tr, at = tr[keep], at[keep]
         sp = self.triple_sp[tr]
-        inst = np.unique(self.sp_time)  # (sp, instant), sorted
+        inst = self.sp_time  # (sp, instant), distinct and sorted
         nxt = np.full(len(inst), np.iinfo(np.int64).max, np.int64)
         same = inst[1:] // width == inst[:-1] // width
         nxt[:-1] = np.where(same, inst[1:] % width + self.k_base, nxt[:-1])
@@ -263,7 +263,7 @@ class Proxy:
                 i = j - d
                 ok = i >= self.subject_first[j]
                 parts.append(i[ok] * np.int64(max(self.n_known, 1)) + tr[ok])
-            pairs = np.unique(np.concatenate(parts)) if parts else np.zeros(0, np.int64)
+            pairs = sorted_unique(np.concatenate(parts)) if parts else np.zeros(0, np.int64)
             i = pairs // np.int64(max(self.n_known, 1))
             t_of = pairs % np.int64(max(self.n_known, 1))
             ok = self.first[t_of] < ix.full_t[i]
@@ -338,8 +338,15 @@ def kind_inputs(P: PreparedLog, n_known: int, predicates: np.ndarray) -> tuple[n
     episodic = np.zeros(n_known, bool)
     episodic[np.asarray(P.ev_triple, np.int64)[is_ep]] = True
     declared = P.dataset.multi_valued_predicates
-    multi = frozenset(declared) if declared else (
-        suggest_multi_valued(measure_cardinality(None, P.events)) if len(P.events) else frozenset())
+    if declared or not len(P.events):
+        multi = frozenset(declared)
+    else:  # measured on integer codes of the triples (the same rule, without comparing strings per mention)
+        tr = np.asarray(P.ev_triple, np.int64)
+        codes = P.triples.codes
+        coded = pd.DataFrame({"subject": np.asarray(codes[0])[tr], "predicate": np.asarray(codes[1])[tr],
+                              "object": np.asarray(codes[2])[tr], "ts": P.events["ts"].to_numpy(np.int64)})
+        names = P.triples.levels[1]
+        multi = frozenset(str(names[c]) for c in suggest_multi_valued(measure_cardinality(None, coded)))
     return episodic, np.isin(np.asarray(predicates, dtype=object), list(multi))
 
 

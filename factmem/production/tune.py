@@ -28,10 +28,15 @@ Usage::
    people and promotion rule) with a **no-truth definition of needed** — ``needed`` (default
    :data:`DEFAULT_PROXY`, the proxy that agreed best with the truth on synthetic logs: the measured
    :data:`PROXY_AGREEMENT` is printed in every report that uses a proxy; ``next-session``,
-   ``next-3-sessions``, ``hindsight``, ``later-mention`` are selectable; the choice is in the manifest).
-   With more than ``max_search_subjects`` people, the **search** runs on a seeded sample of them and
-   the recommendation is then **judged on all** people (and on those outside the sample alone: held
-   out by construction); the report says what was sampled.
+   ``next-3-sessions``, ``hindsight``, ``later-mention``, ``kind-aware`` are selectable; the choice is in
+   the manifest). With more than ``max_search_subjects`` people or ``max_search_observations``
+   observations, the **search** runs on a seeded sample of people (drawn in a seeded order: at most
+   ``max_search_subjects`` of them, cut to the first whose observations add up to at most
+   ``max_search_observations``, at least :data:`MIN_SEARCH_SUBJECTS`) and the recommendation is then
+   **judged on all** people (and on those outside the sample alone: held out by construction) with
+   ``bootstrap`` resamples; the report and the manifest (``sample``) say what was sampled. Nothing
+   else is reduced: the search, its restarts and the selection stability run with their defaults on
+   the sample.
 5. **A flat proxy** — more than half the candidates tied at the same utility
    (:data:`~factmem.tuning.agreement.FLAT_SHARE`) — means "this log cannot rank the candidates":
    nothing is promoted, the current parameters stay.
@@ -74,11 +79,16 @@ from factmem.tuning.agreement import (
     proxy_notes,
 )
 
-__all__ = ["DEFAULT_PROXY", "PROXY_AGREEMENT", "MAX_SEARCH_SUBJECTS", "ProductionTuneResult", "tune_production",
+__all__ = ["DEFAULT_PROXY", "PROXY_AGREEMENT", "MAX_SEARCH_SUBJECTS", "MAX_SEARCH_OBSERVATIONS", "MIN_SEARCH_SUBJECTS",
+           "ProductionTuneResult", "tune_production",
            "agreement_sentence", "sample_subjects"]
 
 #: above this many people the search runs on a seeded sample of them (judged on all)
 MAX_SEARCH_SUBJECTS = 2000
+#: ... and the sample holds at most this many observations (a search's time grows with them)
+MAX_SEARCH_OBSERVATIONS = 150_000
+#: the fewest people a sample cut by observations keeps
+MIN_SEARCH_SUBJECTS = 100
 
 
 @dataclass
@@ -102,6 +112,8 @@ class ProductionTuneResult:
     warning: str | None = None
     seconds: float = 0.0
     out: Path | None = None
+    #: wall seconds of each stage (read, reproduction, search, judged_on_all, write)
+    timings: dict[str, float] = field(default_factory=dict)
 
     @property
     def flat(self) -> bool:
@@ -137,17 +149,24 @@ class ProductionTuneResult:
                 "needed_default": DEFAULT_PROXY, "proxy_agreement": PROXY_AGREEMENT.get(self.needed),
                 "reproduction": self.reproduction.to_dict(), "reproduction_warning": self.warning,
                 "flat_share": self.flat_share, "flat": self.flat, "sample": self.sample, "judged": self.judged,
-                "production_notes": list(self.notes)}
+                "production_notes": list(self.notes), "timings": {k: round(v, 2) for k, v in self.timings.items()}}
 
 
-def sample_subjects(P: PreparedLog, subjects: int, seed: int) -> tuple[PreparedLog, np.ndarray]:
+def sample_subjects(P: PreparedLog, subjects: int, seed: int, max_observations: int | None = None
+                    ) -> tuple[PreparedLog, np.ndarray]:
     """The log restricted to a seeded sample of ``subjects`` people (their mentions and messages; the
-    triple codes stay the same); returns it and the sampled subjects' names (sorted)."""
+    triple codes stay the same); returns it and the sampled subjects' names (sorted). With
+    ``max_observations``, the sample is cut to the people drawn first whose mentions add up to at most
+    that many (at least :data:`MIN_SEARCH_SUBJECTS` people)."""
     names = P.triples.levels[0]
     ev_subject = np.asarray(P.triples.codes[0], np.int64)[P.ev_triple]  # integer codes: no string compares
-    people = np.unique(ev_subject)
+    people, mentions = np.unique(ev_subject, return_counts=True)
     rng = np.random.default_rng(seed)
-    chosen_codes = np.sort(rng.choice(people, size=min(subjects, len(people)), replace=False))
+    drawn = rng.choice(len(people), size=min(subjects, len(people)), replace=False)  # in the order drawn
+    if max_observations is not None:
+        fits = int(np.searchsorted(np.cumsum(mentions[drawn]), max_observations, "right"))
+        drawn = drawn[:max(fits, min(MIN_SEARCH_SUBJECTS, len(drawn)))]
+    chosen_codes = np.sort(people[drawn])
     keep = np.isin(ev_subject, chosen_codes)
     chosen = np.sort(np.asarray(names, dtype=object)[chosen_codes])
     events = P.events[keep].reset_index(drop=True)
@@ -189,13 +208,15 @@ def tune_production(production: str | os.PathLike, *, current: Any = None, neede
                     out: str | os.PathLike | None = None, force: bool = False, search: Any = None,
                     budgets: tuple[int, ...] = (20,), costs: Any = None, folds: int = 3, bootstrap: int = 1000,
                     seed: int = 0, consolidate_every_hours: float | None = None, max_points_per_subject: int | None = None,
-                    max_search_subjects: int | None = MAX_SEARCH_SUBJECTS, compute: Any = None,
+                    max_search_subjects: int | None = MAX_SEARCH_SUBJECTS,
+                    max_search_observations: int | None = MAX_SEARCH_OBSERVATIONS, compute: Any = None,
                     write: bool = True) -> ProductionTuneResult:
     """Tune on a production file (see the module docstring). ``current``: a params file, MemoryParams or
     ``"seed"`` (needed when the file records none); ``costs``: of each kind of charged context fact
     (:class:`~factmem.evaluation.charges.ChargeCosts`; default the defaults); ``needed``: the proxy (default
     :data:`DEFAULT_PROXY`); ``search``/``compute``: :class:`~factmem.tuning.settings.Search` and
-    ``Compute``; ``max_search_subjects``: search on a seeded sample of this many people (None: all)."""
+    ``Compute``; ``max_search_subjects``: search on a seeded sample of at most this many people, and
+    ``max_search_observations``: of people holding at most this many observations (None: no bound)."""
     from factmem.tuning.runs import default_run_dir, run_folder
     from factmem.tuning.settings import Compute, Holdout, Objective, Search
 
@@ -204,8 +225,9 @@ def tune_production(production: str | os.PathLike, *, current: Any = None, neede
     if needed not in NEEDED_MODES or needed == "truth":
         raise InputError(f"--needed {needed!r}: a production file has no truth; choose one of "
                          f"{', '.join(m for m in NEEDED_MODES if m != 'truth')}")
-    if max_search_subjects is not None and (isinstance(max_search_subjects, bool) or max_search_subjects < 1):
-        raise InputError(f"max_search_subjects must be a positive integer or None, got {max_search_subjects!r}")
+    for name, v in (("max_search_subjects", max_search_subjects), ("max_search_observations", max_search_observations)):
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
+            raise InputError(f"{name} must be a positive integer or None, got {v!r}")
     path = Path(production)
     if not path.exists():
         raise InputError(f"{path}: no such file")
@@ -220,6 +242,15 @@ def tune_production(production: str | os.PathLike, *, current: Any = None, neede
     # in process by default: the rebuilt log has no dataset folder a worker could load, so every chunk
     # would ship it to a worker (measured 2.3x slower on 2 shared cores: 163 s against 70 s at 100k)
     compute = compute or Compute(workers=0, progress=False)
+    timings: dict[str, float] = {}
+    lap = time.perf_counter()
+
+    def stage(name: str) -> None:
+        nonlocal lap
+        now = time.perf_counter()
+        timings[name] = timings.get(name, 0.0) + now - lap
+        lap = now
+
     with tempfile.TemporaryDirectory() as tmp:
         log, notes = _read(path, Path(tmp))
     from factmem.production.whatif import ParamsSource, params_source
@@ -244,6 +275,7 @@ def tune_production(production: str | os.PathLike, *, current: Any = None, neede
     del encoded
     release_memory()
     warning = reproduction_warning(reproduction, cur.source)
+    stage("read_and_reproduction")
 
     sessions_only = log.counts["observations_without_session"] > 0
     if sessions_only:
@@ -255,17 +287,27 @@ def tune_production(production: str | os.PathLike, *, current: Any = None, neede
     P = dataclasses.replace(P, start=(P.start // period) * period, _evaluators={}, _extra={})
     schedule = Schedule(consolidate_every_hours=consolidate_every_hours, evaluate_every_hours=max(24.0, consolidate_every_hours))
     n_people = log.counts["subjects"]
-    sample: dict[str, Any] = {"subjects": int(n_people), "searched": int(n_people), "seed": seed}
+    n_obs = len(P.events)
+    sample: dict[str, Any] = {"subjects": int(n_people), "searched": int(n_people), "seed": seed,
+                              "observations": int(n_obs), "searched_observations": int(n_obs),
+                              "max_subjects": max_search_subjects, "max_observations": max_search_observations}
     P_search = P
-    if max_search_subjects is not None and n_people > max_search_subjects:
-        P_search, chosen = sample_subjects(P, max_search_subjects, seed)
-        sample["searched"] = int(len(chosen))
+    if (max_search_subjects is not None and n_people > max_search_subjects) or (
+            max_search_observations is not None and n_obs > max_search_observations):
+        P_search, chosen = sample_subjects(P, max_search_subjects or n_people, seed, max_search_observations)
+        if len(chosen) < n_people:
+            sample["searched"] = int(len(chosen))
+            sample["searched_observations"] = int(len(P_search.events))
+        else:
+            P_search = P
 
     from factmem.tuning.tune import tune
 
     def run(folder: Path | None, final: Path | None = None) -> ProductionTuneResult:
+        stage("prepare")
         res = tune(P_search, write=False, search=search, objective=objective, holdout=holdout, compute=compute,
                    schedule=schedule, current=cur.params, base=cur.params)
+        stage("search")
         k = objective.budgets[0]
         values = res.sweep.objective_values("all", k)
         share = flat_share(values)
@@ -286,11 +328,15 @@ def tune_production(production: str | os.PathLike, *, current: Any = None, neede
                 rec.decision += (" Judged on all people, the interval includes 0 "
                                  f"({judged['all']['difference']:+.4g} [{judged['all']['low']:+.4g}, "
                                  f"{judged['all']['high']:+.4g}]): not promoted; the current parameters stay.")
+        stage("judged_on_all")
         result = ProductionTuneResult(tune=res, production=log.to_dict(), current=cur, needed=needed,
                                       reproduction=reproduction, flat_share=share, sample=sample, judged=judged,
-                                      notes=notes, warning=warning, seconds=time.perf_counter() - t0, out=final)
+                                      notes=notes, warning=warning, seconds=time.perf_counter() - t0, out=final,
+                                      timings=timings)
         if folder is not None:
             _write(result, P_search, folder)
+        stage("write")
+        result.seconds = time.perf_counter() - t0
         return result
 
     if not write:
@@ -330,6 +376,10 @@ def _judge_on_all(P: PreparedLog, res: Any, current: MemoryParams, objective: An
     return out
 
 
+def _bound(v: Any) -> str:
+    return "any number of" if v is None else f"{v:,}"
+
+
 def _num(v: Any) -> str:
     return f"{v:.4g}" if isinstance(v, float) else str(v)
 
@@ -355,8 +405,10 @@ def header_lines(result: ProductionTuneResult) -> list[str]:
               + (" — **this log cannot rank the candidates**; nothing is promoted." if result.flat else "."),
               ]
     if s["searched"] < s["subjects"]:
-        lines.append(f"- Sampled: the search ran on {s['searched']:,} of {s['subjects']:,} people (seeded, seed "
-                     f"{s['seed']}); the recommendation was then judged on all of them.")
+        lines.append(f"- Sampled: the search ran on {s['searched']:,} of {s['subjects']:,} people "
+                     f"({s['searched_observations']:,} of {s['observations']:,} observations; seeded, seed {s['seed']}; "
+                     f"at most {_bound(s['max_subjects'])} people and {_bound(s['max_observations'])} observations); "
+                     "the recommendation was then judged on all of them.")
         if result.judged:
             for label, what in (("all", "all people"), ("not_sampled", "the people outside the sample")):
                 j = result.judged[label]
