@@ -2,9 +2,10 @@
 docs/design.md records and from which ``tune --log PROD.sqlite`` takes its default proxy.
 
 For each preset with truth (the bundled ``small`` and generated ``drift``, ``episodic-flood``,
-``multi-valued``, ``long-absence``, ``realistic``, plus any preset named with ``--preset``), the
+``multi-valued``, ``long-absence``, ``realistic``, ``conversation``; or the presets named with ``--preset``), the
 baseline and ``--n`` random candidates of the default space are replayed once and scored under the
-truth and under each proxy (:func:`factmem.tuning.agreement.measure_agreement`): Spearman ρ of the
+truth and under each proxy (``next-session`` and every proxy of :mod:`factmem.evaluation.proxies`;
+:func:`factmem.tuning.agreement.measure_agreement`): Spearman ρ of the
 candidates' utility@20, agreement of the promote/not decision (3 folds over subjects, 200 bootstrap
 resamples), and the truth-scored held-out utility of each proxy's recommendation against the truth's own.
 
@@ -43,7 +44,7 @@ def _markdown(frame: pd.DataFrame) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--preset", action="append", help="preset(s) to measure (default: the six above)")
+    ap.add_argument("--preset", action="append", help="preset(s) to measure (default: the seven above)")
     ap.add_argument("--n", type=int, default=48, help="random candidates per preset (default 48)")
     ap.add_argument("--seed", type=int, default=0, help="seed of the candidates, folds and bootstrap (default 0)")
     ap.add_argument("--markdown", action="store_true", help="print the table as Markdown")

@@ -87,9 +87,10 @@ def search_args(p: argparse.ArgumentParser, *, method: str = "random") -> None:
                    help="what a context should hold: facts true and relevant then (truth; default when the log "
                         "has truth), or a no-truth proxy (for real logs; factmem.evaluation.proxies): the facts the "
                         "next session mentions (next-session), those the next 3 sessions mention (next-3-sessions), "
-                        "those mentioned again later, charging the ones never mentioned again (hindsight: the default "
-                        "for a production file, the best-agreeing on logs with truth) or only the contradicted ones "
-                        "(later-mention)")
+                        "those mentioned again later, charging the ones never mentioned again (hindsight) or only the "
+                        "contradicted ones (later-mention), or by kind — lasting facts while the log's latest word, "
+                        "episodes while one of the 2 previous sessions mentions them (kind-aware: the default for a "
+                        "production file, the best-agreeing on logs with truth)")
     o.add_argument("--max-points", type=int, default=None, metavar="N",
                    help="sample at most N session starts per person (seeded; default: all)")
     h = p.add_argument_group("held-out judgement")

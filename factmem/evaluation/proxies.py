@@ -9,7 +9,7 @@ future stands in for it. ``next-session`` (the first proxy; its rule lives in
 proxies here look further ahead — which the truth also does, in effect: a fact true and relevant now
 is one later sessions go on mentioning.
 
-All three count as needed only facts **mentioned before** ``t`` (as the truth does: a memory cannot
+All four count as needed only facts **mentioned before** ``t`` (as the truth does: a memory cannot
 hold what it was never told); ``next-session`` keeps its own rule (every triple the session mentions).
 
 * ``next-3-sessions`` — needed: the triples of ``s`` mentioned before ``t`` that one of the subject's
@@ -48,11 +48,10 @@ Which proxy agrees best with the truth is measured (:mod:`factmem.tuning.agreeme
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
-
-from typing import TYPE_CHECKING
 
 from factmem.core.params import MemoryParams
 from factmem.errors import InputError
