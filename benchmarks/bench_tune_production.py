@@ -58,7 +58,8 @@ r = whatif(sys.argv[1], sys.argv[2] + "/params.toml", budgets=(20,), bootstrap=1
 total = time.perf_counter() - t
 u = r.comparison("utility")
 use = resource.getrusage(resource.RUSAGE_SELF)
-print(json.dumps({"seconds": total, "peak_rss_kb": use.ru_maxrss, "needed": r.settings.needed,
+print(json.dumps({"seconds": total, "cpu_s": use.ru_utime + use.ru_stime, "peak_rss_kb": use.ru_maxrss,
+                  "needed": r.settings.needed,
                   "utility": [u["current"], u["new"], u["difference"], u["low"], u["high"]],
                   "forgotten": r.summary["forgotten"], "kept": r.summary["kept"]}))
 """
@@ -99,6 +100,7 @@ def main() -> None:
           "(2 shared cores)")
     print(f"{'':24}{'tune --log':>14}{'whatif':>14}")
     print(f"{'wall time (s)':24}{tuned['seconds']:>14.0f}{wi['seconds']:>14.0f}")
+    print(f"{'CPU time (s)':24}{tuned['cpu_s']:>14.0f}{wi['cpu_s']:>14.0f}")
     print(f"{'peak RSS (GB)':24}{tuned['peak_rss_kb'] / gb:>14.2f}{wi['peak_rss_kb'] / gb:>14.2f}")
     print(f"{'workers peak RSS (GB)':24}{tuned['children_peak_rss_kb'] / gb:>14.2f}{'-':>14}")
     print(f"{'needed':24}{tuned['needed']:>14}{wi['needed']:>14}")

@@ -96,3 +96,22 @@ def test_kind_aware_says_when_the_log_has_no_episodes():
     """kind-aware reads episodes by their kind: a log without any is named in a note (and only then)."""
     assert proxy_notes("kind-aware", ["explicit", "user_preference"])
     assert not proxy_notes("kind-aware", ["explicit", "episodic"]) and not proxy_notes("hindsight", ["explicit"])
+
+
+def test_the_search_sample_is_bounded_by_observations(monkeypatch):
+    """People are drawn in a seeded order and the sample is cut to the first whose observations fit."""
+    import numpy as np
+
+    import factmem.production.tune as pt
+    from factmem.evaluation.simulate import prepare
+
+    P = prepare(generate("tiny", seed=3))
+    people = P.dataset.events["subject"].value_counts()
+    full, names = pt.sample_subjects(P, len(people), 0)
+    assert len(names) == len(people) and len(full.events) == len(P.events)
+    monkeypatch.setattr(pt, "MIN_SEARCH_SUBJECTS", 1)
+    bound = int(people.max() + people.min())
+    cut, names = pt.sample_subjects(P, len(people), 0, max_observations=bound)
+    assert 1 <= len(names) < len(people) and len(cut.events) <= max(bound, int(people.max()))
+    assert int(people[list(names)].sum()) == len(cut.events)
+    assert set(np.unique(np.asarray(cut.dataset.events["subject"]))) == set(names)
