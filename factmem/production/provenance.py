@@ -79,11 +79,8 @@ def provenance_notes(meta: dict[str, str], params: MemoryParams, period: int, *,
                      "reproduce may differ for that reason alone.")
     raw = meta.get(META_PERIOD)
     if raw is not None:
-        try:
-            theirs = int(raw)
-            if theirs <= 0:
-                raise ValueError(raw)
-        except ValueError:
+        theirs = recorded_period(meta)
+        if theirs is None:
             notes.append(f"factmem_meta's {META_PERIOD} = {raw!r} is not a positive whole number of seconds; "
                          "ignored.")
         else:
