@@ -105,10 +105,14 @@ def test_whatif_says_when_the_file_was_built_otherwise(tmp_path):
     with sqlite3.connect(tmp_path / "a.sqlite") as sq:
         sq.execute("UPDATE factmem_meta SET value = ? WHERE key = 'params_fingerprint'", [params_fingerprint(other)])
         sq.execute("UPDATE factmem_meta SET value = '3600' WHERE key = 'consolidate_every_seconds'")
-    notes = whatif(tmp_path / "a.sqlite", other, bootstrap=5, figures=False).notes
+    hourly = whatif(tmp_path / "a.sqlite", other, bootstrap=5, figures=False)
+    notes = hourly.notes
     assert any("built with other parameters" in n and params_fingerprint(other)[:12] in n
                and "not those of its own factmem_meta 'params'" in n for n in notes), notes
-    assert any("consolidation every 1 h" in n and "--consolidate-every 1" in n for n in notes), notes
+    # without --consolidate-every the replay takes the file's period, and says so
+    assert hourly.settings.period == 3600 and any("the period the file records" in n for n in notes), notes
+    told = whatif(tmp_path / "a.sqlite", other, bootstrap=5, figures=False, consolidate_every_hours=24.0).notes
+    assert any("consolidation every 1 h" in n and "--consolidate-every 1" in n for n in told), told
     # the pure check: agreement, and a garbled period
     assert provenance_notes({"params_fingerprint": params_fingerprint(seed),
                              "consolidate_every_seconds": "86400"}, seed, 86400) == []

@@ -81,7 +81,7 @@ def provenance_notes(meta: dict[str, str], params: MemoryParams, period: int, *,
     if raw is not None:
         theirs = recorded_period(meta)
         if theirs is None:
-            notes.append(f"factmem_meta's {META_PERIOD} = {raw!r} is not a positive whole number of seconds; "
+            notes.append(f"factmem_meta's {META_PERIOD} = {raw!r} is not a whole number of seconds above 0; "
                          "ignored.")
         else:
             if theirs != period:
