@@ -90,6 +90,11 @@ def test_a_sampled_search_is_judged_on_everyone(prod):
     assert r.sample["searched"] == 2 < r.sample["subjects"]
     assert set(r.judged) == {"all", "not_sampled"}
     assert r.judged["all"]["subjects"] == r.sample["subjects"] > r.judged["not_sampled"]["subjects"]
+    # judged on all as whatif replays and scores the file: whatif of the recommendation says the same
+    from factmem import whatif
+
+    w = whatif(prod, r.tune.primary.params, current="seed", bootstrap=0, figures=False).comparison("utility")
+    assert w["difference"] == pytest.approx(r.judged["all"]["difference"], abs=1e-12)
 
 
 def test_kind_aware_says_when_the_log_has_no_episodes():

@@ -271,7 +271,8 @@ def tune_production(production: str | os.PathLike, *, current: Any = None, neede
     # the reproduction check: the current parameters' replay against the file's facts
     grid = consolidation_grid(log.first, max(log.latest, log.last), period)
     encoded = encode(log, cur.params.multi_valued_predicates)
-    reproduction = check_reproduction(log, replay_log(log, cur.params, grid, encoded))
+    replay_current = replay_log(log, cur.params, grid, encoded)  # kept: the judgement on all people reuses it
+    reproduction = check_reproduction(log, replay_current)
     del encoded
     release_memory()
     warning = reproduction_warning(reproduction, cur.source)
@@ -300,6 +301,9 @@ def tune_production(production: str | os.PathLike, *, current: Any = None, neede
             sample["searched_observations"] = int(len(P_search.events))
         else:
             P_search = P
+    if sample["searched"] == sample["subjects"]:
+        replay_current = None  # no judgement on all people to reuse it for
+        release_memory()
 
     from factmem.tuning.tune import tune
 
@@ -320,7 +324,8 @@ def tune_production(production: str | os.PathLike, *, current: Any = None, neede
                                 f"{len(values)} candidates tie at the same utility@{k} under needed = {needed}; "
                                 "the current parameters stay.")
         elif sample["searched"] < sample["subjects"]:
-            judged = _judge_on_all(P, res, cur.params, objective, holdout, schedule, np.asarray(chosen))
+            judged = _judge_on_all(log, P, res.primary.params, replay_current, objective, holdout, grid,
+                                   np.asarray(chosen))
             rec = res.primary
             if rec.promoted and not judged["all"]["excludes_zero"]:
                 rec.promoted, rec.keep = False, "current"
@@ -347,26 +352,35 @@ def tune_production(production: str | os.PathLike, *, current: Any = None, neede
     return result
 
 
-def _judge_on_all(P: PreparedLog, res: Any, current: MemoryParams, objective: Any, holdout: Any, schedule: Schedule,
-                  sampled: np.ndarray) -> dict[str, Any]:
+def _judge_on_all(log: ProductionLog, P: PreparedLog, recommended: MemoryParams, replay_current: Any,
+                  objective: Any, holdout: Any, grid: np.ndarray, sampled: np.ndarray) -> dict[str, Any]:
     """The recommendation against the current parameters on every person, and on the people outside the
-    search sample alone (held out by construction)."""
+    search sample alone (held out by construction) — replayed and scored as ``whatif`` does (the whole
+    file's evidence, the same consolidations, contexts scored in groups of people so that memory stays
+    bounded), so ``whatif`` of the written ``params.toml`` reports the same difference. The current
+    parameters' replay is the reproduction check's."""
     from factmem.evaluation.context import ContextEvaluator
-    from factmem.evaluation.simulate import encode_events, kernel_belief_arrays
+    from factmem.production.compare import context_sums
     from factmem.tuning.tune import bootstrap_difference
 
-    rec = res.primary.params
     k = objective.budgets[0]
     ctx = ContextEvaluator(P, budgets=(k,), needed=objective.needed, costs=objective.costs,
                            max_points_per_subject=objective.max_points_per_subject, seed=holdout.seed)
-    grid = schedule.consolidations(P.start, P.end)
+    release_memory()
+    fact_triple, triples_index = log.triple_of_fact()
+    triple_of_event = fact_triple[log.events["fact"].to_numpy()]
+    subject_of_triple = np.asarray(triples_index.codes[0], np.int64)
+    eval_subject = pd.Index(ctx.subjects).get_indexer(pd.Index(np.asarray(triples_index.levels[0], dtype=object)))
+    state_subject = eval_subject[subject_of_triple[triple_of_event]]
+    encoded = encode(log, recommended.multi_valued_predicates)
+    replay_new = replay_log(log, recommended, grid, encoded)
+    del encoded
+    release_memory()
     sums = []
-    for params in (rec, current):
-        enc = encode_events(P, params.multi_valued_predicates)
-        bel = kernel_belief_arrays(P, [params], grid, enc)[0]
-        sums.append(ctx.score(bel, params).sums[0, :, 0, :])
-        del bel, enc
+    for rep in (replay_new, replay_current):
+        sums.append(context_sums(ctx, rep.beliefs(log, triple_of_event), rep, state_subject).sums[0, :, 0, :])
         release_memory()
+    del replay_new
     outside = ~np.isin(np.asarray(ctx.subjects, dtype=object), sampled)
     out = {}
     for label, rows in (("all", slice(None)), ("not_sampled", outside)):
