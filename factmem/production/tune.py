@@ -271,7 +271,7 @@ def tune_production(production: str | os.PathLike, *, current: Any = None, neede
     # the reproduction check: the current parameters' replay against the file's facts
     grid = consolidation_grid(log.first, max(log.latest, log.last), period)
     encoded = encode(log, cur.params.multi_valued_predicates)
-    replay_current = replay_log(log, cur.params, grid, encoded)  # kept: the judgement on all people reuses it
+    replay_current: Any = replay_log(log, cur.params, grid, encoded)  # kept: the judgement on all people reuses it
     reproduction = check_reproduction(log, replay_current)
     del encoded
     release_memory()
