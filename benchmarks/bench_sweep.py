@@ -16,6 +16,13 @@ port replayed once on the **whole** log and multiplied by 64 (each of its runs i
   checkpoint metrics, the context metrics at every session start, and sampled;
 * peak RSS of this process and of the largest worker.
 
+**Cold and warm.** The scorers' loops are compiled (Numba, ``factmem.core.compiled``) on their first
+call and cached on disk. This run starts with an empty cache of its own (``NUMBA_CACHE_DIR`` in a
+temporary folder, unless ``--keep-cache``): the first sweep (*cold*) pays the compilation in each
+worker process; the same sweep again (*warm*) runs in new worker processes that load the cache, as every
+later run does. The compile cost alone is measured first, in fresh processes: scoring the bundled
+``tiny``-sized log with an empty cache (cold) and then with the cache it left (warm).
+
     python benchmarks/bench_sweep.py                 # generates the large preset in a temporary folder
     python benchmarks/bench_sweep.py --log DIR       # an existing dataset
     python benchmarks/bench_sweep.py --quick         # the bundled small log, 16 sets (a smoke run)
@@ -27,11 +34,15 @@ import argparse
 import itertools
 import os
 import resource
+import subprocess
 import sys
 import tempfile
 import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
+
+if "--keep-cache" not in sys.argv:  # an empty compile cache of this run's own, before Numba is imported
+    os.environ["NUMBA_CACHE_DIR"] = tempfile.mkdtemp(prefix="bench-sweep-numba-")
 
 import numpy as np
 
@@ -73,6 +84,34 @@ def maxrss_gb(who) -> float:
     return resource.getrusage(who).ru_maxrss / 1024 ** 2
 
 
+_COMPILE_PROBE = """
+import time
+t = time.perf_counter()
+from factmem.data.generate import generate
+from factmem.evaluation.context import ContextEvaluator
+from factmem.evaluation.simulate import prepare, kernel_belief_arrays
+from factmem.core.params import MemoryParams
+import numpy as np
+P = prepare(generate("tiny", seed=3))
+grid = np.arange(P.start + 86400, P.end + 1, 86400)
+p = MemoryParams(multi_valued_predicates=P.dataset.multi_valued_predicates)
+b = kernel_belief_arrays(P, [p], grid)[0]
+ready = time.perf_counter()
+ContextEvaluator(P).score(b, p)
+P.evaluator(grid).score(b, p.retrieval_threshold)
+print(time.perf_counter() - ready)
+"""
+
+
+def compile_cost(cache: str) -> float:
+    """Seconds a fresh process spends on its first scoring of a tiny log (compiling, or loading the
+    kernels from ``cache``)."""
+    env = {**os.environ, "NUMBA_CACHE_DIR": cache}
+    out = subprocess.run([sys.executable, "-c", _COMPILE_PROBE], env=env, check=True, capture_output=True, text=True,
+                         cwd=HERE.parent)
+    return float(out.stdout.strip().splitlines()[-1])
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--log", help="dataset folder (default: generate the large preset)")
@@ -80,9 +119,15 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=None, help="worker processes (default: all cores)")
     ap.add_argument("--max-points", type=int, default=20, metavar="N",
                     help="session starts sampled per subject in the sampled run (default 20)")
+    ap.add_argument("--keep-cache", action="store_true",
+                    help="use the compile cache already on disk (no cold run: both sweeps are warm)")
     args = ap.parse_args()
     workers = args.workers or os.cpu_count() or 1
     print(f"bench_sweep{' --quick' if args.quick else ''}: {load()}")
+    with tempfile.TemporaryDirectory() as cache:
+        cold, warm = compile_cost(cache), compile_cost(cache)
+    print(f"  first scoring in a fresh process (tiny log): {cold:5.2f} s with an empty compile cache (cold), "
+          f"{warm:5.2f} s loading the cache (warm): compiling costs {cold - warm:4.1f} s once per machine")
 
     with tempfile.TemporaryDirectory() as tmp:
         if args.log:
@@ -131,7 +176,8 @@ def main() -> None:
 
         results = {}
         for label, objective, calibration in (
-                ("every session start", Objective(), True),
+                ("every session start (cold: compiling in each worker)", Objective(), True),
+                ("every session start (warm: the kernels from the cache)", Objective(), True),
                 (f"<= {args.max_points} session starts per subject (sampled, seeded)",
                  Objective(max_points_per_subject=args.max_points), True),
                 ("every session start, calibration skipped as tune does for candidates", Objective(), False),

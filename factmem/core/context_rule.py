@@ -32,7 +32,7 @@ import numpy as np
 from factmem.core.decay import age_days, effective_confidence
 from factmem.core.params import MemoryParams
 
-__all__ = ["context_threshold", "effective_at", "context_tie_keys", "context_order", "ranks_within",
+__all__ = ["context_threshold", "effective_at", "context_tie_columns", "context_tie_keys", "context_order", "ranks_within",
            "lexicographic_rank"]
 
 
@@ -48,12 +48,18 @@ def effective_at(confidence, decay_rate, last_reinforced, t) -> np.ndarray:
     return effective_confidence(confidence, decay_rate, age_days(t, last_reinforced))
 
 
+def context_tie_columns(last_reinforced: np.ndarray, first_seen: np.ndarray, po_rank: np.ndarray
+                        ) -> tuple[np.ndarray, ...]:
+    """The tie keys after effective confidence, most significant first, each ascending: later
+    ``last_reinforced``, later ``first_seen``, then ``po_rank`` (the rank of (predicate, object) in
+    lexicographic order) — what the compiled top-k (:mod:`factmem.evaluation.topk`) compares."""
+    return (-np.asarray(last_reinforced, np.int64), -np.asarray(first_seen, np.int64), np.asarray(po_rank, np.int64))
+
+
 def context_tie_keys(po_rank: np.ndarray, first_seen: np.ndarray, last_reinforced: np.ndarray
                      ) -> tuple[np.ndarray, ...]:
-    """The tie keys after effective confidence, as :func:`numpy.lexsort` takes them (last key most
-    significant, ascending): later ``last_reinforced``, later ``first_seen``, then ``po_rank`` (the
-    rank of (predicate, object) in lexicographic order)."""
-    return (np.asarray(po_rank), -np.asarray(first_seen, np.int64), -np.asarray(last_reinforced, np.int64))
+    """:func:`context_tie_columns` as :func:`numpy.lexsort` takes them (last key most significant)."""
+    return context_tie_columns(last_reinforced, first_seen, po_rank)[::-1]
 
 
 def context_order(group: np.ndarray, effective: np.ndarray, last_reinforced: np.ndarray, first_seen: np.ndarray,

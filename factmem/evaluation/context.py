@@ -68,10 +68,11 @@ import numpy as np
 import pandas as pd
 
 from factmem.core.codes import OPEN, EndReason
-from factmem.core.context_rule import context_order, context_tie_keys, effective_at, ranks_within
+from factmem.core.compiled import njit
+from factmem.core.context_rule import context_order, context_tie_columns, ranks_within
 from factmem.core.params import MemoryParams
 from factmem.errors import InputError
-from factmem.evaluation.arrays import blocks, cover_count, group_min, lexicographic_rank, member
+from factmem.evaluation.arrays import cover_count, group_min, lexicographic_rank, member
 from factmem.evaluation.charges import CHARGE_KINDS, ChargeCosts
 from factmem.evaluation.context_scores import (
     FIELD_INDEX,
@@ -83,7 +84,7 @@ from factmem.evaluation.context_scores import (
 )
 from factmem.evaluation.metrics import packed_order, settle_ties, true_intervals
 from factmem.evaluation.proxies import PointIndex, Proxy, kind_inputs, make_proxy
-from factmem.evaluation.topk import top_k_masks
+from factmem.evaluation.topk import context_top_k
 
 if TYPE_CHECKING:
     from factmem.evaluation.simulate import PreparedLog
@@ -378,12 +379,12 @@ class ContextEvaluator:
         confidence, rate, fact). ``collect``: a list to append the contexts to, as tuples (budget
         index, point, belief row, effective confidence) of arrays — what :meth:`contexts` reads.
 
-        How (the result does not depend on it): the (state, point) pairs are enumerated state by
-        state, in a canonical order of the states (subject, triple, start) so that sums do not depend
-        on the order rows come in, and in blocks of whole subjects (memory stays bounded); the top
-        ``k`` of each point is selected by :func:`factmem.evaluation.topk.top_k_masks` (one sort of
-        packed keys, exact ties); truth flags are computed once per state where they cannot change
-        over the state's points, per pair elsewhere."""
+        How (the result does not depend on it): the states are put in a canonical order (subject,
+        triple, start) so that sums do not depend on the order rows come in; the (state, point) pairs
+        are enumerated and the top ``k`` of each point selected in one compiled pass,
+        :func:`factmem.evaluation.topk.context_top_k` (exact ties; no pair array is built, memory is
+        points × the widest budget); truth flags are computed once per state where they cannot change
+        over the state's points, per selected pair elsewhere."""
         b = {c: np.asarray(beliefs[c]) for c in ("triple", "start", "end", "reason", "confidence", "rate", "fact")}
         start, end = b["start"].astype(np.int64), b["end"].astype(np.int64)
         reason = b["reason"].astype(np.int64)
@@ -411,74 +412,46 @@ class ContextEvaluator:
         has = np.flatnonzero(cnt > 0)  # states held at a scored point
         sel = order[has]
         tr, st, cf, rt, lo, cnt = tr[has], st[has], cf[has], rt[has], lo[has], cnt[has]
-        fact_first_seen: list[np.ndarray] = []
-
-        def first_seen() -> np.ndarray:  # of each selected state's fact; needed only to break ties
-            if not fact_first_seen:
-                fact_first_seen.append(group_min(fact, start)[sel])
-            return fact_first_seen[0]
+        first_seen = group_min(fact, start)[sel]  # of each selected state's fact (a tie key)
 
         n_v, n_b = len(self._v_index), len(self.budgets)
         curve_k = self.curve_k if curve and self.curve_k else 0
         ks = list(self.budgets) + ([curve_k] if curve_k else [])
-        H = np.zeros((n_b, n_v))
-        K = np.zeros((n_b, len(CHARGE_KINDS), n_v))  # context facts of each charge kind
-        C = np.zeros((n_b, n_v))
-        LL = np.zeros((n_b, n_v))
         n_parts, n_subj = len(self.parts), len(self.subjects)
         per_rank = np.zeros((n_parts, n_subj, curve_k)) if curve_k else None
         N = self._pt_needed[self._v_index]
 
-        states = self._state_flags(tr, lo, cnt, params)
-        for a, z in blocks(self._triple_subject[tr], cnt, _BLOCK_PAIRS):  # a loop over blocks of subjects
-            bcnt = cnt[a:z]
-            p0 = int(lo[a:z].min())
-            p1 = int((lo[a:z] + bcnt).max())
-            total = int(bcnt.sum())
-            offs = np.cumsum(bcnt) - bcnt
-            pe = np.repeat(lo[a:z] - offs - p0, bcnt) + np.arange(total)  # local point of each pair
-            pb = np.repeat(np.arange(a, z), bcnt)  # its state
-            t = self._v_t[p0:p1][pe]
-            eff = effective_at(np.repeat(cf[a:z], bcnt), np.repeat(rt[a:z], bcnt), np.repeat(st[a:z], bcnt), t)
-            believed = eff >= thr
-            if not believed.all():
-                pe, pb, t, eff = pe[believed], pb[believed], t[believed], eff[believed]
-
-            def tie_keys(idx: np.ndarray, pb=pb) -> tuple[np.ndarray, ...]:
-                s = pb[idx]
-                return context_tie_keys(self._po_rank[tr[s]], first_seen()[s], st[s])
-
-            masks = top_k_masks(pe, eff, ks, p1 - p0, tie_keys, floor=thr)
-            widest = masks[int(np.argmax(ks))]
-            pe, pb, t, eff = pe[widest], pb[widest], t[widest], eff[widest]
-            masks = [m[widest] for m in masks]
+        states_by_point = self.needed_mode != "truth"  # flags that depend on the point, not only its time
+        # the top k of every point, in one compiled pass over the (state, point) pairs; the budgets are
+        # prefixes of the widest one's ranks
+        ranked = context_top_k(lo, cnt, cf, rt, st, context_tie_columns(st, first_seen, self._po_rank[tr]),
+                               self._v_t, thr, max(ks))
+        # the flags of the selected pairs: their state's where they cannot change over its points, else
+        # computed per pair (the "varying" pairs, listed in the selection's order)
+        state_flags, varying = self._state_flags(tr, lo, cnt, params)
+        vpe, vpb = _varying_pairs(ranked.best, ranked.held, varying)
+        v_needed, v_code, v_true = self._flags(self._v_index[vpe] if states_by_point else None, tr[vpb],
+                                               self._v_t[vpe], params)
+        s_needed, s_code, s_true = state_flags
+        counts, LL = _point_sums(ranked.best, ranked.value, ranked.held, s_code, s_true, varying, v_code, v_true,
+                                 np.array(self.budgets, np.int64), _EPS)
+        H = counts[:, :, 1]
+        K = counts[:, :, 2:].transpose(0, 2, 1)
+        C = counts.sum(axis=2)
+        if collect is not None or per_rank is not None:
+            pe, rank, pb, eff = ranked.pairs()  # (scored point, rank, state, effective confidence)
+            vary = varying[pb]  # the varying pairs come in this order too
+            needed, code = s_needed[pb], s_code[pb]
+            needed[vary], code[vary] = v_needed, v_code
             if collect is not None:  # the contexts themselves: (scored point, belief row) of each budget
                 for bi in range(n_b):
-                    collect.append((bi, self._v_index[pe[masks[bi]] + p0], sel[pb[masks[bi]]], eff[masks[bi]]))
-            needed, code, true_now = self._pair_flags(pe + p0, pb, tr, t, states, params)
-            pc = np.clip(eff, _EPS, 1 - _EPS)
-            ll = np.empty(len(pc))  # -(y log p + (1 - y) log(1 - p)), each log only where it is used
-            np.log(pc, out=ll, where=true_now)
-            np.log1p(-pc, out=ll, where=~true_now)
-            np.negative(ll, out=ll)
-            width = p1 - p0
-            for bi in range(n_b):
-                m = masks[bi]
-                counts = np.bincount(pe[m] * 6 + code[m], minlength=6 * width).reshape(width, 6)
-                H[bi, p0:p1] = counts[:, 1]
-                K[bi, :, p0:p1] = counts[:, 2:].T
-                C[bi, p0:p1] = counts.sum(axis=1)
-                LL[bi, p0:p1] = np.bincount(pe[m], weights=ll[m], minlength=width)
+                    m = rank < ks[bi]
+                    collect.append((bi, self._v_index[pe[m]], sel[pb[m]], eff[m]))
             if per_rank is not None:
-                m = masks[-1]
-                ipe, ipb, ieff = pe[m], pb[m], eff[m]
-                rank_order = context_order(ipe, ieff, st[ipb], first_seen()[ipb], self._po_rank[tr[ipb]])
-                grp = ipe[rank_order]
-                rank = ranks_within(grp)
-                vp = self._v_index[grp + p0]
-                gain = (needed[m][rank_order].astype(np.float64) - self._code_cost[code[m][rank_order]]) \
-                    / np.maximum(1.0, N[grp + p0])
-                np.add.at(per_rank, (self._pt_part[vp], self._pt_subject[vp], rank), gain)
+                m = rank < curve_k
+                vp = self._v_index[pe[m]]
+                gain = (needed[m].astype(np.float64) - self._code_cost[code[m]]) / np.maximum(1.0, N[pe[m]])
+                np.add.at(per_rank, (self._pt_part[vp], self._pt_subject[vp], rank[m]), gain)
 
         sums = np.zeros((n_parts, n_subj, n_b, len(FIELDS)))
         cell = self._pt_part[self._v_index] * n_subj + self._pt_subject[self._v_index]
@@ -532,41 +505,29 @@ class ContextEvaluator:
             "rank": ranks_within(point)})
 
     def _state_flags(self, tr: np.ndarray, lo: np.ndarray, cnt: np.ndarray, params: MemoryParams):
-        """With truth: each state's flags at its first scored point, and whether they may change over
-        its points — only where one of its triple's truth boundaries falls among them
-        (:meth:`_prepare_breakpoints`). Queries are searched in (triple, time) order: sorted
-        searches are several times faster than scattered ones."""
+        """Each state's flags (:meth:`_flags`) at its first scored point, and whether they may change
+        over its points (``varying``: its pairs are flagged one by one). With truth a state varies only
+        where one of its triple's truth boundaries falls among its points
+        (:meth:`_prepare_breakpoints`); the other definitions of needed depend on the point itself, so
+        every state varies. Queries are searched in (triple, time) order: sorted searches are several
+        times faster than scattered ones."""
+        n = len(tr)
         if self.needed_mode != "truth":
-            return None
+            return (np.zeros(n, bool), np.zeros(n, np.int64), np.zeros(n, bool)), np.ones(n, bool)
         t_first = self._v_t[lo]
         t_last = self._v_t[lo + cnt - 1]
         order = np.argsort(tr * self._tt_span + (np.clip(t_first, self._tt_key_base, None) - self._tt_key_base))
         flags = []
         for g in self._flags(None, tr[order], t_first[order], params):
-            f = np.empty(len(tr), g.dtype)
+            f = np.empty(n, g.dtype)
             f[order] = g
             flags.append(f)
-        varying = np.ones(len(tr), bool)
+        varying = np.ones(n, bool)
         if self._bp_key is not None:
             base = tr[order] * self._bp_span - self._tmin
             varying[order] = (np.searchsorted(self._bp_key, base + t_last[order], "right")
                               > np.searchsorted(self._bp_key, base + t_first[order], "right"))
-        return flags, varying
-
-    def _pair_flags(self, vp: np.ndarray, pb: np.ndarray, tr: np.ndarray, t: np.ndarray, states,
-                    params: MemoryParams):
-        """Flags of (valid point ``vp``, state ``pb``) pairs at times ``t``: from the state's flags
-        (:meth:`_state_flags`) where they cannot change, computed per pair elsewhere."""
-        if states is None:
-            return self._flags(self._v_index[vp], tr[pb], t, params)
-        flags, varying = states
-        out = [f[pb] for f in flags]
-        vary = np.flatnonzero(varying[pb])
-        if vary.size:
-            exact = self._flags(None, tr[pb[vary]], t[vary], params)
-            for o, e in zip(out, exact):
-                o[vary] = e
-        return tuple(out)
+        return tuple(flags), varying
 
     def _flags(self, pe: np.ndarray | None, tr: np.ndarray, t: np.ndarray, params: MemoryParams):
         """Per (point, context fact): whether it is needed, its code (1 needed, else 2 + its kind's
@@ -651,8 +612,54 @@ class ContextEvaluator:
 # -- helpers --------------------------------------------------------------------------------------------
 
 
-#: pairs enumerated at once (a block of whole subjects): bounds the scorer's memory (~100 bytes a pair)
-_BLOCK_PAIRS = 1_000_000
+@njit
+def _varying_pairs(best, held, varying):  # pragma: no cover - compiled
+    """(point, state) of the selected pairs whose state's flags may change over its points, in the
+    selection's order (point, then rank)."""
+    n = 0
+    for p in range(len(held)):
+        for r in range(held[p]):
+            n += varying[best[p, r]]
+    point = np.empty(n, np.int64)
+    state = np.empty(n, np.int64)
+    i = 0
+    for p in range(len(held)):
+        for r in range(held[p]):
+            s = best[p, r]
+            if varying[s]:
+                point[i] = p
+                state[i] = s
+                i += 1
+    return point, state
+
+
+@njit
+def _point_sums(best, value, held, code, true_now, varying, pair_code, pair_true, budgets, eps
+                ):  # pragma: no cover - compiled
+    """Per budget and scored point: the context's facts counted by code (0 nothing, 1 hit, 2 + charge
+    kind), and its log loss ``-(y log p + (1 - y) log(1 - p))`` with ``p`` the effective confidence
+    clipped to ``[eps, 1 - eps]`` and ``y`` true and relevant now — summed by point in rank order.
+    A selected pair's code and label are its state's (``code``, ``true_now``) unless the state is
+    ``varying``: then the next of ``pair_code``/``pair_true`` (the varying pairs, in this order)."""
+    n_b, n_points = len(budgets), len(held)
+    counts = np.zeros((n_b, n_points, 6))
+    loss = np.zeros((n_b, n_points))
+    i = 0
+    for p in range(n_points):
+        for r in range(held[p]):
+            s = best[p, r]
+            if varying[s]:
+                c, y = pair_code[i], pair_true[i]
+                i += 1
+            else:
+                c, y = code[s], true_now[s]
+            q = min(max(value[p, r], eps), 1.0 - eps)
+            ll = -np.log(q) if y else -np.log1p(-q)
+            for b in range(n_b):
+                if r < budgets[b]:
+                    counts[b, p, c] += 1.0
+                    loss[b, p] += ll
+    return counts, loss
 
 
 def _canonical_order(subject: np.ndarray, local: np.ndarray, start: np.ndarray

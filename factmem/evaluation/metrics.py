@@ -47,6 +47,7 @@ import numpy as np
 import pandas as pd
 
 from factmem.core.codes import KINDS, OPEN, SECONDS_PER_DAY, EndReason
+from factmem.core.compiled import njit
 from factmem.core.timeutil import grid_index
 from factmem.errors import InputError
 from factmem.evaluation.arrays import cover_count
@@ -113,14 +114,31 @@ def _auc_sorted(pos: np.ndarray, neg: np.ndarray, w_true: float, w_false: float,
     wp, wn = len(pos) + float(w_true), len(neg) + float(w_false)
     if wp == 0 or wn == 0:
         return float("nan")
-    left = np.searchsorted(neg, pos, "left")
-    right = np.searchsorted(neg, pos, "right")
-    at_eps = pos == eps
-    below = left + np.where(at_eps, 0.0, float(w_false))  # the unheld negatives sit at eps, below the rest
-    equal = (right - left) + np.where(at_eps, float(w_false), 0.0)
     neg_at_eps = float(np.searchsorted(neg, eps, "right")) + float(w_false)
-    total = float((below + 0.5 * equal).sum()) + float(w_true) * 0.5 * neg_at_eps
+    total = _auc_pairs(np.asarray(pos, np.float64), np.asarray(neg, np.float64), float(w_false), float(eps)) \
+        + float(w_true) * 0.5 * neg_at_eps
     return total / (wp * wn)
+
+
+@njit
+def _auc_pairs(pos, neg, w_false, eps):  # pragma: no cover - compiled
+    """Σ over the held positives (ascending) of the negatives below it plus half those equal to it —
+    the unheld negatives (``w_false`` of them) sitting at ``eps``, below every other value — by one
+    merge of the two sorted arrays."""
+    total = 0.0
+    below = 0  # negatives < x
+    upto = 0  # negatives <= x
+    for x in pos:
+        while below < len(neg) and neg[below] < x:
+            below += 1
+        upto = max(upto, below)
+        while upto < len(neg) and neg[upto] <= x:
+            upto += 1
+        if x == eps:
+            total += below + 0.5 * ((upto - below) + w_false)
+        else:
+            total += (below + w_false) + 0.5 * (upto - below)
+    return total
 
 
 @dataclass
@@ -416,61 +434,50 @@ class Evaluator:
         # map [k0, k1) to calibration ranks
         r0 = grid_index(cal_idx, k0, "left")
         r1 = grid_index(cal_idx, k1, "left")
-        cnt = np.maximum(r1 - r0, 0)
-        S = int(cnt.sum())
-        sb = np.repeat(np.arange(len(triple)), cnt)
-        sr = np.repeat(r0, cnt) + (np.arange(S) - np.repeat(np.cumsum(cnt) - cnt, cnt))
-        t = self.cp[cal_idx[sr]] if S else np.zeros(0, np.int64)
-        age = (t - start[sb]) / SECONDS_PER_DAY
-        p = conf[sb] * np.exp(-rate[sb] * np.maximum(0.0, age))
-        # y: the sample falls inside a true-and-relevant interval of its triple
-        offs = np.cumsum(cnt) - cnt
+        # each state's (state, truth row) pairs: a contiguous run of pb (it is sorted by state)
+        pair_start = np.searchsorted(pb, np.arange(len(triple) + 1), "left")
         tr0 = grid_index(cal_idx, self.t_k0[pt], "left")
         tr1 = grid_index(cal_idx, self.t_k1[pt], "left")
-        lo, hi = np.maximum(r0[pb], tr0), np.minimum(r1[pb], tr1)
-        ok = hi > lo
-        d = (np.bincount(offs[pb[ok]] + (lo[ok] - r0[pb[ok]]), minlength=S + 1)
-             - np.bincount(offs[pb[ok]] + (hi[ok] - r0[pb[ok]]), minlength=S + 1))
-        y = (np.cumsum(d[:S]) > 0).astype(np.int8)
-        pc = np.clip(p, self.eps, 1 - self.eps)
-        # -(y log p + (1 - y) log(1 - p)), each logarithm only where it is used (the same numbers)
-        loss = np.empty(S)
-        positive = y == 1
-        np.log(pc, out=loss, where=positive)
-        np.log1p(-pc, out=loss, where=~positive)
-        np.negative(loss, out=loss)
-        sk = kind[sb]
-        # held positives and negatives sorted per kind once; all kinds' are their merge (sorted runs)
-        by_kind = [(np.sort(pc[(sk == k) & positive]), np.sort(pc[(sk == k) & ~positive])) for k in range(len(KINDS))]
+        first_mention = _lookup(self.first_mention, triple, OPEN)
+        held_tk = _lookup(self.kind_of_triple, triple, -1)
+        if len(kind) and not (0 <= int(kind.min()) and int(kind.max()) < len(KINDS)):
+            raise InputError(f"belief states: kind codes must lie in 0..{len(KINDS) - 1}, got {int(kind.min())}.."
+                             f"{int(kind.max())}")
+        # every held sample (state, calibration checkpoint) in one compiled pass: its prediction, label,
+        # loss and the sums the metrics read (see _calibration_pass)
+        sums = _calibration_pass(r0, r1, pair_start, tr0, tr1, self.cp[cal_idx], start, conf, rate,
+                                 kind.astype(np.int64), held_tk, first_mention, self.eps, float(SECONDS_PER_DAY),
+                                 AGE_EDGES_DAYS, len(KINDS), _RELIABILITY_BINS)
+        (pc, group, ck_loss, ck_n, held_n, held_true, held_n_k, held_true_k, kind_sums, bins, rel, rel_all) = sums
+        S = len(pc)
+        # held positives and negatives sorted per kind (group = 2 * kind + label); all kinds' are their merge
+        by_kind = [(np.sort(pc[group == 2 * k + 1]), np.sort(pc[group == 2 * k])) for k in range(len(KINDS))]
         pos_all = np.sort(np.concatenate([a for a, _ in by_kind]), kind="stable")
         neg_all = np.sort(np.concatenate([b for _, b in by_kind]), kind="stable")
 
         # triples mentioned before t but not held predict 0 (clipped to eps); held triples never
         # mentioned (derived facts) join the population while held
-        m_cal = len(cal_idx)
         ment = self._mentioned[cal_idx]
         ment_true = self._mentioned_true[cal_idx]
-        mentioned = _lookup(self.first_mention, triple[sb], OPEN) < t if S else np.zeros(0, bool)
-        held_n = np.bincount(sr, weights=mentioned, minlength=m_cal)
-        held_true = np.bincount(sr, weights=y * mentioned, minlength=m_cal)
         off_true = np.maximum(ment_true - held_true, 0)
         off_false = np.maximum(ment - held_n - off_true, 0)
         l1, l0 = -np.log(self.eps), -np.log1p(-self.eps)
-        per_ck_loss = np.bincount(sr, weights=loss, minlength=m_cal) + off_true * l1 + off_false * l0
-        per_ck_n = np.bincount(sr, minlength=m_cal) + off_true + off_false
+        per_ck_loss = ck_loss + off_true * l1 + off_false * l0
+        per_ck_n = ck_n + off_true + off_false
         per_checkpoint = np.full(n, np.nan)
         with np.errstate(invalid="ignore", divide="ignore"):
             per_checkpoint[cal_idx] = per_ck_loss / per_ck_n
         N = per_ck_n.sum()
-        rmse_bins = _RmseBins(pc, y, sk, age)
+        rmse_bins = _RmseBins(*bins)
         W_true, W_false = off_true.sum(), off_false.sum()
+        loss_total, brier_total = kind_sums[:, 1].sum(), kind_sums[:, 2].sum()
         summary: dict[str, Any] = {
             "log_loss": float(per_ck_loss.sum() / N) if N else float("nan"),
-            "brier": float((((pc - y) ** 2).sum() + W_true * (1 - self.eps) ** 2 + W_false * self.eps ** 2) / N)
+            "brier": float((brier_total + W_true * (1 - self.eps) ** 2 + W_false * self.eps ** 2) / N)
             if N else float("nan"),
             "auc": _auc_sorted(pos_all, neg_all, W_true, W_false, self.eps),
             "rmse_bins": rmse_bins.rmse() if S else float("nan"),
-            "held_log_loss": float(loss.mean()) if S else float("nan"),
+            "held_log_loss": float(loss_total / S) if S else float("nan"),
             "samples": int(N),
             "calibration_stride": stride,
         }
@@ -479,32 +486,114 @@ class Evaluator:
         # the unheld of a kind are its mentioned triples less the held ones *of that triple kind* (a
         # fact's kind can differ from its triple's: a derived fact restating an observation, a
         # triple the truth does not know)
-        held_tk = _lookup(self.kind_of_triple, triple[sb], -1)
         for k, name in enumerate(KINDS):
-            sel = sk == k
+            held_k, loss_k, brier_k = int(kind_sums[k, 0]), kind_sums[k, 1], kind_sums[k, 2]
             # unheld split by kind needs per-kind population counts
             mt_k = self._mentioned_true_by_kind[k][cal_idx]
             ment_k = self._mentioned_by_kind[k][cal_idx]
-            of_k = held_tk == k
-            hn = np.bincount(sr[of_k], weights=mentioned[of_k], minlength=m_cal)
-            ht = np.bincount(sr[of_k], weights=(y * mentioned)[of_k], minlength=m_cal)
+            hn, ht = held_n_k[k], held_true_k[k]
             ot = np.maximum(mt_k - ht, 0).sum()
             of = np.maximum(ment_k - hn - np.maximum(mt_k - ht, 0), 0).sum()
-            nk = sel.sum() + ot + of
+            nk = held_k + ot + of
             if nk == 0:
                 continue
             rows.append({
-                "kind": name, "samples": int(nk), "held": int(sel.sum()),
-                "log_loss": float((loss[sel].sum() + ot * l1 + of * l0) / nk),
-                "brier": float((((pc[sel] - y[sel]) ** 2).sum() + ot * (1 - self.eps) ** 2 + of * self.eps ** 2) / nk),
-                "rmse_bins": rmse_bins.rmse(k) if sel.any() else float("nan"),
+                "kind": name, "samples": int(nk), "held": held_k,
+                "log_loss": float((loss_k + ot * l1 + of * l0) / nk),
+                "brier": float((brier_k + ot * (1 - self.eps) ** 2 + of * self.eps ** 2) / nk),
+                "rmse_bins": rmse_bins.rmse(k) if held_k else float("nan"),
                 "auc": _auc_sorted(by_kind[k][0], by_kind[k][1], ot, of, self.eps),
             })
-        by_kind = pd.DataFrame(rows)
+        by_kind_table = pd.DataFrame(rows)
         for r in rows:
             summary[f"log_loss.{r['kind']}"] = r["log_loss"]
-        return {"per_checkpoint": per_checkpoint, "summary": summary, "by_kind": by_kind,
-                "reliability": _reliability(pc, y, sk)}
+        return {"per_checkpoint": per_checkpoint, "summary": summary, "by_kind": by_kind_table,
+                "reliability": _reliability(rel, rel_all)}
+
+
+_RELIABILITY_BINS = 10
+
+
+@njit
+def _calibration_pass(r0, r1, pair_start, tr0, tr1, t_cal, start, conf, rate, kind, held_tk, first_mention, eps,
+                      day, age_edges, n_kinds, n_rel):  # pragma: no cover - compiled
+    """One pass over the held samples — state ``s`` at calibration checkpoints ``r0[s] … r1[s] − 1``
+    (times ``t_cal``), in that order — and the sums calibration reads from them.
+
+    Per sample: the prediction ``p = confidence × exp(−rate × max(0, age))`` clipped to ``[eps, 1 − eps]``
+    (``pc``); the label ``y``: a true-and-relevant interval of the state's triple covers the checkpoint
+    (its truth rows ``pair_start[s] …``, as calibration ranks ``[tr0, tr1)``); the loss
+    ``−(y log pc + (1 − y) log(1 − pc))``; ``group`` = 2 × kind + y (for the AUC's sorts).
+    Sums: per checkpoint the loss, the samples, those of mentioned triples and of them the true ones
+    (also by the triple's kind); per kind (held samples, loss, Brier); RMSE(bins) counts, predictions
+    and labels per (kind, age bucket); reliability per (kind, bin) and over all kinds."""
+    n_states = len(r0)
+    total = 0
+    for s in range(n_states):
+        if r1[s] > r0[s]:
+            total += r1[s] - r0[s]
+    m_cal = len(t_cal)
+    n_edges = len(age_edges)
+    pc = np.empty(total)
+    group = np.empty(total, np.int8)
+    ck_loss = np.zeros(m_cal)
+    ck_n = np.zeros(m_cal)
+    held_n = np.zeros(m_cal)
+    held_true = np.zeros(m_cal)
+    held_n_k = np.zeros((n_kinds, m_cal))
+    held_true_k = np.zeros((n_kinds, m_cal))
+    kind_sums = np.zeros((n_kinds, 3))  # held, loss, brier
+    bin_n = np.zeros(n_kinds * n_edges, np.int64)
+    bin_p = np.zeros(n_kinds * n_edges)
+    bin_y = np.zeros(n_kinds * n_edges)
+    rel = np.zeros((3, n_kinds, n_rel))  # n, p, y
+    rel_all = np.zeros((3, n_rel))
+    i = 0
+    for s in range(n_states):
+        k = kind[s]
+        tk = held_tk[s]
+        for r in range(r0[s], r1[s]):
+            t = t_cal[r]
+            age = (t - start[s]) / day
+            p = conf[s] * np.exp(-rate[s] * max(0.0, age))
+            y = 0
+            for j in range(pair_start[s], pair_start[s + 1]):
+                if tr0[j] <= r < tr1[j]:
+                    y = 1
+                    break
+            q = min(max(p, eps), 1.0 - eps)
+            loss = -np.log(q) if y else -np.log1p(-q)
+            pc[i] = q
+            group[i] = 2 * k + y
+            i += 1
+            ck_loss[r] += loss
+            ck_n[r] += 1.0
+            if first_mention[s] < t:
+                held_n[r] += 1.0
+                held_true[r] += y
+                if 0 <= tk < n_kinds:
+                    held_n_k[tk, r] += 1.0
+                    held_true_k[tk, r] += y
+            kind_sums[k, 0] += 1.0
+            kind_sums[k, 1] += loss
+            kind_sums[k, 2] += (q - y) ** 2
+            # RMSE(bins): the age bucket (edges[a] <= age < edges[a + 1]; the last one open)
+            a = 0
+            while a < n_edges - 2 and age >= age_edges[a + 1]:
+                a += 1
+            cell = k * n_edges + a
+            bin_n[cell] += 1
+            bin_p[cell] += q
+            bin_y[cell] += y
+            b = min(int(q * n_rel), n_rel - 1)
+            rel[0, k, b] += 1.0
+            rel[1, k, b] += q
+            rel[2, k, b] += y
+            rel_all[0, b] += 1.0
+            rel_all[1, b] += q
+            rel_all[2, b] += y
+    return (pc, group, ck_loss, ck_n, held_n, held_true, held_n_k, held_true_k, kind_sums,
+            (bin_n, bin_p, bin_y), rel, rel_all)
 
 
 def _no_calibration(n_checkpoints: int) -> dict:
@@ -544,18 +633,13 @@ def _lookup(per_triple: np.ndarray, triple: np.ndarray, missing: int) -> np.ndar
 
 
 class _RmseBins:
-    """FSRS-style RMSE(bins): predictions grouped by kind × age bucket, each bin weighted by its size.
+    """FSRS-style RMSE(bins): predictions grouped by kind × age bucket (:data:`AGE_EDGES_DAYS`), each
+    bin weighted by its size — from the bins' counts and sums of predictions and labels (kind-major,
+    as :func:`_calibration_pass` counts them): the RMSE over all kinds and the RMSE of one kind (its
+    bins only)."""
 
-    The kind × age-bucket sums of RMSE(bins), counted once: the RMSE over all kinds and the RMSE of
-    one kind (its bins only — the same sums, in the same order, as binning that kind's samples alone)."""
-
-    def __init__(self, p: np.ndarray, y: np.ndarray, kind: np.ndarray, age_days: np.ndarray):
-        a = np.clip(np.searchsorted(AGE_EDGES_DAYS, age_days, "right") - 1, 0, len(AGE_EDGES_DAYS) - 2)
-        bins = kind.astype(np.int64) * len(AGE_EDGES_DAYS) + a
-        size = (int(kind.max(initial=0)) + 1) * len(AGE_EDGES_DAYS)
-        self.n = np.bincount(bins, minlength=size)
-        self.p = np.bincount(bins, weights=p, minlength=size)
-        self.y = np.bincount(bins, weights=y, minlength=size)
+    def __init__(self, n: np.ndarray, p: np.ndarray, y: np.ndarray):
+        self.n, self.p, self.y = n, p, y
 
     def rmse(self, kind: int | None = None) -> float:
         sl = slice(None) if kind is None else slice(kind * len(AGE_EDGES_DAYS), (kind + 1) * len(AGE_EDGES_DAYS))
@@ -567,20 +651,14 @@ class _RmseBins:
         return float(np.sqrt((nb[used] * (pm - ym) ** 2).sum() / nb[used].sum()))
 
 
-def _reliability(p: np.ndarray, y: np.ndarray, kind: np.ndarray, n_bins: int = 10) -> pd.DataFrame:
-    """Reliability-diagram bins over held states: mean predicted vs observed frequency, per kind and all."""
+def _reliability(by_kind: np.ndarray, overall: np.ndarray) -> pd.DataFrame:
+    """Reliability-diagram bins over held states: mean predicted vs observed frequency, over all kinds
+    and per kind, from the bins' (count, prediction sum, label sum) as :func:`_calibration_pass`
+    counts them (``overall``: 3 × bins; ``by_kind``: 3 × kinds × bins)."""
     cols = ["kind", "bin", "p_mean", "y_mean", "n"]
-    if p.size == 0:
-        return pd.DataFrame(columns=cols)
-    b = np.minimum((p * n_bins).astype(np.int64), n_bins - 1)
-    # all samples, then every kind's from one count over (kind, bin) cells (each cell sums its own
-    # samples in their order, as counting the kind alone would)
-    cell = kind.astype(np.int64) * n_bins + b
-    cells = len(KINDS) * n_bins
-    by_cell = [np.bincount(cell, weights=w, minlength=cells).reshape(len(KINDS), n_bins) for w in (None, p, y)]
-    counts = [(np.bincount(b, minlength=n_bins), np.bincount(b, weights=p, minlength=n_bins),
-               np.bincount(b, weights=y, minlength=n_bins))]
-    counts += [(by_cell[0][i], by_cell[1][i], by_cell[2][i]) for i in range(len(KINDS))]
+    n_bins = overall.shape[1]
+    counts = [(overall[0], overall[1], overall[2])] + [(by_kind[0, i], by_kind[1, i], by_kind[2, i])
+                                                        for i in range(len(KINDS))]
     frames = []
     for name, (nb, ps, ys) in zip(("all",) + tuple(KINDS), counts):
         nb = nb.astype(np.int64)
@@ -593,4 +671,4 @@ def _reliability(p: np.ndarray, y: np.ndarray, kind: np.ndarray, n_bins: int = 1
             "y_mean": (ys / np.maximum(nb, 1))[keep],
             "n": nb[keep],
         }))
-    return pd.concat(frames, ignore_index=True)
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=cols)

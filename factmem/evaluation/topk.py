@@ -1,23 +1,33 @@
-"""Per-group top-k selection over millions of (group, value) pairs, exact, in linear time.
+"""Per-point top-k selection, exact, compiled: the context metrics' ranking of millions of pairs.
 
 The budgeted context metrics (:mod:`factmem.evaluation.context`) rank, at every evaluation point, the
 facts held there by effective confidence (higher first), ties broken by further keys, and keep the
-first ``k``. Sorting every (point, fact) pair by all those keys (a five-key ``lexsort`` over tens of
-millions of pairs) was most of the cost of a sweep. This module selects the same pairs by a *radix
-select* on the values' bit patterns, with no sort of the pairs:
+first ``k``. This module does that selection compiled (Numba, :mod:`factmem.core.compiled`), exact,
+without sorting the pairs:
 
-* For a non-negative double the IEEE-754 bit pattern is monotone in the value, so the distance
-  ``d = bits(1.0) - bits(v)`` orders values exactly (smaller ``d``, larger value) as an integer.
-* Level 1 buckets ``d`` into 32 ranges spread over ``[floor, 1]`` (``floor``: the caller's lowest
-  possible value). One ``bincount`` over (point, bucket) and a cumulative sum per point give, for each
-  point with more than ``k`` pairs, the bucket holding its ``k``-th pair: pairs in better buckets are
-  in, pairs in worse ones out, and the *cut bucket*'s pairs are all in when they fit the slots left.
-* Otherwise only the cut bucket's pairs go on to the next level, which buckets the next five bits of
-  ``d`` the same way, with the slots left — until the pairs still tied share their value exactly (or
-  sit below the floor), which are then ranked by :func:`numpy.lexsort` on the caller's tie keys.
+* :func:`context_top_k` goes point by point (the points of a subject are consecutive, in time
+  order) and keeps the states held at the point *sorted*: from one point to the next their values
+  are recomputed, the states gone are dropped, the order is repaired by an insertion sort — two
+  states change places only where their decay curves cross, so it moves few — and the arrivals are
+  merged in. The first ``K`` (``K`` the widest budget) are the point's context; every budget
+  ``k <= K`` is their first ``k``, and the position is the rank — the order
+  :func:`factmem.core.context_rule.context_order` gives. No pair array is built.
+* :func:`top_k_masks` takes pairs already enumerated and keeps, per point, a buffer of its best
+  ``K`` so far in order (a candidate that beats the last is inserted at its place).
 
-Points holding at most ``k`` pairs take every pair without any of this. The result is the set of
-pairs a full sort by (point, value descending, tie keys) puts at ranks ``< k``; tests hold it to that.
+**The order** (:func:`_better`, the one definition): value descending, then the tie keys in
+significance order, each ascending (negate a key to prefer larger), then the candidate's index
+ascending — the order a stable sort by (point, −value, keys) puts them in.
+
+In :func:`context_top_k` state ``s`` is a candidate at the scored points ``lo[s] … lo[s] + cnt[s] − 1``
+with effective confidence ``confidence × exp(−rate × max(0, (t − start) / 86400))``
+(:func:`factmem.core.context_rule.effective_at`, in the same operations), when it is at least the
+context threshold. The tests hold both to a full sort.
+
+>>> import numpy as np
+>>> point = np.array([0, 0, 0, 1, 1]); value = np.array([0.5, 0.9, 0.5, 0.2, 0.2])
+>>> [m.tolist() for m in top_k_masks(point, value, (1, 2), 2, lambda idx: (-idx,))]
+[[False, True, False, False, True], [False, True, True, True, True]]
 """
 
 from __future__ import annotations
@@ -26,16 +36,193 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from factmem.core.codes import SECONDS_PER_DAY
+from factmem.core.compiled import njit
 from factmem.errors import InputError
 
-__all__ = ["top_k_masks"]
+__all__ = ["top_k_masks", "context_top_k", "TopK"]
 
 TieKeys = Callable[[np.ndarray], tuple[np.ndarray, ...]]
 
-_RADIX_BITS = 5
-_BUCKETS = 1 << _RADIX_BITS
-_MIN_FLOOR = 2.0**-8  # the first level spreads no lower: values below share its last bucket
-_ONE_BITS = np.int64(0x3FF0000000000000)  # bits of 1.0
+_DAY = float(SECONDS_PER_DAY)
+
+
+@njit
+def _better(v1, i1, v2, i2, keys):  # pragma: no cover - compiled
+    """Whether candidate ``i1`` (value ``v1``) ranks before ``i2`` (``v2``): the one order."""
+    if v1 != v2:
+        return v1 > v2
+    for c in range(keys.shape[1]):
+        a = keys[i1, c]
+        b = keys[i2, c]
+        if a != b:
+            return a < b
+    return i1 < i2
+
+
+@njit
+def _offer(p, i, v, keys, best, best_value, held, k):  # pragma: no cover - compiled
+    """Offer candidate ``i`` (value ``v``) to point ``p``'s buffer of its ``k`` best, kept in order."""
+    n = held[p]
+    if n == k:
+        if not _better(v, i, best_value[p, k - 1], best[p, k - 1], keys):
+            return
+        j = k - 1
+    else:
+        j = n
+        held[p] = n + 1
+    # the buffer is in order: the place is the first entry the candidate beats (binary search),
+    # then the entries from there shift down one
+    a, z = 0, j
+    while a < z:
+        mid = (a + z) // 2
+        if _better(v, i, best_value[p, mid], best[p, mid], keys):
+            z = mid
+        else:
+            a = mid + 1
+    for q in range(j, a, -1):
+        best[p, q] = best[p, q - 1]
+        best_value[p, q] = best_value[p, q - 1]
+    best[p, a] = i
+    best_value[p, a] = v
+
+
+@njit
+def _select_pairs(point, value, keys, n_points, k):  # pragma: no cover - compiled
+    best = np.full((n_points, k), -1, np.int64)
+    best_value = np.zeros((n_points, k))
+    held = np.zeros(n_points, np.int64)
+    for i in range(len(point)):
+        _offer(point[i], i, value[i], keys, best, best_value, held, k)
+    return best, best_value, held
+
+
+@njit
+def _select_states(lo, cnt, confidence, rate, start, keys, t, threshold, k, day):  # pragma: no cover - compiled
+    """Point by point (in order), the states held there kept sorted: ``cur`` holds the candidates of
+    the previous point in its order; at the next point their values are recomputed (a value only
+    falls with time, so a state below the threshold never returns — unless its rate is negative),
+    those gone are dropped, the order is repaired by an insertion sort (orders change only where
+    two decay curves cross: few moves), and the arrivals — states whose first point this is, sorted
+    among themselves — are merged in. The first ``k`` are the point's best."""
+    n_points, n_states = len(t), len(lo)
+    best = np.full((n_points, k), -1, np.int64)
+    best_value = np.zeros((n_points, k))
+    held = np.zeros(n_points, np.int64)
+    cur = np.empty(n_states, np.int64)
+    val = np.empty(n_states)
+    new = np.empty(n_states, np.int64)
+    new_val = np.empty(n_states)
+    out = np.empty(n_states, np.int64)
+    out_val = np.empty(n_states)
+    n_cur = 0
+    nxt = 0  # the next state to arrive: states come sorted by their first point
+    for p in range(n_points):
+        tp = t[p]
+        # the held states: values at tp, the gone dropped (order kept)
+        m = 0
+        for j in range(n_cur):
+            s = cur[j]
+            if p >= lo[s] + cnt[s]:
+                continue
+            e = confidence[s] * np.exp(-rate[s] * max(0.0, (tp - start[s]) / day))
+            if not e >= threshold:
+                if rate[s] >= 0:
+                    continue
+                e = -1.0  # below for now; a negative rate may bring it back
+            cur[m] = s
+            val[m] = e
+            m += 1
+        n_cur = m
+        for j in range(1, n_cur):  # repair the order: insertion sort of a nearly sorted run
+            s, e = cur[j], val[j]
+            i = j
+            while i > 0 and _better(e, s, val[i - 1], cur[i - 1], keys):
+                cur[i] = cur[i - 1]
+                val[i] = val[i - 1]
+                i -= 1
+            cur[i] = s
+            val[i] = e
+        # the arrivals, sorted among themselves
+        n_new = 0
+        while nxt < n_states and lo[nxt] <= p:
+            s = nxt
+            nxt += 1
+            e = confidence[s] * np.exp(-rate[s] * max(0.0, (tp - start[s]) / day))
+            if not e >= threshold:
+                if rate[s] >= 0:
+                    continue
+                e = -1.0
+            i = n_new
+            while i > 0 and _better(e, s, new_val[i - 1], new[i - 1], keys):
+                new[i] = new[i - 1]
+                new_val[i] = new_val[i - 1]
+                i -= 1
+            new[i] = s
+            new_val[i] = e
+            n_new += 1
+        if n_new:  # merge
+            a = b = m = 0
+            while a < n_cur or b < n_new:
+                if b == n_new or (a < n_cur and _better(val[a], cur[a], new_val[b], new[b], keys)):
+                    out[m] = cur[a]
+                    out_val[m] = val[a]
+                    a += 1
+                else:
+                    out[m] = new[b]
+                    out_val[m] = new_val[b]
+                    b += 1
+                m += 1
+            n_cur = m
+            cur[:n_cur] = out[:n_cur]
+            val[:n_cur] = out_val[:n_cur]
+        h = 0
+        while h < n_cur and h < k and val[h] >= threshold:
+            best[p, h] = cur[h]
+            best_value[p, h] = val[h]
+            h += 1
+        held[p] = h
+    return best, best_value, held
+
+
+@njit
+def _flatten(best, best_value, held):  # pragma: no cover - compiled
+    total = 0
+    for p in range(len(held)):
+        total += held[p]
+    point = np.empty(total, np.int64)
+    rank = np.empty(total, np.int64)
+    cand = np.empty(total, np.int64)
+    value = np.empty(total)
+    i = 0
+    for p in range(len(held)):
+        for r in range(held[p]):
+            point[i] = p
+            rank[i] = r
+            cand[i] = best[p, r]
+            value[i] = best_value[p, r]
+            i += 1
+    return point, rank, cand, value
+
+
+class TopK:
+    """The selection of each point's best ``k`` (``k`` = :attr:`width`): ``best[p, r]`` the candidate at
+    rank ``r`` of point ``p`` (``-1`` past ``held[p]``), ``value[p, r]`` its value."""
+
+    def __init__(self, best: np.ndarray, value: np.ndarray, held: np.ndarray):
+        self.best, self.value, self.held = best, value, held
+        self.width = best.shape[1]
+
+    def pairs(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(point, rank, candidate, value) of every selected pair, by point then rank."""
+        return _flatten(self.best, self.value, self.held)
+
+
+def _keys(columns: Sequence[np.ndarray], n: int) -> np.ndarray:
+    """Tie keys (most significant first) as one (n, keys) int64 array for the compiled order."""
+    if not len(columns):
+        return np.zeros((n, 0), np.int64)
+    return np.ascontiguousarray(np.stack([np.asarray(c, np.int64) for c in columns], axis=1))
 
 
 def top_k_masks(point: np.ndarray, value: np.ndarray, budgets: Sequence[int], n_points: int,
@@ -46,90 +233,39 @@ def top_k_masks(point: np.ndarray, value: np.ndarray, budgets: Sequence[int], n_
     ``point``: int array, each pair's point in ``[0, n_points)``. ``value``: float64 in ``[0, 1]``.
     ``tie_keys(idx)``: for the pair indices ``idx``, the further sort keys as for
     :func:`numpy.lexsort` (last key most significant; ascending — negate a key to prefer larger),
-    applied after the value; called only for pairs whose values are equal at a cut. ``floor``: no
-    value is below it (any floor gives the same result; a tight one is faster).
+    integers. ``floor``: a lower bound of the values (accepted for callers that know one; the
+    selection does not need it).
     """
+    del floor
     n = len(point)
     ks = [int(k) for k in budgets]
-    count = np.bincount(point, minlength=n_points) if n else np.zeros(n_points, np.int64)
-    if not n or not (count > min(ks)).any():
-        return [np.ones(n, bool) for _ in ks]
+    if not n:
+        return [np.ones(0, bool) for _ in ks]
+    value = np.asarray(value, np.float64)
     if not ((value >= 0) & (value <= 1)).all():
         raise InputError("top_k_masks: values must lie in [0, 1] (effective confidences)")
-    crowded = count > min(ks)
-    dense = np.cumsum(crowded) - 1  # dense rank of each crowded point
-    sel = np.flatnonzero(crowded[point])  # pairs at crowded points
-    group = dense[point[sel]]
-    size = count[crowded]
-    dist = _ONE_BITS - value[sel].view(np.int64)
-    shift = _first_shift(floor)
+    keys = _keys(tuple(tie_keys(np.arange(n)))[::-1], n)
+    sel = TopK(*_select_pairs(np.asarray(point, np.int64), value, keys, int(n_points), max(ks)))
+    _, rank, pair, _ = sel.pairs()
     masks = []
     for k in ks:
-        mask = np.ones(n, bool)
-        if (size > k).any():
-            mask[sel] = _radix_select(group, dist, np.minimum(size, k), shift,
-                                      lambda j: tie_keys(sel[j]))
+        mask = np.zeros(n, bool)
+        mask[pair[rank < k]] = True
         masks.append(mask)
     return masks
 
 
-def _first_shift(floor: float) -> int:
-    """The shift that spreads distances from 1.0 down to ``floor`` over the first level's buckets."""
-    low = max(float(floor), _MIN_FLOOR)
-    reach = int(_ONE_BITS) - int(np.array(low).view(np.int64))
-    return max(0, (reach // _BUCKETS).bit_length())
-
-
-def _radix_select(group: np.ndarray, dist: np.ndarray, take: np.ndarray, shift: int,
-                  tie_keys: TieKeys) -> np.ndarray:
-    """Mask of the ``take[g]`` pairs of each group ``g`` with the smallest ``dist`` (ties by
-    ``tie_keys``); ``group`` is dense in ``[0, len(take))``."""
-    keep = np.zeros(len(group), bool)
-    idx = np.arange(len(group))  # the pairs still undecided
-    g, want = group, take
-    first = True
-    while True:
-        n_groups = len(want)
-        d = dist[idx]
-        bucket = np.minimum(d >> shift, _BUCKETS - 1) if first else (d >> shift) & (_BUCKETS - 1)
-        hist = np.bincount(g * _BUCKETS + bucket, minlength=n_groups * _BUCKETS).reshape(n_groups, _BUCKETS)
-        cum = np.cumsum(hist, axis=1)
-        rows = np.arange(n_groups)
-        over = cum[:, -1] > want
-        cut = np.where(over, (cum < want[:, None]).sum(axis=1), _BUCKETS)  # the bucket of the last pair taken
-        cut_c = np.minimum(cut, _BUCKETS - 1)
-        left = want - np.where(cut > 0, cum[rows, np.maximum(cut_c - 1, 0)], 0)  # slots for the cut bucket
-        split = over & (hist[rows, cut_c] > left)
-        cut_of = cut[g]
-        at_cut = bucket == cut_of
-        go_on = at_cut & split[g]
-        keep[idx[(bucket < cut_of) | (at_cut & ~go_on)]] = True
-        if not go_on.any():
-            return keep
-        # the cut buckets that hold more pairs than slots: next level, with the slots left
-        idx, g_next = idx[go_on], g[go_on]
-        present = np.zeros(n_groups, bool)
-        present[g_next] = True
-        g, want = (np.cumsum(present) - 1)[g_next], left[present]
-        below_floor = first and bool((cut_c[present] == _BUCKETS - 1).any())
-        if shift == 0 or below_floor:  # equal values (or values below the floor): rank them exactly
-            def exact_keys(j: np.ndarray, rows: np.ndarray = idx) -> tuple[np.ndarray, ...]:
-                return tie_keys(rows[j])
-
-            keep[idx] = _rank_exact(g, dist[idx], want, exact_keys)
-            return keep
-        shift = max(shift - _RADIX_BITS, 0)
-        first = False
-
-
-def _rank_exact(group: np.ndarray, dist: np.ndarray, take: np.ndarray, tie_keys: TieKeys) -> np.ndarray:
-    """Mask of the ``take[g]`` first pairs of each group by (``dist``, tie keys), by a full lexsort."""
-    order = np.lexsort(tuple(tie_keys(np.arange(len(group)))) + (dist, group))
-    grp = group[order]
-    start = np.ones(len(order), bool)
-    start[1:] = grp[1:] != grp[:-1]
-    pos = np.arange(len(order))
-    rank = pos - np.maximum.accumulate(np.where(start, pos, 0))
-    keep = np.empty(len(group), bool)
-    keep[order] = rank < take[grp]
-    return keep
+def context_top_k(lo: np.ndarray, cnt: np.ndarray, confidence: np.ndarray, rate: np.ndarray, start: np.ndarray,
+                  tie_columns: Sequence[np.ndarray], t: np.ndarray, threshold: float, k: int) -> TopK:
+    """The ``k`` best states at each of the points ``t`` (Unix seconds; ascending within each state's
+    points): state ``s`` is a candidate at points ``lo[s] … lo[s] + cnt[s] − 1`` when its effective
+    confidence there is at least ``threshold``; ranked by effective confidence, then ``tie_columns``
+    (most significant first, ascending), then state index. States come sorted by ``lo``."""
+    n = len(lo)
+    if n > 1 and (np.diff(lo) < 0).any():
+        raise InputError("context_top_k: states must come sorted by their first point (lo)")
+    keys = _keys(tie_columns, n)
+    return TopK(*_select_states(np.asarray(lo, np.int64), np.asarray(cnt, np.int64),
+                                np.asarray(confidence, np.float64), np.asarray(rate, np.float64),
+                                np.asarray(start, np.int64), keys, np.asarray(t, np.int64), float(threshold),
+                                max(int(k), 1), _DAY))

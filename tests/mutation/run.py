@@ -252,8 +252,11 @@ MUTANTS: tuple[Mutant, ...] = (
     M("E4", "factmem/engine/waves.py", 'lo = grid_index(grid, last, "right")  # first T > last',
       'lo = grid_index(grid, last, "left")  # first T > last', WV + "test_first_archive_time_is_the_first_consolidation_below_threshold",
       "a consolidation at the reinforcement's own second archives it"),
-    M("C7", "factmem/evaluation/context.py", "believed = eff >= thr\n", "believed = eff > thr\n",
-      CX + "test_evaluator_equals_the_independent_scorer", "the context threshold is strict in the metrics"),
+    M("C7", "factmem/evaluation/topk.py", "if not e >= threshold:\n                if rate[s] >= 0:\n                    continue\n                e = -1.0  # below",
+      "if not e > threshold:\n                if rate[s] >= 0:\n                    continue\n                e = -1.0  # below",
+      CX + "test_evaluator_equals_the_independent_scorer", "the context threshold is strict in the metrics",
+      ("if not e >= threshold:\n                if rate[s] >= 0:\n                    continue\n                e = -1.0\n",
+       "if not e > threshold:\n                if rate[s] >= 0:\n                    continue\n                e = -1.0\n")),
 )
 
 

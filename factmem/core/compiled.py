@@ -1,0 +1,73 @@
+"""The compiler of the scoring kernels: Numba's ``njit``, with its on-disk cache made to work anywhere.
+
+The loops of the scorers (the per-point top-k of the context metrics, the checkpoint metrics'
+per-sample sums) are compiled by Numba to machine code. Compiling costs about a second per kernel,
+so every kernel is compiled with ``cache=True``: the machine code is written to disk the first time a
+kernel runs and loaded (milliseconds) by every later process — test workers, sweep workers, the CLI.
+
+Numba writes that cache beside the source (``__pycache__``) when it can, else in the user's cache
+folder. An installation may allow neither (a read-only site-packages and no writable home, as in some
+containers): then :func:`ensure_cache_dir` points ``NUMBA_CACHE_DIR`` at a private folder under the
+system's temporary directory, so a kernel compiles once per machine instead of once per process. A
+``NUMBA_CACHE_DIR`` set by the user is always kept.
+
+>>> import os
+>>> os.path.isdir(ensure_cache_dir() or ".")
+True
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+__all__ = ["ensure_cache_dir", "njit"]
+
+_HERE = Path(__file__).resolve().parent.parent  # the factmem package: where Numba caches first
+
+
+def _writable(folder: Path) -> bool:
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        probe = folder / f".factmem-probe-{os.getpid()}"
+        probe.write_bytes(b"")
+        probe.unlink()
+        return True
+    except OSError:
+        return False
+
+
+def ensure_cache_dir() -> str | None:
+    """Make sure Numba has a writable cache folder; returns the folder set, or None when Numba's own
+    choice (beside the sources, or the user's cache folder) is writable or the user chose one."""
+    if os.environ.get("NUMBA_CACHE_DIR"):
+        return None
+    if _writable(_HERE / "__pycache__"):
+        return None
+    user = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "numba"
+    if _writable(user):
+        return None
+    fallback = Path(tempfile.gettempdir()) / f"factmem-numba-{os.getuid() if hasattr(os, 'getuid') else 'user'}"
+    if not _writable(fallback):
+        return None  # nowhere to write: Numba compiles in memory, once per process
+    os.environ["NUMBA_CACHE_DIR"] = str(fallback)
+    return str(fallback)
+
+
+ensure_cache_dir()  # before Numba reads its configuration
+
+import numba  # noqa: E402
+from numba.core import config as _numba_config  # noqa: E402
+
+if os.environ.get("NUMBA_CACHE_DIR") and not getattr(_numba_config, "CACHE_DIR", ""):  # numba was imported first
+    setattr(_numba_config, "CACHE_DIR", os.environ["NUMBA_CACHE_DIR"])  # noqa: B010 - untyped module
+
+
+def njit(func=None, *, inline: bool = False):
+    """``numba.njit(cache=True, nogil=True)``: compiled on first call, cached on disk. ``inline``: a
+    small helper compiled into its callers (Numba's ``inline="always"``), not called."""
+    def wrap(f):
+        return numba.njit(cache=True, nogil=True, inline="always" if inline else "never")(f)
+
+    return wrap if func is None else wrap(func)
