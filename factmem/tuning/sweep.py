@@ -415,8 +415,9 @@ def sweep(log: Any, space: Mapping[str, Any] | Sequence[MemoryParams], *, base: 
             own.shutdown()
         for ref in lent:
             _CACHE.pop(ref, None)
-        for key in built:
-            _CONTEXT.pop(key, None)
+        if own is not None:  # built for the workers: dropped with them (in-process ones stay cached, as before)
+            for key in built:
+                _CONTEXT.pop(key, None)
 
     refs: dict[str, dict[str, np.ndarray]] = {}
     ref_table = pd.DataFrame()
