@@ -16,6 +16,10 @@ port replayed once on the **whole** log and multiplied by 64 (each of its runs i
   checkpoint metrics, the context metrics at every session start, and sampled;
 * peak RSS of this process and of the largest worker.
 
+**Wall and CPU.** Wall-clock ratios depend on what else the machine runs (the port uses one core,
+the sweep every worker's); each sweep row also gives its CPU seconds (this process and its workers)
+against the port's, a ratio the load moves much less, and how busy the workers' cores were.
+
 **Cold and warm.** The scorers' loops are compiled (Numba, ``factmem.core.compiled``) on their first
 call and cached on disk. This run starts with an empty cache of its own (``NUMBA_CACHE_DIR`` in a
 temporary folder, unless ``--keep-cache``): the first sweep (*cold*) pays the compilation in each
@@ -78,6 +82,12 @@ def _replay_chunk(params: list[dict]) -> int:
 def load() -> str:
     one, five, fifteen = os.getloadavg()
     return f"load average {one:.1f} / {five:.1f} / {fifteen:.1f} on {os.cpu_count()} cores"
+
+
+def cpu_seconds() -> float:
+    """CPU seconds of this process and of its finished children (worker pools, once shut down)."""
+    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
 
 
 def maxrss_gb(who) -> float:
@@ -154,10 +164,12 @@ def main() -> None:
               f"{len(sched.checkpoints(P.start, P.end))} checkpoints (daily); {m} parameter sets; {workers} workers")
 
         print(f"  [{load()}]")
+        c0 = cpu_seconds()
         port = replay_prefix(P.events, grid, n, tuned=True, path=":memory:")
+        port_cpu = (cpu_seconds() - c0) * m
         ports = port * m
         print(f"  port (row by row, in-memory SQLite, indexed), whole log: {port:7.1f} s per run "
-              f"({n / port:,.0f} events/s); x{m} = {ports:8.0f} s")
+              f"({n / port:,.0f} events/s); x{m} = {ports:8.0f} s; CPU x{m} = {port_cpu:8.0f} s")
 
         # the replay alone, on the same workers (the log shared with them as the sweep shares it)
         enc = encode_events(P, base.multi_valued_predicates)
@@ -183,15 +195,17 @@ def main() -> None:
                 ("every session start, calibration skipped as tune does for candidates", Objective(), False),
                 (f"<= {args.max_points} session starts per subject, calibration skipped (tune --max-points "
                  f"{args.max_points})", Objective(max_points_per_subject=args.max_points), False)):
-            t = time.perf_counter()
+            t, c0 = time.perf_counter(), cpu_seconds()
             res = sweep(P, params, schedule=sched, objective=objective, include_baseline=False,
                         compute=Compute(workers=workers, progress=False), calibration=calibration)
-            secs = time.perf_counter() - t
+            secs, cpu = time.perf_counter() - t, cpu_seconds() - c0
             results[label] = secs
             assert len(res.table) == m
             points = res.points.get("all", 0)
             print(f"  factmem sweep of {m} sets incl. scoring, context metrics at {label} "
-                  f"({points:,} points of {res.sampled_from.get('all', 0):,}): {secs:7.1f} s   {ports / secs:7.0f}x the port")
+                  f"({points:,} points of {res.sampled_from.get('all', 0):,}): {secs:7.1f} s   {ports / secs:7.0f}x the port "
+                  f"(CPU {cpu:6.0f} s: {port_cpu / cpu:5.0f}x the port's CPU, {workers} cores busy "
+                  f"{cpu / secs / workers:4.0%})")
         print(f"  peak RSS: this process {maxrss_gb(resource.RUSAGE_SELF):.2f} GB, "
               f"largest worker {maxrss_gb(resource.RUSAGE_CHILDREN):.2f} GB (limit 8 GB)")
         print(f"  [{load()}]")
