@@ -86,8 +86,8 @@ def test_a_flat_proxy_promotes_nothing(tmp_path):
 
 def test_a_sampled_search_is_judged_on_everyone(prod):
     r = tune_production(prod, current="seed", write=False, search=Search(method="random", n=6), bootstrap=20,
-                        max_search_subjects=2, compute=Compute(workers=0, progress=False))
-    assert r.sample["searched"] == 2 < r.sample["subjects"]
+                        max_search_subjects=3, compute=Compute(workers=0, progress=False))
+    assert r.sample["searched"] == 3 < r.sample["subjects"]
     assert set(r.judged) == {"all", "not_sampled"}
     assert r.judged["all"]["subjects"] == r.sample["subjects"] > r.judged["not_sampled"]["subjects"]
     # judged on all as whatif replays and scores the file: whatif of the recommendation says the same

@@ -64,6 +64,7 @@ import pandas as pd
 
 from factmem.core.params import MemoryParams
 from factmem.errors import InputError
+from factmem.evaluation.arrays import sorted_unique
 from factmem.evaluation.context import NEEDED_MODES
 from factmem.evaluation.simulate import PreparedLog, Schedule
 from factmem.production.current import EXIT_NOT_REPRODUCED, reproduction_warning, resolve_current
@@ -154,8 +155,8 @@ class ProductionTuneResult:
 
 def sample_subjects(P: PreparedLog, subjects: int, seed: int, max_observations: int | None = None
                     ) -> tuple[PreparedLog, np.ndarray]:
-    """The log restricted to a seeded sample of ``subjects`` people (their mentions and messages; the
-    triple codes stay the same); returns it and the sampled subjects' names (sorted). With
+    """The log restricted to a seeded sample of ``subjects`` people (their mentions and messages, their
+    triples numbered afresh); returns it and the sampled subjects' names (sorted). With
     ``max_observations``, the sample is cut to the people drawn first whose mentions add up to at most
     that many (at least :data:`MIN_SEARCH_SUBJECTS` people)."""
     names = P.triples.levels[0]
@@ -174,8 +175,18 @@ def sample_subjects(P: PreparedLog, subjects: int, seed: int, max_observations: 
     msgs = P.dataset.messages
     messages = msgs[msgs["session_id"].isin(sessions)].reset_index(drop=True)
     ds = dataclasses.replace(P.dataset, events=events, messages=messages)
-    ev_triple = P.ev_triple[keep]
-    sub = dataclasses.replace(P, dataset=ds, events=events, ev_triple=ev_triple,
+    # the sample's own triple codes: replays and evaluators size arrays by the number of triples, and the
+    # whole file's (6.5M at 10M observations) would be held for every candidate of the search
+    used = sorted_unique(P.ev_triple[keep])
+    ev_triple = np.searchsorted(used, P.ev_triple[keep]).astype(np.int64)
+    triples = P.triples[used].remove_unused_levels()
+    truth = P.truth
+    if len(truth):  # production logs have none; a dataset's truth follows its triples
+        t_code = truth["triple"].to_numpy(np.int64)
+        pos = np.minimum(np.searchsorted(used, t_code), max(len(used) - 1, 0))
+        hit = (used[pos] == t_code) if len(used) else np.zeros(len(t_code), bool)
+        truth = truth[hit].assign(triple=pos[hit]).reset_index(drop=True)
+    sub = dataclasses.replace(P, dataset=ds, events=events, triples=triples, ev_triple=ev_triple, truth=truth,
                               mentions=pd.DataFrame({"triple": ev_triple, "ts": events["ts"].to_numpy(np.int64)}),
                               _evaluators={}, _extra={})
     return sub, chosen
