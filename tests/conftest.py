@@ -44,6 +44,15 @@ def pytest_collection_modifyitems(config, items):
         fn._factmem_scaled = True
 
 
+def write_tiny(tmp_path_factory, seed: int):
+    """The `tiny` preset generated with ``seed`` and written to a fresh folder (for module fixtures)."""
+    from factmem.data.generate import generate, write
+
+    folder = tmp_path_factory.mktemp("tiny")
+    write(generate("tiny", seed=seed), folder)
+    return folder
+
+
 @pytest.fixture(params=["memory", "file"])
 def store_factory(request, tmp_path):
     """Make FactStores on one backend: in-memory DuckDB, or a DuckDB file under tmp_path."""

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from factmem.cli.main import build_parser, main
-from factmem.data.generate import generate, write
+from tests.conftest import write_tiny
 
 
 def subcommands():
@@ -52,9 +52,7 @@ def test_module_entry_point_prints_help():
 
 @pytest.fixture(scope="module")
 def tiny_dir(tmp_path_factory):
-    d = tmp_path_factory.mktemp("tiny")
-    write(generate("tiny", seed=31), d)
-    return d
+    return write_tiny(tmp_path_factory, seed=31)
 
 
 def test_simulate_command(tiny_dir, tmp_path, capsys):

@@ -11,6 +11,7 @@ from factmem.core.codes import MAX_TIME, MIN_TIME
 from factmem.core.params import MemoryParams
 from factmem.errors import InputError
 from factmem.store.factstore import FactStore
+from tests.conftest import write_tiny
 
 YEAR = 365 * 86400
 
@@ -305,11 +306,7 @@ def test_imported_triples_default_to_a_yearly_schedule_over_two_thousand_years(t
 
 @pytest.fixture(scope="module")
 def tiny_dir(tmp_path_factory):
-    from factmem.data.generate import generate, write
-
-    d = tmp_path_factory.mktemp("tiny")
-    write(generate("tiny", seed=31), d)
-    return d
+    return write_tiny(tmp_path_factory, seed=31)
 
 
 def _evidence_rows(db) -> int:

@@ -11,7 +11,6 @@ import pandas as pd
 import pytest
 
 from factmem.core.params import MemoryParams
-from factmem.data.generate import generate, write
 from factmem.errors import InputError
 from factmem.tuning.decision import Promotion
 from factmem.tuning.search import (
@@ -26,6 +25,7 @@ from factmem.tuning.search import (
 from factmem.tuning.settings import DEFAULT_SPACE, Compute, Holdout, Objective, Search
 from factmem.tuning.space import Range
 from factmem.tuning.tune import subject_folds, tune
+from tests.conftest import write_tiny
 
 LOCAL = Compute(workers=0, progress=False, chunk_size=4)
 SPACE = {"decay_rate.explicit": Range(0.001, 0.3, log=True), "threshold": Range(0.0, 0.2)}
@@ -33,9 +33,7 @@ SPACE = {"decay_rate.explicit": Range(0.001, 0.3, log=True), "threshold": Range(
 
 @pytest.fixture(scope="module")
 def tiny_dir(tmp_path_factory):
-    d = tmp_path_factory.mktemp("tiny")
-    write(generate("tiny", seed=21), d)
-    return d
+    return write_tiny(tmp_path_factory, seed=21)
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from factmem.core.params import MemoryParams
-from factmem.data.generate import generate, write
+from factmem.data.generate import generate
 from factmem.errors import InputError
 from factmem.evaluation.context import FIELDS, ContextEvaluator
 from factmem.evaluation.simulate import Schedule, kernel_beliefs, prepare, simulate
@@ -20,6 +20,7 @@ from factmem.tuning.settings import Compute, Holdout, Objective, Search
 from factmem.tuning.space import Range, assign, random_points, refine_points
 from factmem.tuning.sweep import baseline_rows, calibration_columns, fill_calibration, sweep
 from factmem.tuning.tune import Comparison, base_params, bootstrap_difference, decide, edge_notes, subject_folds, tune
+from tests.conftest import write_tiny
 
 SPACE = {"decay_rate.explicit": [0.01, 0.05], "reinforce_gain": [0.2, 0.5]}
 LOCAL = Compute(workers=0, progress=False)
@@ -27,9 +28,7 @@ LOCAL = Compute(workers=0, progress=False)
 
 @pytest.fixture(scope="module")
 def tiny_dir(tmp_path_factory):
-    d = tmp_path_factory.mktemp("tiny")
-    write(generate("tiny", seed=21), d)
-    return d
+    return write_tiny(tmp_path_factory, seed=21)
 
 
 @pytest.fixture(scope="module")
