@@ -78,3 +78,12 @@ def test_first_archive_time_is_the_first_consolidation_below_threshold(data, dai
         got = first_archive_time(c[archived], rate[archived], last[archived], threshold[archived], grid,
                                  upto[archived], known_archived=True)
         assert np.array_equal(got, expected[archived])
+
+
+def test_first_archive_time_takes_plain_scalars():
+    """All arguments broadcast, plain Python scalars included: a 0-d answer equal to the 1-row one."""
+    grid = np.arange(1, 11, dtype=np.int64) * SECONDS_PER_DAY
+    got = first_archive_time(0.9, 0.5, 0, 0.2, grid, 10 * SECONDS_PER_DAY)
+    row = first_archive_time([0.9], [0.5], [0], [0.2], grid, [10 * SECONDS_PER_DAY])
+    assert got.shape == () and got.item() == row[0] == 4 * SECONDS_PER_DAY  # 0.9·e^(−0.5·3) ≥ 0.2 > 0.9·e^(−2)
+    assert first_archive_time(0.9, 0.0, 0, 0.2, grid, 10 * SECONDS_PER_DAY).item() == OPEN  # never decays

@@ -157,6 +157,10 @@ def first_archive_time(c, rate, last, threshold, grid: np.ndarray, upto, *, know
     c, rate, last, threshold, upto = np.broadcast_arrays(
         np.asarray(c, np.float64), np.asarray(rate, np.float64), np.asarray(last, np.int64),
         np.asarray(threshold, np.float64), np.asarray(upto, np.int64))
+    shape = c.shape  # plain scalars broadcast to 0-d: worked on as one row, returned as 0-d
+    if not shape:
+        return first_archive_time(c.reshape(1), rate.reshape(1), last.reshape(1), threshold.reshape(1), grid,
+                                  upto.reshape(1), known_archived=known_archived).reshape(shape)
     out = np.full(c.shape, OPEN, np.int64)
     if grid.size == 0 or c.size == 0:
         return out
