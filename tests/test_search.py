@@ -248,3 +248,25 @@ def test_resume_equals_one_run_with_the_total_budget(tiny_dir, run, tmp_path, ca
         "decay_rate.explicit" in changed or "archive_threshold" in changed
     assert main(["runs", "compare", str(tmp_path / "a")]) == 0 and "utility@5" in capsys.readouterr().out
     assert main(["runs", "compare", str(tmp_path)]) == 2 and "not a run folder" in capsys.readouterr().err
+
+
+def test_importances_and_identification_disagreeing_are_reconciled_in_words():
+    """Where the study's importance and the direct test at the recommendation disagree, the report says
+    which way each parameter went and that the direct test decided (no silent contradiction)."""
+    from types import SimpleNamespace
+
+    from factmem.tuning.identification import Identification, ParameterIdentification
+    from factmem.tuning.report import importance_lines
+
+    def checked(name, effect):
+        return ParameterIdentification(name, "0…1", 0.5, 0.2, 0.0, 1.0, effect, effect >= 0.01)
+
+    ident = Identification(20, 0.01, "utility@20", 10, 100, [checked("threshold", 0.25), checked("gain", 0.002),
+                                                             checked("flat", 0.0)])
+    imp = pd.DataFrame({"parameter": ["threshold", "gain", "flat", "other"], "all": [0.04, 0.6, 0.01, 0.02],
+                        "max": [0.04, 0.6, 0.01, 0.02], "identified": [False, True, False, False]})
+    text = "\n".join(importance_lines(SimpleNamespace(importances=imp, primary=SimpleNamespace(identification=ident))))
+    assert "`threshold`: below 5% in the study, yet moving it alone" in text and "changes utility@20 by 0.25" in text
+    assert "`gain`: important in the study" in text and "by only 0.002 < 0.01: kept at the baseline" in text
+    assert "`flat`: below 5% in the study and no effect at the recommendation" in text
+    assert "`other`: below 5% in the study, so the search's results do not say" in text

@@ -506,11 +506,32 @@ def importance_lines(result: TuneResult) -> list[str]:
     for _, row in imp.sort_values("max", ascending=False, na_position="last").iterrows():
         L.append(f"| `{row['parameter']}` | " + " | ".join(_fmt(row[n], 2) for n in names)
                  + f" | {'yes' if row['identified'] else '**not identified**'} |")
-    missing = imp.loc[~imp["identified"], "parameter"].tolist()
     L += [""]
-    if missing:
-        L += [f"Not identified by importance: {', '.join(f'`{m}`' for m in missing)} — below "
-              f"{100 * IDENTIFIED_SHARE:.0f}% in the study, so the search's results do not say where it should be.", ""]
+    # The two kinds of evidence can disagree; say so parameter by parameter, with what decided.
+    ident = result.primary.identification
+    checked = {} if ident is None else {p.name: p for p in ident.parameters}
+    objective = "" if ident is None else ident.objective
+    min_effect = 0.0 if ident is None else ident.min_effect
+    share = f"{100 * IDENTIFIED_SHARE:.0f}%"
+    for _, row in imp.iterrows():
+        name, important, direct = row["parameter"], bool(row["identified"]), checked.get(row["parameter"])
+        if direct is None:
+            if not important:
+                L.append(f"- `{name}`: below {share} in the study, so the search's results do not say where it "
+                         "should be.")
+        elif not important and direct.identified:
+            L.append(f"- `{name}`: below {share} in the study, yet moving it alone at the recommendation changes "
+                     f"{objective} by {direct.effect:.4g} (the identification above): the direct test decides, so it "
+                     "is shipped as recommended.")
+        elif not important:
+            L.append(f"- `{name}`: below {share} in the study and no effect at the recommendation: kept at the "
+                     "baseline's value.")
+        elif not direct.identified:
+            L.append(f"- `{name}`: important in the study (its good candidates gather in part of its range), but "
+                     f"moving it alone at the recommendation changes {objective} by only {direct.effect:.4g} < "
+                     f"{min_effect:g}: kept at the baseline's value.")
+    if L[-1]:
+        L.append("")
     return L
 
 
