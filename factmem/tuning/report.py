@@ -505,7 +505,7 @@ def importance_lines(result: TuneResult) -> list[str]:
          "|---" * (len(names) + 2) + "|"]
     for _, row in imp.sort_values("max", ascending=False, na_position="last").iterrows():
         L.append(f"| `{row['parameter']}` | " + " | ".join(_fmt(row[n], 2) for n in names)
-                 + f" | {'yes' if row['identified'] else '**not identified**'} |")
+                 + f" | {'yes' if row['identified'] else '**no**'} |")
     L += [""]
     # The two kinds of evidence can disagree; say so parameter by parameter, with what decided.
     ident = result.primary.identification
