@@ -88,6 +88,18 @@ def _offer(p, i, v, keys, best, best_value, held, k):  # pragma: no cover - comp
 
 
 @njit
+def _insert(states, values, n, state, value, keys):  # pragma: no cover - compiled
+    """Put (state, value) into the sorted run ``states[:n]``/``values[:n]`` (slot n is free or its own)."""
+    i = n
+    while i > 0 and _better(value, state, values[i - 1], states[i - 1], keys):
+        states[i] = states[i - 1]
+        values[i] = values[i - 1]
+        i -= 1
+    states[i] = state
+    values[i] = value
+
+
+@njit
 def _select_pairs(point, value, keys, n_points, k):  # pragma: no cover - compiled
     best = np.full((n_points, k), -1, np.int64)
     best_value = np.zeros((n_points, k))
@@ -135,14 +147,7 @@ def _select_states(lo, cnt, confidence, rate, start, keys, t, threshold, k, day)
             m += 1
         n_cur = m
         for j in range(1, n_cur):  # repair the order: insertion sort of a nearly sorted run
-            s, e = cur[j], val[j]
-            i = j
-            while i > 0 and _better(e, s, val[i - 1], cur[i - 1], keys):
-                cur[i] = cur[i - 1]
-                val[i] = val[i - 1]
-                i -= 1
-            cur[i] = s
-            val[i] = e
+            _insert(cur, val, j, cur[j], val[j], keys)
         # the arrivals, sorted among themselves
         n_new = 0
         while nxt < n_states and lo[nxt] <= p:
@@ -153,13 +158,7 @@ def _select_states(lo, cnt, confidence, rate, start, keys, t, threshold, k, day)
                 if rate[s] >= 0:
                     continue
                 e = -1.0
-            i = n_new
-            while i > 0 and _better(e, s, new_val[i - 1], new[i - 1], keys):
-                new[i] = new[i - 1]
-                new_val[i] = new_val[i - 1]
-                i -= 1
-            new[i] = s
-            new_val[i] = e
+            _insert(new, new_val, n_new, s, e, keys)
             n_new += 1
         if n_new:  # merge
             a = b = m = 0
