@@ -51,22 +51,18 @@ the document.
 
 from __future__ import annotations
 
-import json
-import math
 import re
-import struct
-import unicodedata
-from collections.abc import Sequence
 from typing import Any
 
 from factmem.core.codes import KINDS, LINK_SCOPES, REINFORCE_BASES, SECONDS_PER_DAY
-from factmem.core.context_rule import context_threshold, effective_at
-from factmem.core.decay import reinforce
+from factmem.core.context_rule import context_threshold
 from factmem.core.params import MemoryParams
 from factmem.core.schedule import CONSOLIDATION_ANCHOR, CONSOLIDATION_ANCHOR_TEXT, check_period
 from factmem.errors import ExportError, InputError
 from factmem.export.atomic import write_text
 from factmem.export.document import FIELD_TYPES, PARAMS_SCHEMA, ParamsDocument, as_document, params_fingerprint
+from factmem.export.rust_syntax import RUST_CONSTS, doc_text, f64_bits, rust_f64, rust_str, variant_name
+from factmem.export.rust_tests import rust_tests
 
 __all__ = ["RUST_CONSTS", "CONTEXT_CANDIDATES_SQL", "rust_f64", "f64_bits", "rust_str", "render_rust",
            "write_rust"]
@@ -80,21 +76,6 @@ CONTEXT_CANDIDATES_SQL = ("SELECT id, predicate, object, confidence, decay_rate,
 _ALLOW = "#[allow(dead_code)]"  # a binary crate uses some items only: no warning for the rest
 _RUST_PATH = re.compile(r"(::)?[A-Za-z_][A-Za-z0-9_]*(::[A-Za-z_][A-Za-z0-9_]*)*")
 
-#: Rust constant name of each scalar parameter (per-kind ones become FactKind methods).
-RUST_CONSTS: dict[str, str] = {
-    "reinforce_gain": "REINFORCE_GAIN",
-    "confidence_cap": "CONFIDENCE_CAP",
-    "archive_threshold": "ARCHIVE_THRESHOLD",
-    "retrieval_threshold": "RETRIEVAL_THRESHOLD",
-    "prune_min_reinforcements": "PRUNE_MIN_REINFORCEMENTS",
-    "min_cluster": "MIN_CLUSTER",
-    "max_facts": "MAX_FACTS",
-    "temperature": "TEMPERATURE",
-    "reinforce_base": "REINFORCE_BASE",
-    "multi_valued_predicates": "MULTI_VALUED_PREDICATES",
-    "link_scope": "LINK_SCOPE",
-    "decay_rate_by_predicate": "DECAY_RATE_BY_PREDICATE",
-}
 _PER_KIND_DOCS = {
     "decay_rate": "Per-day decay rate λ: effective = confidence × exp(−λ × days since last reinforcement).",
     "initial_confidence": "Confidence of a newly inserted fact.",
@@ -116,71 +97,6 @@ _CONST_DOCS = {
 }
 
 
-def _variant(kind: str) -> str:
-    return "".join(part.capitalize() for part in kind.split("_"))
-
-
-def rust_f64(x: float) -> str:
-    """A Rust ``f64`` literal that parses to exactly ``x`` (finite). ``-0.0`` keeps its sign."""
-    x = float(x)
-    if not math.isfinite(x):
-        raise InputError(f"Rust has no literal for {x!r}")
-    text = repr(x)  # shortest string that round-trips
-    mant, _, exp = text.partition("e")
-    if "." not in mant:
-        mant += ".0"
-    return f"{mant}e{int(exp)}" if exp else mant
-
-
-def f64_bits(x: float) -> str:
-    """The IEEE-754 bits of ``x`` as a Rust ``u64`` hex literal."""
-    return f"0x{struct.unpack('<Q', struct.pack('<d', float(x)))[0]:016x}"
-
-
-def rust_str(s: str) -> str:
-    """A Rust string literal for ``s``: quotes, backslashes, every control character and every
-    invisible format character escaped as ``\\u{...}`` — bidirectional controls (U+202A–U+202E,
-    U+2066–U+2069, U+200E/F, U+061C) in a literal are a compile error (rustc's deny-by-default
-    ``text_direction_codepoint_in_literal``), and none of them should be invisible in a source file."""
-    out = []
-    for ch in s:
-        o = ord(ch)
-        if ch == "\\":
-            out.append("\\\\")
-        elif ch == '"':
-            out.append('\\"')
-        elif ch == "\n":
-            out.append("\\n")
-        elif ch == "\t":
-            out.append("\\t")
-        elif ch == "\r":
-            out.append("\\r")
-        elif 0xD800 <= o <= 0xDFFF:
-            raise InputError(f"{s!r} holds a lone surrogate; Rust strings are valid Unicode")
-        elif _invisible(ch):
-            out.append(f"\\u{{{o:x}}}")
-        else:
-            out.append(ch)
-    return '"' + "".join(out) + '"'
-
-
-def _invisible(ch: str) -> bool:
-    """Control, format (bidirectional controls, zero-width characters) and line/paragraph separators."""
-    return unicodedata.category(ch) in ("Cc", "Cf", "Zl", "Zp")
-
-
-def _doc_text(value: Any) -> str:
-    """A value shown in a doc comment: JSON-quoted so newlines and CRs cannot break the comment, and
-    invisible characters spelled ``\\uXXXX`` (a bidirectional control in a comment is a compile
-    error: rustc's ``text_direction_codepoint_in_comment``)."""
-    if isinstance(value, str):
-        quoted = json.dumps(value, ensure_ascii=False)
-        return "".join(f"\\u{ord(ch):04x}" if _invisible(ch) else ch for ch in quoted)
-    if isinstance(value, float):
-        return repr(value)
-    return str(value)
-
-
 def _i64(name: str, v: int) -> str:
     if not _I64[0] <= v <= _I64[1]:
         raise ExportError(f"{name} = {v} does not fit the Rust type i64 ({_I64[0]}..={_I64[1]})")
@@ -196,12 +112,12 @@ def _provenance_doc(doc: ParamsDocument) -> list[str]:
               "notes": "notes"}
     for key, label in labels.items():
         if key in p:
-            lines.append(f"/// - {label}: {_doc_text(p[key])}")
+            lines.append(f"/// - {label}: {doc_text(p[key])}")
     judged = p.get("judgement", {})
     if judged:
         lines += ["///", "/// Judged comparison (held out, the one the decision made):"]
         for key, v in judged.items():
-            lines.append(f"/// - {_doc_text(key)[1:-1]}: {_doc_text(v)[1:-1] if isinstance(v, str) else repr(v)}")
+            lines.append(f"/// - {doc_text(key)[1:-1]}: {doc_text(v)[1:-1] if isinstance(v, str) else repr(v)}")
     # the comparison the decision made (the baseline); files written before it existed carry the seed defaults
     metrics = p.get("metrics", {})
     other, label = (p["baseline_metrics"], "judged against (baseline)") if "baseline_metrics" in p \
@@ -214,7 +130,7 @@ def _provenance_doc(doc: ParamsDocument) -> list[str]:
         for m in names:
             a = repr(metrics[m]) if m in metrics else "-"
             b = repr(defaults[m]) if m in defaults else "-"
-            name = _doc_text(m)[1:-1].replace("|", "\\|")
+            name = doc_text(m)[1:-1].replace("|", "\\|")
             lines.append(f"/// | {name} | {a} | {b} |")
     if not p:
         lines.append("/// - no provenance recorded")
@@ -233,8 +149,8 @@ def render_rust(source: Any, *, with_enum: bool = True, enum_path: str = "super:
         raise InputError(f"enum_path {enum_path!r} is not a Rust path like crate::memory::FactKind")
     unmapped = [f for f, t in FIELD_TYPES.items() if t != "per_kind" and f not in RUST_CONSTS]
     if unmapped:  # a parameter added to MemoryParams must not vanish silently from production
-        raise ExportError(f"no Rust constant for parameter {unmapped[0]!r}; add it to factmem.export.rust.RUST_CONSTS")
-    variants = [(k, _variant(k)) for k in KINDS]
+        raise ExportError(f"no Rust constant for parameter {unmapped[0]!r}; add it to factmem.export.rust_syntax.RUST_CONSTS")
+    variants = [(k, variant_name(k)) for k in KINDS]
     L: list[str] = [
         "// Memory parameters chosen with factmem. Generated by `factmem export --format rust`: do not edit;",
         "// re-export from the params file instead. Use it with `include!(\"memory_params.rs\");` or",
@@ -332,12 +248,12 @@ def render_rust(source: Any, *, with_enum: bool = True, enum_path: str = "super:
         elif ftype == "int":
             L.append(f"pub const {const}: i64 = {_i64(field, value)};")
         elif field == "reinforce_base":
-            L.append(f"pub const {const}: ReinforceBase = ReinforceBase::{_variant(value)};")
+            L.append(f"pub const {const}: ReinforceBase = ReinforceBase::{variant_name(value)};")
         elif field == "multi_valued_predicates":
             items = ", ".join(rust_str(p) for p in sorted(value))
             L.append(f"pub const {const}: &[&str] = &[{items}];")
         elif field == "link_scope":
-            L.append(f"pub const {const}: LinkScope = LinkScope::{_variant(value)};")
+            L.append(f"pub const {const}: LinkScope = LinkScope::{variant_name(value)};")
         elif field == "decay_rate_by_predicate":
             items = ", ".join(f"({rust_str(p)}, {rust_f64(r)})" for p, r in value.items())
             L.append(f"pub const {const}: &[(&str, f64)] = &[{items}];")
@@ -349,14 +265,14 @@ def render_rust(source: Any, *, with_enum: bool = True, enum_path: str = "super:
         _ALLOW,
         "#[derive(Debug, Clone, Copy, PartialEq, Eq)]",
         "pub enum ReinforceBase {",
-        *[f"    {_variant(b)}," for b in REINFORCE_BASES],
+        *[f"    {variant_name(b)}," for b in REINFORCE_BASES],
         "}",
         "",
         "/// What an abstraction pass links a derived fact to, and so what pruning archives under it.",
         _ALLOW,
         "#[derive(Debug, Clone, Copy, PartialEq, Eq)]",
         "pub enum LinkScope {",
-        *[f"    {_variant(b)}," for b in LINK_SCOPES],
+        *[f"    {variant_name(b)}," for b in LINK_SCOPES],
         "}",
         "",
         "/// True when `predicate` may hold several objects at once (never supersedes).",
@@ -472,147 +388,8 @@ def render_rust(source: Any, *, with_enum: bool = True, enum_path: str = "super:
         "}",
         "",
     ]
-    L += _rust_tests(params, variants, with_enum, period)
+    L += rust_tests(params, variants, with_enum, period)
     return "\n".join(L) + "\n"
-
-
-def _rust_tests(params: MemoryParams, variants: Sequence[tuple[str, str]], with_enum: bool,
-                period: int) -> list[str]:
-    T = ["#[cfg(test)]", "mod tests {", "    use super::*;", "", "    #[test]", "    fn values_are_bit_exact() {"]
-    for name in ("decay_rate", "initial_confidence"):
-        table = getattr(params, name)
-        for k, v in variants:
-            T.append(f"        assert_eq!(FactKind::{v}.{name}().to_bits(), {f64_bits(table[k])}, "
-                     f"\"{name}({v})\");")
-    for field, const in RUST_CONSTS.items():
-        value = getattr(params, field)
-        ftype = FIELD_TYPES[field]
-        if ftype == "float":
-            T.append(f"        assert_eq!({const}.to_bits(), {f64_bits(value)}, \"{const}\");")
-        elif ftype == "int":
-            T.append(f"        assert_eq!({const}, {value}, \"{const}\");")
-        elif field == "reinforce_base":
-            T.append(f"        assert_eq!({const}, ReinforceBase::{_variant(value)});")
-        elif field == "link_scope":
-            T.append(f"        assert_eq!({const}, LinkScope::{_variant(value)});")
-        elif field == "multi_valued_predicates":
-            preds = sorted(value)
-            T.append(f"        assert_eq!({const}.len(), {len(preds)});")
-            for i, p in enumerate(preds):
-                T.append(f"        assert_eq!({const}[{i}], {rust_str(p)});")
-                T.append(f"        assert!(is_multi_valued({rust_str(p)}));")
-            T.append(f"        assert!(!is_multi_valued({rust_str(_absent_predicate(preds))}));")
-        elif field == "decay_rate_by_predicate":
-            T.append(f"        assert_eq!({const}.len(), {len(value)});")
-            for i, (pred, rate) in enumerate(value.items()):
-                T.append(f"        assert_eq!({const}[{i}].0, {rust_str(pred)});")
-                T.append(f"        assert_eq!({const}[{i}].1.to_bits(), {f64_bits(rate)});")
-                for _, v in variants:  # the predicate wins over every kind
-                    T.append(f"        assert_eq!(FactKind::{v}.decay_rate_for({rust_str(pred)}).to_bits(), "
-                             f"{f64_bits(rate)}, \"decay_rate_for({v}, DECAY_RATE_BY_PREDICATE[{i}])\");")
-            absent = rust_str(_absent_predicate(list(value)))
-            for k, v in variants:  # any other predicate: the kind's rate
-                T.append(f"        assert_eq!(FactKind::{v}.decay_rate_for({absent}).to_bits(), "
-                         f"{f64_bits(params.decay_rate[k])});")
-    T += ["    }", "", "    #[test]", "    fn reinforcement_matches_factmem() {",
-          "        // bits computed by factmem.core.decay.reinforce on the same inputs: IEEE-754 + and * agree exactly"]
-    for k, v in variants:
-        c0 = params.initial_confidence[k]
-        r = float(reinforce(c0, params.reinforce_gain, params.confidence_cap))
-        T.append(f"        assert_eq!(reinforced(FactKind::{v}.initial_confidence()).to_bits(), {f64_bits(r)});")
-    T += ["    }", ""]
-    T += _rust_rule_tests(params, variants, with_enum, period)
-    T += ["", "    #[test]", "    fn invariants_hold() {",
-          "        assert!(CONFIDENCE_CAP > 0.0 && CONFIDENCE_CAP <= 1.0);",
-          "        assert!(REINFORCE_GAIN > 0.0 && REINFORCE_GAIN <= 1.0);",
-          "        assert!(ARCHIVE_THRESHOLD >= 0.0 && ARCHIVE_THRESHOLD < CONFIDENCE_CAP);",
-          "        assert!(RETRIEVAL_THRESHOLD >= 0.0 && RETRIEVAL_THRESHOLD <= CONFIDENCE_CAP);",
-          "        assert!(PRUNE_MIN_REINFORCEMENTS >= 1 && MIN_CLUSTER >= 1 && MAX_FACTS >= 1);",
-          "        assert!(MULTI_VALUED_PREDICATES.windows(2).all(|w| w[0] < w[1]));",
-          "        assert!(DECAY_RATE_BY_PREDICATE.windows(2).all(|w| w[0].0 < w[1].0));",
-          "        for (_, rate) in DECAY_RATE_BY_PREDICATE {",
-          "            assert!(*rate >= 0.0 && rate.is_finite());",
-          "        }",
-          f"        for kind in [{', '.join(f'FactKind::{v}' for _, v in variants)}] {{",
-          "            assert!(kind.decay_rate() >= 0.0 && kind.decay_rate().is_finite());",
-          "            assert!(kind.initial_confidence() > 0.0 && kind.initial_confidence() <= CONFIDENCE_CAP);",
-          "        }",
-          "    }", "}"]
-    return T
-
-
-#: a hand-made candidate set for the generated ``rank_context`` test: (id, predicate, object,
-#: confidence as a fraction of the cap, decay rate, first_seen, last_reinforced) — ties on every key
-_RANK_CASE = [(1, "b", "x", 1.0, 0.0, 0, 100), (2, "a", "y", 1.0, 0.0, 0, 100), (3, "a", "x", 1.0, 0.0, 0, 100),
-              (4, "c", "z", 1.0, 0.0, 50, 100), (5, "d", "w", 1.0, 0.0, 0, 200), (6, "e", "v", 1.0, 0.3, 0, 0),
-              (7, "f", "u", 0.0, 0.0, 0, 300), (8, "a", "x", 1.0, 0.0, 0, 100)]
-_RANK_NOW = 3 * 86400 + 7
-
-
-def _rust_rule_tests(params: MemoryParams, variants: Sequence[tuple[str, str]], with_enum: bool,
-                     period: int) -> list[str]:
-    """Tests of the helpers against factmem's own functions: effective confidence bit for bit, the
-    schedule, the context rule on a hand-made set with ties on every key, and FactKind's names."""
-    import numpy as np
-
-    from factmem.core.context_rule import context_order, lexicographic_rank
-    from factmem.core.schedule import next_consolidation
-
-    T = ["    /// Distance in units in the last place. factmem computes `exp` with numpy's vectorized routine,",
-         "    /// which may differ from the C library's (Rust's `f64::exp`) by one ulp.",
-         "    fn ulps(a: f64, b: f64) -> u64 {",
-         "        (a.to_bits() as i64 - b.to_bits() as i64).unsigned_abs()",
-         "    }",
-         "",
-         "    #[test]", "    fn helpers_match_factmem() {"]
-    for k, _ in variants:
-        c0, r0 = params.initial_confidence[k], params.decay_rate[k]
-        for last, now in ((0, 216_000), (1_704_067_200, 1_704_067_200 + 3_601), (10, 5)):
-            with np.errstate(over="ignore"):  # a rate near the float maximum: exp(-inf) = 0, as in Rust
-                e = float(effective_at(c0, r0, last, now))
-            T.append(f"        assert!(ulps(effective_confidence({rust_f64(c0)}, {rust_f64(r0)}, {last}, {now}), "
-                     f"f64::from_bits({f64_bits(e)})) <= 1);")
-    T += [f"        assert_eq!(SECONDS_PER_DAY, {rust_f64(SECONDS_PER_DAY)});",
-          f"        assert_eq!(CONSOLIDATE_EVERY_SECONDS, {period});"]
-    for after in (0, 1_704_067_199, 1_704_067_200, -1, -86_400):
-        T.append(f"        assert_eq!(next_consolidation({after}), {next_consolidation(after, period)});")
-    cap = params.confidence_cap
-    rows = [(i, p, o, f * cap, r, fs, lr) for i, p, o, f, r, fs, lr in _RANK_CASE]
-    conf = np.array([r[3] for r in rows])
-    rates = np.array([r[4] for r in rows])
-    firsts = np.array([r[5] for r in rows], np.int64)
-    lasts = np.array([r[6] for r in rows], np.int64)
-    with np.errstate(over="ignore"):
-        eff = effective_at(conf, rates, lasts, _RANK_NOW)
-    keep = np.flatnonzero(eff >= context_threshold(params))
-    order = keep[context_order(np.zeros(len(keep), np.int64), eff[keep], lasts[keep], firsts[keep],
-                               lexicographic_rank([rows[i][1] for i in keep], [rows[i][2] for i in keep]))]
-    expected = [rows[i][0] for i in order]
-    T.append("        let facts = vec![")
-    for i, p, o, c, r, fs, lr in rows:
-        T.append(f"            ContextFact {{ id: {i}, predicate: {rust_str(p)}.to_string(), object: {rust_str(o)}.to_string(), "
-                 f"confidence: {rust_f64(c)}, decay_rate: {rust_f64(r)}, first_seen: {fs}, last_reinforced: {lr} }},")
-    T += ["        ];",
-          f"        let all: Vec<i64> = rank_context(facts.clone(), 100, {_RANK_NOW}).iter().map(|(f, _)| f.id).collect();",
-          f"        assert_eq!(all, vec!{expected!r});",
-          f"        let top: Vec<i64> = rank_context(facts, 3, {_RANK_NOW}).iter().map(|(f, _)| f.id).collect();",
-          f"        assert_eq!(top, vec!{expected[:3]!r});"]
-    if with_enum:
-        T += ["        for kind in FactKind::ALL {",
-              "            assert_eq!(FactKind::from_str(kind.as_str()), Some(kind));",
-              "            assert_eq!(kind.as_str().parse::<FactKind>(), Ok(kind));",
-              "        }",
-              "        assert_eq!(FactKind::from_str(\"Explicit\"), None);",
-              "        assert!(\"nope\".parse::<FactKind>().is_err());"]
-    T.append("    }")
-    return T
-
-
-def _absent_predicate(preds: list[str]) -> str:
-    probe = "factmem-absent-predicate"
-    while probe in preds:
-        probe += "-"
-    return probe
 
 
 def write_rust(path, source: Any, **options: Any):
