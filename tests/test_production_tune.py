@@ -84,6 +84,16 @@ def test_a_flat_proxy_promotes_nothing(tmp_path):
     assert "this log cannot rank the candidates" in r.decision
 
 
+@pytest.mark.parametrize("flag", ["--max-search-people", "--max-search-observations"])
+def test_a_bad_sample_bound_is_refused_by_name(prod, tmp_path, capsys, flag):
+    out = tmp_path / "run"
+    assert main(["tune", "--log", str(prod), "--current", "seed", "--out", str(out), flag, "0", *FAST]) == 2
+    err = capsys.readouterr().err
+    assert flag in err and "got 0" in err and not out.exists()
+    assert main(["tune", "--log", str(tmp_path), "--out", str(out), flag, "5", *FAST]) == 2  # a dataset folder
+    assert "applies to a production file" in capsys.readouterr().err and not out.exists()
+
+
 def test_a_sampled_search_is_judged_on_everyone(prod):
     r = tune_production(prod, current="seed", write=False, search=Search(method="random", n=6), bootstrap=20,
                         max_search_subjects=3, compute=Compute(workers=0, progress=False))

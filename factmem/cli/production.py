@@ -119,7 +119,7 @@ def run_tune_production(args: argparse.Namespace) -> int:
     command's options (those that need truth or another log are refused)."""
     from factmem.cli.options import settings_of
     from factmem.errors import InputError
-    from factmem.production.tune import MAX_SEARCH_SUBJECTS, tune_production
+    from factmem.production.tune import MAX_SEARCH_OBSERVATIONS, MAX_SEARCH_SUBJECTS, tune_production
 
     for flag, given in (("--split", args.split is not None), ("--holdout", bool(args.holdout)),
                         ("--start", bool(args.start)), ("--evaluate-every", args.evaluate_every is not None),
@@ -135,7 +135,10 @@ def run_tune_production(args: argparse.Namespace) -> int:
                              folds=holdout.folds, bootstrap=holdout.bootstrap, seed=holdout.seed,
                              consolidate_every_hours=args.consolidate_every,
                              max_points_per_subject=objective.max_points_per_subject,
-                             max_search_subjects=args.max_search_people or MAX_SEARCH_SUBJECTS, compute=compute)
+                             max_search_subjects=MAX_SEARCH_SUBJECTS if args.max_search_people is None else args.max_search_people,
+                             max_search_observations=(MAX_SEARCH_OBSERVATIONS if args.max_search_observations is None
+                                                      else args.max_search_observations),
+                             compute=compute)
     say = Output(args)
     say.say(tune_summary(result))
     from factmem.cli.output import EXIT_NOT_PROMOTED

@@ -53,6 +53,9 @@ def add_tune(sub) -> None:
     p.add_argument("--max-search-people", type=int, default=None, metavar="N",
                    help="production file: search on a seeded sample of N people when it has more (default 2000; "
                         "judged on all)")
+    p.add_argument("--max-search-observations", type=int, default=None, metavar="N",
+                   help="production file: ... and of people holding at most N observations in all (default 150000; "
+                        "a search's time grows with them)")
     g = p.add_argument_group("promotion rule")
     g.add_argument("--min-effect", type=float, default=0.01, metavar="D",
                    help="promote only if the 95%% interval's near end clears D (objective units; default 0.01) "
@@ -99,6 +102,13 @@ def _run_tune(args) -> int:
         from factmem.cli.production import run_tune_production
 
         return run_tune_production(args)
+    for flag, given in (("--max-search-people", args.max_search_people), ("--max-search-observations",
+                                                                         args.max_search_observations)):
+        if given is not None:
+            from factmem.errors import InputError
+
+            raise InputError(f"{flag} applies to a production file (tune --log PROD.sqlite), not to "
+                             f"{args.log or 'the bundled dataset'}: a dataset folder is searched on all its people")
 
     say = Output(args)
     search, objective, holdout, compute = settings_of(args)

@@ -236,9 +236,10 @@ def tune_production(production: str | os.PathLike, *, current: Any = None, neede
     if needed not in NEEDED_MODES or needed == "truth":
         raise InputError(f"--needed {needed!r}: a production file has no truth; choose one of "
                          f"{', '.join(m for m in NEEDED_MODES if m != 'truth')}")
-    for name, v in (("max_search_subjects", max_search_subjects), ("max_search_observations", max_search_observations)):
+    for name, flag, v in (("max_search_subjects", "--max-search-people", max_search_subjects),
+                          ("max_search_observations", "--max-search-observations", max_search_observations)):
         if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
-            raise InputError(f"{name} must be a positive integer or None, got {v!r}")
+            raise InputError(f"{name} ({flag}) must be a positive integer or None, got {v!r}")
     path = Path(production)
     if not path.exists():
         raise InputError(f"{path}: no such file")
