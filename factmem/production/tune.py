@@ -373,7 +373,7 @@ def _judge_on_all(log: ProductionLog, P: PreparedLog, recommended: MemoryParams,
     parameters' replay is the reproduction check's."""
     from factmem.evaluation.context import ContextEvaluator
     from factmem.production.compare import context_sums
-    from factmem.tuning.tune import bootstrap_difference
+    from factmem.tuning.uncertainty import bootstrap_difference
 
     k = objective.budgets[0]
     ctx = ContextEvaluator(P, budgets=(k,), needed=objective.needed, costs=objective.costs,

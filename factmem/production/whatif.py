@@ -82,7 +82,7 @@ from factmem.production.rebuild import ProductionLog, file_sha256, read_producti
 from factmem.production.replay import Reproduction, check_reproduction, consolidation_grid, encode, replay_log
 from factmem.tuning.agreement import DEFAULT_PROXY, proxy_notes
 from factmem.tuning.references import EMPTY, KEEP_EVERYTHING, empty_sums, keep_everything
-from factmem.tuning.tune import bootstrap_difference
+from factmem.tuning.uncertainty import bootstrap_difference
 
 __all__ = ["CONTEXT_METRICS", "WhatIfSettings", "ParamsSource", "WhatIfResult", "whatif", "params_source"]
 

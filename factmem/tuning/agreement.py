@@ -183,7 +183,7 @@ def _held_out(sums: np.ndarray, choice: np.ndarray) -> np.ndarray:
 
 def _decision(sums: np.ndarray, folds: np.ndarray, n_folds: int, bootstrap: int, seed: int) -> tuple[bool, float]:
     """(promoted, held-out difference against the baseline) by ``tune``'s rule; flat never promotes."""
-    from factmem.tuning.tune import bootstrap_difference
+    from factmem.tuning.uncertainty import bootstrap_difference
 
     if flat_share(_utility(sums)) > FLAT_SHARE:
         return False, 0.0

@@ -46,7 +46,6 @@ identification.
 
 from __future__ import annotations
 
-import math
 import os
 import time
 from collections.abc import Mapping
@@ -68,6 +67,7 @@ from factmem.evaluation.context import FIELDS
 from factmem.evaluation.groups import subject_groups
 from factmem.evaluation.simulate import PreparedLog, Schedule, default_schedule, prepare
 from factmem.tuning.decision import Promotion, judge, tradeoffs
+from factmem.tuning.edges import edge_notes
 from factmem.tuning.identification import Identification, identify, log_support, probe_points
 from factmem.tuning.references import EMPTY, REFERENCES
 from factmem.tuning.report import write_tune_run
@@ -83,44 +83,11 @@ from factmem.tuning.search import (
     study_rows,
 )
 from factmem.tuning.settings import CALIBRATION_OBJECTIVES, CONTEXT_OBJECTIVES, Compute, Holdout, Objective, Search
-from factmem.tuning.space import ALIASES, Range, coordinate
 from factmem.tuning.sweep import SweepResult, baseline_rows, fill_calibration, sweep
+from factmem.tuning.uncertainty import TOP_SHARE, Comparison, bootstrap_difference, pooled_ratio, selection_stability
 
 __all__ = ["Comparison", "Recommendation", "TuneResult", "base_params", "tune", "resume", "decide", "subject_folds",
            "edge_notes", "bootstrap_difference", "selection_stability", "TOP_SHARE"]
-
-#: "within the noise of the best": in this top share of candidates by the objective
-TOP_SHARE = 0.05
-#: selection stability draws resamples in blocks of at most this many (subject, resample) weights
-_STABILITY_CELLS = 4_000_000
-_LEVEL = 0.95
-
-
-@dataclass
-class Comparison:
-    """A held-out difference ``a − b`` of the objective, pooled over points, with its bootstrap
-    interval over groups of subjects (``low``, ``high``; NaN when no resample was drawn); ``groups``:
-    how many groups of people (people who share sessions) have a scored point (None: not known)."""
-
-    a: float
-    b: float
-    difference: float
-    low: float
-    high: float
-    subjects: int
-    points: int
-    groups: int | None = None
-
-    def excludes_zero(self, lower_is_better: bool) -> bool:
-        """Whether the interval lies entirely on the better side of 0."""
-        if not math.isfinite(self.low) or not math.isfinite(self.high):
-            return False
-        return self.high < 0 if lower_is_better else self.low > 0
-
-    def to_dict(self) -> dict[str, float | int | None]:
-        return {"a": self.a, "b": self.b, "difference": self.difference, "low": self.low, "high": self.high,
-                "subjects": self.subjects, "points": self.points, "groups": self.groups}
-
 
 @dataclass
 class Recommendation:
@@ -240,147 +207,6 @@ def base_params(P: PreparedLog) -> MemoryParams:
 def subject_folds(n_subjects: int, folds: int, seed: int) -> np.ndarray:
     """Fold of each subject (subjects in sorted order); see :meth:`Holdout.subject_folds`."""
     return Holdout(folds=folds, seed=seed).subject_folds(n_subjects)
-
-
-def _ratio(rows: np.ndarray, field_name: str) -> float:
-    num = rows[..., FIELDS.index(field_name)].sum()
-    den = rows[..., FIELDS.index("precise" if field_name == "precision" else "points")].sum()
-    return float(num / den) if den > 0 else float("nan")
-
-
-def bootstrap_difference(a: np.ndarray, b: np.ndarray, metric: str, *, resamples: int, seed: int,
-                         groups: np.ndarray | None = None) -> Comparison:
-    """Pooled ``metric`` of per-subject sums ``a`` minus ``b`` (subject × FIELDS), with a percentile
-    interval from ``resamples`` resamples (seeded) of ``groups`` (group index per subject: people who
-    share sessions are drawn together; None or one group per person: resamples of subjects)."""
-    n = len(a)
-    i_num, i_den = FIELDS.index(metric), FIELDS.index("precise" if metric == "precision" else "points")
-    va, vb = _ratio(a, metric), _ratio(b, metric)
-    points = int(a[:, FIELDS.index("points")].sum())
-    scored = a[:, FIELDS.index("points")] > 0
-    n_groups = n if groups is None or not n else int(np.max(groups)) + 1
-    if n_groups < n:  # whole groups are drawn: resample the groups' sums
-        assert groups is not None
-        a, b = _group_sums(a, groups, n_groups), _group_sums(b, groups, n_groups)
-        scored = a[:, FIELDS.index("points")] > 0
-    low = high = float("nan")
-    if resamples and n:
-        rng = np.random.default_rng(seed)
-        idx = rng.integers(0, n_groups, size=(resamples, n_groups))
-        with np.errstate(invalid="ignore", divide="ignore"):
-            da = a[idx, i_num].sum(axis=1) / a[idx, i_den].sum(axis=1)
-            db = b[idx, i_num].sum(axis=1) / b[idx, i_den].sum(axis=1)
-        d = (da - db)[np.isfinite(da - db)]
-        if d.size:
-            low, high = (float(x) for x in np.quantile(d, [(1 - _LEVEL) / 2, 1 - (1 - _LEVEL) / 2]))
-    return Comparison(va, vb, va - vb, low, high, n, points, int(scored.sum()))
-
-
-def _group_sums(rows: np.ndarray, groups: np.ndarray, n_groups: int) -> np.ndarray:
-    """Per-group sums of per-subject rows (subject × FIELDS)."""
-    out = np.zeros((n_groups, rows.shape[1]))
-    np.add.at(out, groups, rows)
-    return out
-
-
-def selection_stability(res: SweepResult, part: str, budget: int, index: int, *, resamples: int, seed: int,
-                        subjects: np.ndarray | None = None, groups: np.ndarray | None = None,
-                        rows: np.ndarray | None = None) -> float:
-    """Share of bootstrap resamples of the tuning subjects (whole ``groups`` at a time: group index
-    per subject of the part) in which candidate ``index`` ranks in the top :data:`TOP_SHARE` of
-    candidates by the objective (those ``rows`` marks, default every eligible row)."""
-    if not resamples:
-        return float("nan")
-    eligible = res.eligible() if rows is None else res.eligible() & rows
-    rows = np.arange(len(res.subjects[part])) if subjects is None else np.flatnonzero(subjects)
-    rng = np.random.default_rng(seed)
-    top = max(1, math.ceil(TOP_SHARE * int(eligible.sum())))
-    hits = 0
-    obj = res.objective
-    by_group = None
-    if groups is not None and len(rows):
-        g = np.asarray(groups)[rows]
-        codes, g = np.unique(g, return_inverse=True)
-        if len(codes) < len(rows):
-            member = np.argsort(g, kind="stable")  # rows by group
-            by_group = (g, rows[member], len(codes))
-
-    def draw() -> np.ndarray:
-        if by_group is None:
-            return rows[rng.integers(0, len(rows), len(rows))]
-        g, ordered, n_groups = by_group
-        times = np.bincount(rng.integers(0, n_groups, n_groups), minlength=n_groups)
-        return np.repeat(ordered, times[np.sort(g)])  # every member of a drawn group, as often as it was drawn
-
-    # a resample's sums are the subjects' rows weighted by how often it drew each: a block of resamples is
-    # one product (candidates × subjects) @ (subjects × resamples), not a copy of the drawn rows each
-    fields = res.ratio_fields(part, budget)
-    num, den = np.ascontiguousarray(fields[..., 0]), np.ascontiguousarray(fields[..., 1])
-    n_subjects = num.shape[1]
-    block = max(1, min(resamples, _STABILITY_CELLS // max(1, n_subjects)))
-    worst = np.inf if obj.lower_is_better else -np.inf
-    for a in range(0, resamples, block):
-        weights = np.stack([np.bincount(draw(), minlength=n_subjects) for _ in range(a, min(a + block, resamples))])
-        w = weights.T.astype(np.float64)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            v = (num @ w) / (den @ w)  # candidate × resample
-        v = np.where(np.isnan(v) | ~eligible[:, None], worst, v)
-        # within a relative 1e-12 of the candidate counts as tied with it, not better: the order in which a
-        # product adds the same sums must not decide
-        own = v[index]
-        with np.errstate(invalid="ignore"):
-            edge = np.where(np.isfinite(own), own + np.abs(own) * (-1e-12 if obj.lower_is_better else 1e-12), own)
-        better = (v < edge) if obj.lower_is_better else (v > edge)
-        hits += int((better.sum(axis=0) < top).sum())
-    return hits / resamples
-
-
-def edge_notes(space: Mapping[str, Any], rec: MemoryParams, method: str) -> list[str]:
-    """Notes when the recommendation sits at the edge of the searched range (the optimum may lie
-    beyond: widen it) or at — or next to — a bound of the parameter's domain, where nothing lies
-    beyond and the note says instead what that bound means for the memory."""
-    notes: list[str] = []
-    coords = coordinate(space, rec)
-    for name, values in space.items():
-        target = ALIASES.get(name, (name,))[0]
-        v = rec.get(target)
-        meaning = _domain_meaning(name, v, rec)
-        if meaning:
-            notes.append(f"`{name}` = {v:.4g}: {meaning}")
-            continue
-        if isinstance(values, Range):
-            pos = coords[name]
-            if pos <= 0.03 or pos >= 0.97:
-                side = "lower" if pos <= 0.03 else "upper"
-                bound = values.low if side == "lower" else values.high
-                meaning = _domain_meaning(name, bound, rec)
-                if meaning:  # the range ends at the domain's bound: nothing to widen
-                    notes.append(f"`{name}` = {v:.4g} is next to the {side} end of its domain "
-                                 f"({bound:g}): {meaning.split(': ', 1)[-1]}")
-                else:
-                    notes.append(f"`{name}` = {v:.4g} is at the {side} edge of the searched range "
-                                 f"({values.low:g}…{values.high:g}); the optimum may lie beyond: widen the range.")
-        elif method == "grid":
-            nums = [x for x in values if isinstance(x, (int, float)) and not isinstance(x, bool)]
-            if len(nums) >= 2 and v in (min(nums), max(nums)):
-                side = "lower" if v == min(nums) else "upper"
-                notes.append(f"`{name}` = {v:g} is at the {side} edge of the searched values "
-                             f"({min(nums):g}…{max(nums):g}); the optimum may lie beyond: widen the range.")
-    return notes
-
-
-def _domain_meaning(name: str, value: float, params: MemoryParams) -> str | None:
-    head = name.split(".")[0]
-    if head == "reinforce_gain" and value >= 0.98:
-        return ("at or next to the domain bound 1.0, where every re-mention jumps to the cap "
-                "(no gradual reinforcement).")
-    if head in ("decay_rate", "decay_rate_by_predicate") and value <= 1e-6:
-        return "at the domain bound 0: facts of this kind never decay, so they leave the memory only by contradiction."
-    if head in ("archive_threshold", "threshold") and value <= 1e-6:
-        return "at the domain bound 0: nothing is ever archived by decay; the memory only grows."
-    if head == "initial_confidence" and value >= params.confidence_cap - 1e-3:
-        return f"at the confidence cap ({params.confidence_cap:g}): a first mention is (almost) fully believed."
-    return None
 
 
 def decide(versus_baseline: Comparison, lower_is_better: bool, versus_current: Comparison | None = None, *,
@@ -849,13 +675,13 @@ def _heldout_table(columns: dict[str, np.ndarray], res: SweepResult, part: str, 
         row: dict[str, Any] = {"metric": label.replace("@k", f"@{k}"), "key": f"{fld}_at_{k}"}
         for name, sums in columns.items():
             if fld in ("precision",):
-                row[name] = _ratio(sums, fld)
+                row[name] = pooled_ratio(sums, fld)
             elif fld == "log_loss":
                 t = sums.sum(axis=0)
                 row[name] = float(t[FIELDS.index("log_loss")] / t[FIELDS.index("scored")]) \
                     if t[FIELDS.index("scored")] else float("nan")
             else:
-                row[name] = _ratio(sums, fld)
+                row[name] = pooled_ratio(sums, fld)
         row["better"] = "—" if higher is None else ("higher" if higher else "lower")
         row["scope"] = "held out"
         rows.append(row)
