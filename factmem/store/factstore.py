@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import threading
+import uuid
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -181,6 +182,8 @@ class FactStore(BatchWrites, WriteBehind, Reads, ContextReads, ExaminedRecords):
             self._db.execute("INSERT INTO factmem_meta VALUES (?, ?), (?, ?), (?, ?)", [
                 "schema_version", str(SCHEMA_VERSION), "factmem_version", __version__,
                 "params", self._params.to_json(indent=None)])
+            if self.path is not None:  # the journal's name for the file, made now: not by the first call written behind
+                self._db.execute("INSERT INTO factmem_meta VALUES ('store_id', ?)", [uuid.uuid4().hex])
             self._db.commit()
             self._next_fact_id, self._next_evidence_id, self._has_links = 1, 1, False
 
