@@ -25,11 +25,11 @@ next opened, through the same code, from the state the last flush left.
   file store the program never closed is closed (flushed) at a normal interpreter exit, so that
   other tools reading the DuckDB file find every call in its tables;
 * the in-process state (:class:`ActiveState`: every active fact's key, object, confidence, count,
-  last reinforcement and decay rate, in numpy columns, ~250 bytes a fact) is built from the table
+  last reinforcement and decay rate, in numpy columns, ~270 bytes a fact) is built from the table
   at the first call and dropped by every write that does not go through it (``replay``, an
   abstraction pass, an explicit ``transaction()``, a non-SELECT ``query()``) and by any use of
   ``store.db`` / ``store.con`` (the caller may write through them); the next call rebuilds it (one
-  scan of the active facts' Arrow columns, no Python object per fact: ~0.35 s of CPU at a million). A flush keeps it: it writes what the state holds.
+  scan of the active facts' Arrow columns, no Python object per fact: ~0.2 s of CPU at a million). A flush keeps it: it writes what the state holds.
 
 **Where it does not apply** (the call is written directly, in its own transaction, as before):
 inside an explicit ``store.transaction()`` (the caller asked for its calls to commit or roll back

@@ -122,8 +122,7 @@ class BatchWrites(StoreBase):
         else:
             sp_first = None
         k_raw = sp_raw * n_o + np.where(multi_ev, o_codes + 1, 0)
-        order = np.argsort(k_raw, kind="stable") if gpos is rows else np.lexsort((gpos, k_raw))
-        k_sorted = k_raw[order]
+        order, k_sorted = _stable_order(k_raw, gpos if gpos is not rows else None)
         new_key = np.ones(n, bool)
         new_key[1:] = k_sorted[1:] != k_sorted[:-1]
         key_sorted = np.cumsum(new_key) - 1
@@ -250,8 +249,8 @@ class BatchWrites(StoreBase):
         new_ids = facts["id"][is_new]
         new_tbl = upd = gone = None
         if len(new_ids):
-            by_id = np.argsort(new_ids, kind="stable")
-            new = {c: facts[c][is_new][by_id] for c in
+            by_id = np.flatnonzero(is_new)[_dense_order(new_ids)]  # one gather a column below
+            new = {c: facts[c][by_id] for c in
                    ("id", "row", "confidence", "count", "last_reinforced", "decay_rate", "status",
                     "status_changed_at", "supersedes_id")}
             rows = pa.array(new["row"])
@@ -311,12 +310,12 @@ class BatchWrites(StoreBase):
             ev_rows = pa.array(in_rows)
             sess, msg, obs = (t.column(c).take(ev_rows) for c in ("session_id", "message_id", "ts"))
         ev_tbl = pa.table({
-            "id": pa.array(self._next_evidence_id + sg[by_g]),
+            "id": pa.array(np.arange(self._next_evidence_id, self._next_evidence_id + len(sg), dtype=np.int64)),
             "fact_id": pa.array(ev_id[by_g]),
             "session_id": sess,
             "message_id": msg,
             "observed_at": obs,
-            "action": text_column(np.where(ev_ins[by_g], 0, 1).astype(np.int8), ACTION_LABELS),
+            "action": text_column((~ev_ins[by_g].astype(bool, copy=False)).view(np.int8), ACTION_LABELS),  # insert 0, reinforce 1
             "confidence": pa.array(ev_conf[by_g]),
             "source": text_column(np.zeros(len(by_g), np.int8), SOURCE_LABELS),
         })
@@ -521,6 +520,38 @@ class _Prepared:
     def general_keys(self) -> np.ndarray:
         """Keys holding two or more active facts (only after multi_valued_predicates changed)."""
         return np.bincount(self.ex_key, minlength=self.n_keys) >= 2
+
+
+def _stable_order(values: np.ndarray, tiebreak: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """The order of non-negative int64 ``values`` by (value, ``tiebreak`` or position), and the values
+    in it. When value and position fit one int64 together, the packed pairs are sorted as plain
+    numbers (a SIMD sort: ~3x faster than numpy's stable argsort, which is a timsort for 64-bit
+    integers); else the stable argsort / lexsort."""
+    n = len(values)
+    second = np.arange(n, dtype=np.int64) if tiebreak is None else tiebreak
+    bits = max(int(n - 1).bit_length(), 1)
+    if n and int(values.min()) >= 0 and int(values.max()) < (1 << (62 - bits)) and \
+            (tiebreak is None or (int(tiebreak.min()) >= 0 and int(tiebreak.max()) < n)):
+        packed = np.sort((values << bits) | second)
+        low = packed & ((1 << bits) - 1)
+        if tiebreak is None:
+            return low, packed >> bits
+        rank = np.empty(n, np.int64)  # tiebreak is a permutation of 0..n-1 (global positions): back to rows
+        rank[tiebreak] = np.arange(n, dtype=np.int64)
+        return rank[low], packed >> bits
+    order = np.argsort(values, kind="stable") if tiebreak is None else np.lexsort((tiebreak, values))
+    return order, values[order]
+
+
+def _dense_order(ids: np.ndarray) -> np.ndarray:
+    """The order that sorts distinct ids; a scatter when they are a run of consecutive numbers (the
+    new facts of a batch), else a sort."""
+    if len(ids) and int(ids.max()) - int(ids.min()) + 1 == len(ids):
+        order = np.full(len(ids), -1, np.int64)
+        order[ids - ids.min()] = np.arange(len(ids), dtype=np.int64)
+        if (order >= 0).all():
+            return order
+    return np.argsort(ids, kind="stable")
 
 
 def _consolidation_times(consolidate_at: Any) -> np.ndarray:
