@@ -239,7 +239,6 @@ class ContextEvaluator:
         # one past each subject's last scored point
         self._v_subject_end = np.searchsorted(self._pt_subject[v], np.arange(len(self.subjects)), "right")
         self._set_triple_rank()
-        self._bp_key: np.ndarray | None = None
         if self.needed_mode == "truth" and len(v):
             self._prepare_breakpoints()
 
@@ -253,9 +252,9 @@ class ContextEvaluator:
         self._tri_local = rank - first
 
     def _prepare_breakpoints(self) -> None:
-        """Sorted (triple, time) keys of the times at which :meth:`_flags` may change for a triple:
-        a true-and-relevant interval's start, end and needed-from, a true interval's start and end, and
-        just after the triple first became true.
+        """The times at which :meth:`_flags` may change for a triple, sorted per triple (a range
+        ``_bp_off[tr] … _bp_off[tr + 1]`` of ``_bp_t``): a true-and-relevant interval's start, end and
+        needed-from, a true interval's start and end, and just after the triple first became true.
         Between two of them (and within the scored points' times) a triple's flags are constant."""
         ft = self._first_true
         has_ft = np.flatnonzero(ft != OPEN)
@@ -265,12 +264,10 @@ class ContextEvaluator:
                              ft[has_ft] + 1])
         t_lo, t_hi = int(self._v_t.min()), int(self._v_t.max())
         inside = (at > t_lo) & (at <= t_hi)  # others never fall strictly inside a state's points
-        span = t_hi - self._tmin + 2
-        n_tr = max(self._n_known, int(tr.max(initial=0)) + 1)
-        if n_tr * span >= 2**62:
-            return  # keys would overflow: every state is then flagged pair by pair
-        self._bp_span = span
-        self._bp_key = np.sort(tr[inside] * span + (at[inside] - self._tmin))
+        tr, at = tr[inside], at[inside]
+        order = np.lexsort((at, tr))
+        self._bp_t = at[order]
+        self._bp_off = np.searchsorted(tr[order], np.arange(len(ft) + 1), "left")
 
     # -- what is needed where -----------------------------------------------------------------------
 
@@ -296,17 +293,14 @@ class ContextEvaluator:
         first = np.where(hit, m_ts[posc] if len(m_key) else 0, OPEN)
         nfrom = np.where(first < tend, first + 1, OPEN)  # needed at t when first < t (t >= first + 1)
         # the truth intervals, for "true at t" and "was true before t"
-        self._tt_key_base, self._tt_span = base, span
         order = np.lexsort((vfrom, triple))
         self._tt_triple, self._tt_from, self._tt_end = triple[order], vfrom[order], tend[order]
-        self._tt_key = self._tt_triple * span + (np.clip(self._tt_from, base, None) - base)
         self._tt_nfrom = nfrom[order]
         # the stretches in which a triple is true, relevant or not (stale: true before t, not at t;
         # expired: true at t, not relevant), and the triples truth marks as said in passing
         all_triple = t["triple"].to_numpy(np.int64)
         v_tr, v_from, v_end = true_intervals(all_triple, t["valid_from"].to_numpy(np.int64), vto)
         self._tv_triple, self._tv_from, self._tv_end = v_tr, v_from, v_end
-        self._tv_key = v_tr * span + (np.clip(v_from, base, None) - base)
         n_tr = max(self._n_known, int(all_triple.max(initial=-1)) + 1)
         first_true = np.full(n_tr, OPEN, np.int64)
         np.minimum.at(first_true, v_tr, v_from)
@@ -315,6 +309,9 @@ class ContextEvaluator:
         if "noise" in P.dataset.truth.columns:
             noise = P.dataset.truth["noise"].to_numpy(object)
             self._passing[P.truth["triple"].to_numpy(np.int64)[: len(noise)][noise == "irrelevant"]] = True
+        # each triple's intervals, a range of the sorted arrays (for the compiled flags)
+        self._tt_off = np.searchsorted(self._tt_triple, np.arange(n_tr + 1), "left")
+        self._tv_off = np.searchsorted(self._tv_triple, np.arange(n_tr + 1), "left")
         # needed count per point: intervals [nfrom, tend) of the subject's triples covering t
         subj = self._triple_subject[triple]
         ok = nfrom < tend
@@ -509,47 +506,25 @@ class ContextEvaluator:
         over its points (``varying``: its pairs are flagged one by one). With truth a state varies only
         where one of its triple's truth boundaries falls among its points
         (:meth:`_prepare_breakpoints`); the other definitions of needed depend on the point itself, so
-        every state varies. Queries are searched in (triple, time) order: sorted searches are several
-        times faster than scattered ones."""
+        every state varies."""
         n = len(tr)
-        if self.needed_mode != "truth":
+        if self.needed_mode != "truth" or not n:
             return (np.zeros(n, bool), np.zeros(n, np.int64), np.zeros(n, bool)), np.ones(n, bool)
-        t_first = self._v_t[lo]
-        t_last = self._v_t[lo + cnt - 1]
-        order = np.argsort(tr * self._tt_span + (np.clip(t_first, self._tt_key_base, None) - self._tt_key_base))
-        flags = []
-        for g in self._flags(None, tr[order], t_first[order], params):
-            f = np.empty(n, g.dtype)
-            f[order] = g
-            flags.append(f)
-        varying = np.ones(n, bool)
-        if self._bp_key is not None:
-            base = tr[order] * self._bp_span - self._tmin
-            varying[order] = (np.searchsorted(self._bp_key, base + t_last[order], "right")
-                              > np.searchsorted(self._bp_key, base + t_first[order], "right"))
-        return tuple(flags), varying
+        needed, code, true_now, varying = _truth_state_flags(tr, lo, cnt, self._v_t, self._bp_off, self._bp_t,
+                                                             *self._truth_arrays())
+        return (needed, code, true_now), varying
+
+    def _truth_arrays(self) -> tuple[np.ndarray, ...]:
+        return (self._tt_off, self._tt_from, self._tt_end, self._tt_nfrom, self._tv_off, self._tv_from, self._tv_end,
+                self._first_true, self._passing)
 
     def _flags(self, pe: np.ndarray | None, tr: np.ndarray, t: np.ndarray, params: MemoryParams):
         """Per (point, context fact): whether it is needed, its code (1 needed, else 2 + its kind's
         index in :data:`~factmem.evaluation.charges.CHARGE_KINDS`: 2 stale, 3 expired, 4 false,
-        5 unneeded), and whether it is true and relevant now (the log loss's label)."""
+        5 unneeded), and whether it is true and relevant now (the log loss's label). With truth, the
+        rule is :func:`_truth_flag`'s."""
         if self.needed_mode == "truth":
-            q = tr * self._tt_span + (np.clip(t, self._tt_key_base, None) - self._tt_key_base)
-            relevant = _covering(self._tt_key, self._tt_triple, self._tt_from, self._tt_end, q, tr, t)
-            posc = relevant[1]
-            true_now = relevant[0]
-            needed = true_now & (self._tt_nfrom[posc] <= t) if len(self._tt_key) else true_now
-            valid = _covering(self._tv_key, self._tv_triple, self._tv_from, self._tv_end, q, tr, t)[0]
-            known = tr < len(self._first_true)
-            was_true = np.zeros(len(tr), bool)
-            was_true[known] = self._first_true[tr[known]] < t[known]
-            passing = np.zeros(len(tr), bool)
-            passing[known] = self._passing[tr[known]]
-            # true and relevant, or true and said in passing: unneeded; true otherwise: expired;
-            # not true: stale if it was before, false if never
-            code = np.where(valid, np.where(true_now | passing, 5, 3), np.where(was_true, 2, 4))
-            code[needed] = 1
-            return needed, code.astype(np.int64), true_now
+            return _truth_flags(np.asarray(tr, np.int64), np.asarray(t, np.int64), *self._truth_arrays())
         assert pe is not None  # next-session flags depend on the point, not only on its time
         if self._proxy is not None:
             return self._proxy.flags(pe, tr, t, params, np.asarray(self._predicates, dtype=object))
@@ -688,16 +663,78 @@ def _canonical_order(subject: np.ndarray, local: np.ndarray, start: np.ndarray
 
 
 
-def _covering(key: np.ndarray, triple: np.ndarray, start: np.ndarray, end: np.ndarray, q: np.ndarray,
-              tr: np.ndarray, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Whether one of the sorted, disjoint intervals ``[start, end)`` of triple ``tr`` (keys ``key``)
-    covers ``t`` (query keys ``q``), and the index of the last interval starting at or before it."""
-    pos = np.searchsorted(key, q, "right") - 1
-    posc = np.clip(pos, 0, max(len(key) - 1, 0))
-    if not len(key):
-        return np.zeros(len(tr), bool), posc
-    same = (pos >= 0) & (triple[posc] == tr)
-    return same & (start[posc] <= t) & (t < end[posc]), posc
+@njit
+def _last_from(off, frm, tr, t):  # pragma: no cover - compiled
+    """Index of the last of triple ``tr``'s intervals (``off[tr] … off[tr + 1]`` of the sorted starts
+    ``frm``) that starts at or before ``t``; -1 when none does (or the triple has none)."""
+    if tr >= len(off) - 1:
+        return -1
+    first = off[tr]
+    a, z = first, off[tr + 1]
+    while a < z:
+        mid = (a + z) // 2
+        if frm[mid] <= t:
+            a = mid + 1
+        else:
+            z = mid
+    return a - 1 if a > first else -1
+
+
+@njit
+def _truth_flag(tr, t, tt_off, tt_from, tt_end, tt_nfrom, tv_off, tv_from, tv_end, first_true, passing
+                ):  # pragma: no cover - compiled
+    """(needed, code, true and relevant now) of triple ``tr`` at ``t``, from truth: true and relevant
+    when one of its true-and-relevant intervals ``[from, end)`` covers ``t``, needed when also past
+    that interval's needed-from; otherwise its code is 5 (unneeded) when true and relevant or true and
+    said in passing, 3 (expired) when true, 2 (stale) when it was true before ``t``, 4 (false) when
+    never."""
+    i = _last_from(tt_off, tt_from, tr, t)
+    true_now = i >= 0 and t < tt_end[i]
+    needed = true_now and tt_nfrom[i] <= t
+    if needed:
+        return True, 1, True
+    j = _last_from(tv_off, tv_from, tr, t)
+    known = tr < len(first_true)
+    if j >= 0 and t < tv_end[j]:
+        return False, 5 if (true_now or (known and passing[tr])) else 3, true_now
+    return False, 2 if (known and first_true[tr] < t) else 4, true_now
+
+
+@njit
+def _truth_flags(tr, t, tt_off, tt_from, tt_end, tt_nfrom, tv_off, tv_from, tv_end, first_true, passing
+                 ):  # pragma: no cover - compiled
+    """:func:`_truth_flag` of each (``tr[i]``, ``t[i]``)."""
+    n = len(tr)
+    needed = np.empty(n, np.bool_)
+    code = np.empty(n, np.int64)
+    true_now = np.empty(n, np.bool_)
+    for i in range(n):
+        needed[i], code[i], true_now[i] = _truth_flag(tr[i], t[i], tt_off, tt_from, tt_end, tt_nfrom, tv_off,
+                                                      tv_from, tv_end, first_true, passing)
+    return needed, code, true_now
+
+
+@njit
+def _truth_state_flags(tr, lo, cnt, v_t, bp_off, bp_t, tt_off, tt_from, tt_end, tt_nfrom, tv_off, tv_from, tv_end,
+                       first_true, passing):  # pragma: no cover - compiled
+    """Per state (triple ``tr``, held at the points ``lo … lo + cnt − 1`` of times ``v_t``): its
+    :func:`_truth_flag` at its first point, and whether a breakpoint of its triple falls after its
+    first point and at or before its last (then its flags may change over its points)."""
+    n = len(tr)
+    needed = np.empty(n, np.bool_)
+    code = np.empty(n, np.int64)
+    true_now = np.empty(n, np.bool_)
+    varying = np.zeros(n, np.bool_)
+    for s in range(n):
+        x, t0, t1 = tr[s], v_t[lo[s]], v_t[lo[s] + cnt[s] - 1]
+        needed[s], code[s], true_now[s] = _truth_flag(x, t0, tt_off, tt_from, tt_end, tt_nfrom, tv_off, tv_from,
+                                                      tv_end, first_true, passing)
+        if x < len(bp_off) - 1:
+            j = _last_from(bp_off, bp_t, x, t0) + 1  # the first breakpoint after t0
+            if j == 0:
+                j = bp_off[x]
+            varying[s] = j < bp_off[x + 1] and bp_t[j] <= t1
+    return needed, code, true_now, varying
 
 
 def _session_ranks(sessions) -> tuple[np.ndarray, np.ndarray]:
