@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from factmem.core.compiled import njit
 from factmem.core.context_rule import lexicographic_rank
 
 __all__ = ["sorted_unique", "cover_count", "member", "group_min", "lexicographic_rank", "blocks"]
@@ -48,10 +49,28 @@ def member(sorted_keys: np.ndarray, query: np.ndarray) -> np.ndarray:
 
 def group_min(group: np.ndarray, value: np.ndarray) -> np.ndarray:
     """For each row, the minimum of ``value`` (int64) over the rows of its ``group``."""
-    codes, uniq = pd.factorize(group)
-    out = np.full(len(uniq), np.iinfo(np.int64).max, np.int64)
-    np.minimum.at(out, codes, value)
-    return out[codes]
+    group = np.asarray(group)
+    value = np.asarray(value, np.int64)
+    if not len(group):
+        return np.zeros(0, np.int64)
+    if group.dtype.kind in "iu" and 0 <= int(group.min()) and int(group.max()) < 4 * len(group) + 1024:
+        codes, n_groups = group.astype(np.int64, copy=False), int(group.max()) + 1  # small ids: their own codes
+    else:
+        codes, uniq = pd.factorize(group)
+        codes, n_groups = codes.astype(np.int64, copy=False), len(uniq)
+    return _group_min(codes, value, n_groups)
+
+
+@njit
+def _group_min(codes, value, n_groups):  # pragma: no cover - compiled
+    low = np.full(n_groups, np.iinfo(np.int64).max, np.int64)
+    for i in range(len(codes)):
+        if value[i] < low[codes[i]]:
+            low[codes[i]] = value[i]
+    out = np.empty(len(codes), np.int64)
+    for i in range(len(codes)):
+        out[i] = low[codes[i]]
+    return out
 
 
 def blocks(group: np.ndarray, cnt: np.ndarray, size: int) -> list[tuple[int, int]]:

@@ -401,11 +401,7 @@ class ContextEvaluator:
         # the scored points each state is held at: a range [lo, lo + cnt) of the valid points
         by_event = (why == EndReason.REINFORCED) | (why == EndReason.SUPERSEDED)
         vis_end = np.where(en == OPEN, OPEN, np.where(by_event, en + 1, en))
-        top_t = self._tmin + self._span - 1
-        base = subj * self._span - self._tmin
-        hi = np.searchsorted(self._v_key, base + np.clip(vis_end, self._tmin, top_t), "left")
-        hi = np.where(vis_end >= top_t, self._v_subject_end[subj], hi)
-        cnt = np.maximum(hi - lo, 0)
+        cnt = _held_counts(lo, self._v_subject_end[subj], vis_end, self._v_t)
         has = np.flatnonzero(cnt > 0)  # states held at a scored point
         sel = order[has]
         tr, st, cf, rt, lo, cnt = tr[has], st[has], cf[has], rt[has], lo[has], cnt[has]
@@ -585,6 +581,25 @@ class ContextEvaluator:
 
 
 # -- helpers --------------------------------------------------------------------------------------------
+
+
+@njit
+def _held_counts(lo, end, vis_end, t):  # pragma: no cover - compiled
+    """Per state: how many of the scored points ``lo … end − 1`` (its subject's from its first, times
+    ``t`` ascending) come before ``vis_end`` — the points it is held at."""
+    n = len(lo)
+    cnt = np.empty(n, np.int64)
+    for s in range(n):
+        a, z, v = lo[s], end[s], vis_end[s]
+        first = a
+        while a < z:  # the first point at or after vis_end
+            mid = (a + z) // 2
+            if t[mid] < v:
+                a = mid + 1
+            else:
+                z = mid
+        cnt[s] = a - first
+    return cnt
 
 
 @njit

@@ -386,21 +386,10 @@ class Evaluator:
         return pb, np.repeat(lo, cnt) + offs
 
     def _believed_until(self, conf, rate, start, k0, k1, thr) -> np.ndarray:
-        """Index one past the last checkpoint in [k0, k1) where the state is believed."""
-        cp = self.cp
-        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            days = np.where(conf >= thr, np.where(rate > 0, np.log(conf / thr) / rate, np.inf), -1.0)
-        bound = start + np.clip(days, -1, 1e12) * SECONDS_PER_DAY
-        kb = np.clip(np.searchsorted(cp, bound, "right"), k0, k1)
-        # exact boundary: believed at cp[k] iff conf*exp(-rate*age) >= thr (two steps fix rounding)
-        for _ in range(2):
-            i = np.clip(kb - 1, 0, len(cp) - 1)
-            over = (kb > k0) & (conf * np.exp(-rate * np.maximum(0.0, (cp[i] - start) / SECONDS_PER_DAY)) < thr)
-            kb = np.where(over, kb - 1, kb)
-            j = np.clip(kb, 0, len(cp) - 1)
-            under = (kb < k1) & (conf * np.exp(-rate * np.maximum(0.0, (cp[j] - start) / SECONDS_PER_DAY)) >= thr)
-            kb = np.where(under, kb + 1, kb)
-        return kb
+        """Index one past the last checkpoint in [k0, k1) where the state is believed (effective
+        confidence at least ``thr``; rates are >= 0, so the checkpoints it is believed at are a prefix)."""
+        return _believed_until(self.cp.astype(np.int64), conf, rate, start, k0.astype(np.int64), k1.astype(np.int64),
+                               float(thr), float(SECONDS_PER_DAY))
 
     def _lost(self, triple, kind, start, end, reason) -> pd.DataFrame:
         arch = np.flatnonzero((reason == EndReason.ARCHIVED) | (reason == EndReason.PRUNED))
@@ -512,6 +501,41 @@ class Evaluator:
 
 
 _RELIABILITY_BINS = 10
+
+
+@njit
+def _believed_until(cp, conf, rate, start, k0, k1, thr, day):  # pragma: no cover - compiled
+    """Per state: one past the last checkpoint ``k`` in ``[k0, k1)`` with
+    ``conf × exp(−rate × max(0, (cp[k] − start) / day)) >= thr`` (at least ``k0``). The boundary is
+    guessed from ``log(conf / thr) / rate`` and then moved checkpoint by checkpoint until exact."""
+    n = len(conf)
+    out = np.empty(n, np.int64)
+    for s in range(n):
+        a, z = k0[s], k1[s]
+        c, r, st = conf[s], rate[s], start[s]
+        if z <= a:
+            out[s] = a
+            continue
+        if c < thr:
+            kb = a
+        elif r > 0 and thr > 0:
+            bound = st + min(np.log(c / thr) / r, 1e12) * day  # the boundary's time, roughly
+            lo_, hi_ = a, z  # the first checkpoint past it, in [a, z]
+            while lo_ < hi_:
+                mid = (lo_ + hi_) // 2
+                if cp[mid] <= bound:
+                    lo_ = mid + 1
+                else:
+                    hi_ = mid
+            kb = lo_
+        else:
+            kb = z
+        while kb > a and not c * np.exp(-r * max(0.0, (cp[kb - 1] - st) / day)) >= thr:
+            kb -= 1
+        while kb < z and c * np.exp(-r * max(0.0, (cp[kb] - st) / day)) >= thr:
+            kb += 1
+        out[s] = kb
+    return out
 
 
 @njit
