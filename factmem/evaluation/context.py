@@ -97,7 +97,8 @@ _EPS = 1e-4  # log-loss clip, as in the checkpoint metrics
 @dataclass
 class _SharedRows:
     """What scoring computes from the rows' triple and start only (``ContextEvaluator._shared_rows``):
-    the canonical order before ties, the sorted subject, triple and start, each state's first point."""
+    the canonical order before ties, the sorted subject, triple and start, each state's first point
+    and (with truth) its flags there."""
 
     triple_in: Any
     start_in: Any
@@ -108,6 +109,8 @@ class _SharedRows:
     triple: np.ndarray
     start: np.ndarray
     lo: np.ndarray
+    #: with truth, each row's flags at its first scored point (``_truth_flag``), computed when first needed
+    first_flags: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
 
 
 class ContextEvaluator:
@@ -421,7 +424,7 @@ class ContextEvaluator:
                                self._v_t, thr, max(ks))
         # the flags of the selected pairs: their state's where they cannot change over its points, else
         # computed per pair (the "varying" pairs, listed in the selection's order)
-        state_flags, varying = self._state_flags(tr, lo, cnt, params)
+        state_flags, varying = self._state_flags(shared, has, tr, lo, cnt)
         vpe, vpb = _varying_pairs(ranked.best, ranked.held, varying)
         v_needed, v_code, v_true = self._flags(self._v_index[vpe] if states_by_point else None, tr[vpb],
                                                self._v_t[vpe], params)
@@ -497,18 +500,21 @@ class ContextEvaluator:
             "t": pts["t"].to_numpy()[point], "row": row, "triple": triple, "effective_confidence": eff,
             "rank": ranks_within(point)})
 
-    def _state_flags(self, tr: np.ndarray, lo: np.ndarray, cnt: np.ndarray, params: MemoryParams):
+    def _state_flags(self, shared: _SharedRows, has: np.ndarray, tr: np.ndarray, lo: np.ndarray, cnt: np.ndarray):
         """Each state's flags (:meth:`_flags`) at its first scored point, and whether they may change
         over its points (``varying``: its pairs are flagged one by one). With truth a state varies only
         where one of its triple's truth boundaries falls among its points
         (:meth:`_prepare_breakpoints`); the other definitions of needed depend on the point itself, so
-        every state varies."""
+        every state varies. The flags at the first point depend on the rows' triple and start alone:
+        they are computed once for the rows of ``shared`` (``has``: the states' rows there)."""
         n = len(tr)
         if self.needed_mode != "truth" or not n:
             return (np.zeros(n, bool), np.zeros(n, np.int64), np.zeros(n, bool)), np.ones(n, bool)
-        needed, code, true_now, varying = _truth_state_flags(tr, lo, cnt, self._v_t, self._bp_off, self._bp_t,
-                                                             *self._truth_arrays())
-        return (needed, code, true_now), varying
+        if shared.first_flags is None:
+            first_t = self._v_t[np.minimum(shared.lo, len(self._v_t) - 1)]  # rows past the last point: never held
+            shared.first_flags = _truth_flags(shared.triple, first_t, *self._truth_arrays())
+        flags = tuple(f[has] for f in shared.first_flags)
+        return flags, _breaks_within(tr, self._v_t[lo], self._v_t[lo + cnt - 1], self._bp_off, self._bp_t)
 
     def _truth_arrays(self) -> tuple[np.ndarray, ...]:
         return (self._tt_off, self._tt_from, self._tt_end, self._tt_nfrom, self._tv_off, self._tv_from, self._tv_end,
@@ -730,26 +736,19 @@ def _truth_flags(tr, t, tt_off, tt_from, tt_end, tt_nfrom, tv_off, tv_from, tv_e
 
 
 @njit
-def _truth_state_flags(tr, lo, cnt, v_t, bp_off, bp_t, tt_off, tt_from, tt_end, tt_nfrom, tv_off, tv_from, tv_end,
-                       first_true, passing):  # pragma: no cover - compiled
-    """Per state (triple ``tr``, held at the points ``lo … lo + cnt − 1`` of times ``v_t``): its
-    :func:`_truth_flag` at its first point, and whether a breakpoint of its triple falls after its
-    first point and at or before its last (then its flags may change over its points)."""
+def _breaks_within(tr, t0, t1, bp_off, bp_t):  # pragma: no cover - compiled
+    """Per state: whether one of its triple's breakpoints (``bp_off[tr] … bp_off[tr + 1]`` of the
+    sorted ``bp_t``) falls after ``t0`` (its first point's time) and at or before ``t1`` (its last's)."""
     n = len(tr)
-    needed = np.empty(n, np.bool_)
-    code = np.empty(n, np.int64)
-    true_now = np.empty(n, np.bool_)
     varying = np.zeros(n, np.bool_)
     for s in range(n):
-        x, t0, t1 = tr[s], v_t[lo[s]], v_t[lo[s] + cnt[s] - 1]
-        needed[s], code[s], true_now[s] = _truth_flag(x, t0, tt_off, tt_from, tt_end, tt_nfrom, tv_off, tv_from,
-                                                      tv_end, first_true, passing)
+        x = tr[s]
         if x < len(bp_off) - 1:
-            j = _last_from(bp_off, bp_t, x, t0) + 1  # the first breakpoint after t0
+            j = _last_from(bp_off, bp_t, x, t0[s]) + 1  # the first breakpoint after t0
             if j == 0:
                 j = bp_off[x]
-            varying[s] = j < bp_off[x + 1] and bp_t[j] <= t1
-    return needed, code, true_now, varying
+            varying[s] = j < bp_off[x + 1] and bp_t[j] <= t1[s]
+    return varying
 
 
 def _session_ranks(sessions) -> tuple[np.ndarray, np.ndarray]:
