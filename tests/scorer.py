@@ -298,8 +298,10 @@ def checkpoint_scores(beliefs: list[dict], truth: list[dict], mentions: list[tup
 
     # calibration: at each calibration checkpoint, every held state predicts its effective confidence,
     # every triple mentioned before t and not held predicts 0; clipped to [eps, 1 - eps]
-    pairs = sum(1 for t in checkpoints for b in beliefs if _held(b, t))
-    stride = max(1, -(-pairs // max_samples))
+    # the sample: every stride-th checkpoint from the last, the stride from the population (the
+    # triples mentioned before each checkpoint, summed), which does not depend on the beliefs
+    population = sum(1 for t in checkpoints for stamps in mentioned_at.values() if min(stamps) < t)
+    stride = max(1, -(-population // max_samples))
     cal = set(checkpoints[::-1][::stride])
     samples = []
     for t in checkpoints:

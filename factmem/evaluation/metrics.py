@@ -169,6 +169,8 @@ class _SharedRows:
     pb: np.ndarray
     pt: np.ndarray
     me: np.ndarray
+    #: per part: calibration's inputs that depend on the rows and the part alone (``Evaluator._calibration_rows``)
+    calibration: dict = field(default_factory=dict)
 
 
 class Evaluator:
@@ -179,8 +181,11 @@ class Evaluator:
 
     ``truth``: columns triple, kind (code), valid_from, valid_to, relevant_until (``OPEN`` or NA for
     none). ``mentions``: columns triple, ts (every mention). ``checkpoints``: sorted Unix seconds.
-    ``max_samples``: calibration enumerates (held state, checkpoint) pairs; beyond this many it
-    uses every k-th checkpoint (deterministic; reported as ``calibration_stride``).
+    ``max_samples``: calibration scores every fact mentioned so far at each checkpoint; when that
+    population, summed over a part's checkpoints, is larger, it scores every k-th checkpoint
+    (``k = ceil(population / max_samples)``, counting from the part's last; reported as
+    ``calibration_stride``). The population does not depend on the memory, so every parameter set
+    is scored on the same checkpoints — a fixed sample, shared across the sets of a sweep.
     """
 
     def __init__(self, truth: pd.DataFrame, mentions: pd.DataFrame, checkpoints: Sequence[int] | np.ndarray, *,
@@ -339,7 +344,7 @@ class Evaluator:
                 "needed": self.needed[sl].astype(np.int64), "precision": precision[sl], "recall": recall[sl],
                 "stale": stale[sl].astype(np.int64), "lost": lost_cum.astype(np.int64),
             })
-            cal = self._calibration(triple, kind, start, conf, rate, k0, k1, pb, pt, (pa_, pb_)) if calibration \
+            cal = self._calibration(shared, triple, kind, start, conf, rate, k0, k1, pb, pt, (pa_, pb_)) if calibration \
                 else _no_calibration(n)
             ckpt["log_loss"] = cal.pop("per_checkpoint")[sl]
             pr, rc = precision[sl], recall[sl]
@@ -412,23 +417,41 @@ class Evaluator:
             "why": np.where(reason[sel] == EndReason.PRUNED, "pruned", "decay"),
         }).sort_values(["archived_at", "triple"], kind="stable").reset_index(drop=True)
 
-    def _calibration(self, triple, kind, start, conf, rate, k0, k1, pb, pt, part: tuple[int, int]) -> dict:
-        n = len(self.cp)
+    def calibration_checkpoints(self, part: tuple[int, int]) -> tuple[np.ndarray, int]:
+        """The checkpoints (indices) calibration scores in ``part`` (``[a, b)``), and their stride: every
+        ``stride``-th checkpoint counting from the part's last, ``stride = ceil(population /
+        max_samples)`` with the population the facts mentioned before each checkpoint, summed over
+        the part's — the same for every parameter set."""
         a, b = part
-        held = np.maximum(np.minimum(k1, b) - np.maximum(k0, a), 0)
-        total = int(held.sum())
-        stride = max(1, int(np.ceil(total / self.max_samples))) if total else 1
-        # calibration checkpoints: every stride-th checkpoint of the part, counting from its last
-        cal_idx = np.arange(b - 1, a - 1, -stride)[::-1]
-        # map [k0, k1) to calibration ranks
+        population = int(self._mentioned[a:b].sum())
+        stride = max(1, -(-population // self.max_samples))
+        return np.arange(b - 1, a - 1, -stride)[::-1], stride
+
+    def _calibration_rows(self, shared: _SharedRows | None, triple, k0, pb, pt, part: tuple[int, int]) -> tuple:
+        """What calibration reads that depends on the rows' triple and start and the part alone (kept in
+        ``shared`` for the sets that share them): the calibration checkpoints and stride, each state's
+        first calibration rank, its run of (state, truth row) pairs, their truth rows' ranges of
+        calibration ranks, its triple's first mention and kind."""
+        if shared is not None and part in shared.calibration:
+            return shared.calibration[part]
+        cal_idx, stride = self.calibration_checkpoints(part)
         r0 = grid_index(cal_idx, k0, "left")
-        r1 = grid_index(cal_idx, k1, "left")
         # each state's (state, truth row) pairs: a contiguous run of pb (it is sorted by state)
         pair_start = np.searchsorted(pb, np.arange(len(triple) + 1), "left")
         tr0 = grid_index(cal_idx, self.t_k0[pt], "left")
         tr1 = grid_index(cal_idx, self.t_k1[pt], "left")
-        first_mention = _lookup(self.first_mention, triple, OPEN)
-        held_tk = _lookup(self.kind_of_triple, triple, -1)
+        rows = (cal_idx, stride, r0, pair_start, tr0, tr1, _lookup(self.first_mention, triple, OPEN),
+                _lookup(self.kind_of_triple, triple, -1))
+        if shared is not None:
+            shared.calibration[part] = rows
+        return rows
+
+    def _calibration(self, shared: _SharedRows | None, triple, kind, start, conf, rate, k0, k1, pb, pt,
+                     part: tuple[int, int]) -> dict:
+        n = len(self.cp)
+        cal_idx, stride, r0, pair_start, tr0, tr1, first_mention, held_tk = self._calibration_rows(
+            shared, triple, k0, pb, pt, part)
+        r1 = grid_index(cal_idx, k1, "left")  # [k0, k1) as calibration ranks
         if len(kind) and not (0 <= int(kind.min()) and int(kind.max()) < len(KINDS)):
             raise InputError(f"belief states: kind codes must lie in 0..{len(KINDS) - 1}, got {int(kind.min())}.."
                              f"{int(kind.max())}")
