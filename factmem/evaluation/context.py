@@ -159,6 +159,7 @@ class ContextEvaluator:
         self._triple_pred = pred_codes.astype(np.int64)
         self._n_known = len(trip_codes)
         self._shared: _SharedRows | None = None
+        self._topk_out: tuple[np.ndarray, np.ndarray] | None = None  # the selection's buffers, reused
 
         # -- evaluation points: (session, subject) at the session's first message -----------------
         # sessions as ranks in the lexicographic order of their ids: the (session, subject) pairs of
@@ -421,7 +422,8 @@ class ContextEvaluator:
         # the top k of every point, in one compiled pass over the (state, point) pairs; the budgets are
         # prefixes of the widest one's ranks
         ranked = context_top_k(lo, cnt, cf, rt, st, context_tie_columns(st, first_seen, self._po_rank[tr]),
-                               self._v_t, thr, max(ks))
+                               self._v_t, thr, max(ks), self._topk_out)
+        self._topk_out = (ranked.best, ranked.value)  # reused by the next set: touching fresh memory costs
         # the flags of the selected pairs: their state's where they cannot change over its points, else
         # computed per pair (the "varying" pairs, listed in the selection's order)
         state_flags, varying = self._state_flags(shared, has, tr, lo, cnt)
@@ -541,7 +543,7 @@ class ContextEvaluator:
         return needed, np.where(needed, 1, np.where(stale, 2, 5)).astype(np.int64), needed
 
     def __getstate__(self) -> dict:
-        return {**self.__dict__, "_shared": None}  # a cache of one run's rows: not worth shipping
+        return {**self.__dict__, "_shared": None, "_topk_out": None}  # one run's caches: not worth shipping
 
     def _shared_rows(self, beliefs: pd.DataFrame | dict, b: dict[str, np.ndarray]) -> _SharedRows:
         """What :meth:`score` computes from the rows' triple and start alone, for the arrays given (kept

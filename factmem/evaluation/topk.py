@@ -110,23 +110,23 @@ def _select_pairs(point, value, keys, n_points, k):  # pragma: no cover - compil
 
 
 @njit
-def _select_states(lo, cnt, confidence, rate, start, keys, t, threshold, k, day):  # pragma: no cover - compiled
+def _select_states(lo, cnt, confidence, rate, start, keys, t, threshold, day, best, best_value
+                   ):  # pragma: no cover - compiled
     """Point by point (in order), the states held there kept sorted: ``cur`` holds the candidates of
     the previous point in its order; at the next point their values are recomputed (a value only
     falls with time, so a state below the threshold never returns — unless its rate is negative),
     those gone are dropped, the order is repaired by an insertion sort (orders change only where
     two decay curves cross: few moves), and the arrivals — states whose first point this is, sorted
-    among themselves — are merged in. The first ``k`` are the point's best."""
+    among themselves — are merged in. The first ``k`` are the point's best, written to ``best`` and
+    ``best_value`` (``(points, k)``, given: a caller scoring many sets reuses them — fresh memory costs
+    more to touch than the selection costs to fill), -1 and 0 past the point's ``held``."""
     n_points, n_states = len(t), len(lo)
-    best = np.full((n_points, k), -1, np.int64)
-    best_value = np.zeros((n_points, k))
+    k = best.shape[1]
     held = np.zeros(n_points, np.int64)
     cur = np.empty(n_states, np.int64)
     val = np.empty(n_states)
     new = np.empty(n_states, np.int64)
     new_val = np.empty(n_states)
-    out = np.empty(n_states, np.int64)
-    out_val = np.empty(n_states)
     n_cur = 0
     nxt = 0  # the next state to arrive: states come sorted by their first point
     for p in range(n_points):
@@ -160,28 +160,29 @@ def _select_states(lo, cnt, confidence, rate, start, keys, t, threshold, k, day)
                 e = -1.0
             _insert(new, new_val, n_new, s, e, keys)
             n_new += 1
-        if n_new:  # merge
-            a = b = m = 0
-            while a < n_cur or b < n_new:
-                if b == n_new or (a < n_cur and _better(val[a], cur[a], new_val[b], new[b], keys)):
-                    out[m] = cur[a]
-                    out_val[m] = val[a]
-                    a += 1
+        if n_new:  # merge, in place from the back: what ranks before every arrival stays put
+            a, b, w = n_cur - 1, n_new - 1, n_cur + n_new - 1
+            while b >= 0:
+                if a >= 0 and _better(new_val[b], new[b], val[a], cur[a], keys):
+                    cur[w] = cur[a]
+                    val[w] = val[a]
+                    a -= 1
                 else:
-                    out[m] = new[b]
-                    out_val[m] = new_val[b]
-                    b += 1
-                m += 1
-            n_cur = m
-            cur[:n_cur] = out[:n_cur]
-            val[:n_cur] = out_val[:n_cur]
+                    cur[w] = new[b]
+                    val[w] = new_val[b]
+                    b -= 1
+                w -= 1
+            n_cur += n_new
         h = 0
         while h < n_cur and h < k and val[h] >= threshold:
             best[p, h] = cur[h]
             best_value[p, h] = val[h]
             h += 1
         held[p] = h
-    return best, best_value, held
+        for r in range(h, k):
+            best[p, r] = -1
+            best_value[p, r] = 0.0
+    return held
 
 
 @njit
@@ -255,16 +256,25 @@ def top_k_masks(point: np.ndarray, value: np.ndarray, budgets: Sequence[int], n_
 
 
 def context_top_k(lo: np.ndarray, cnt: np.ndarray, confidence: np.ndarray, rate: np.ndarray, start: np.ndarray,
-                  tie_columns: Sequence[np.ndarray], t: np.ndarray, threshold: float, k: int) -> TopK:
+                  tie_columns: Sequence[np.ndarray], t: np.ndarray, threshold: float, k: int,
+                  out: tuple[np.ndarray, np.ndarray] | None = None) -> TopK:
     """The ``k`` best states at each of the points ``t`` (Unix seconds; ascending within each state's
     points): state ``s`` is a candidate at points ``lo[s] … lo[s] + cnt[s] − 1`` when its effective
     confidence there is at least ``threshold``; ranked by effective confidence, then ``tie_columns``
-    (most significant first, ascending), then state index. States come sorted by ``lo``."""
+    (most significant first, ascending), then state index. States come sorted by ``lo``.
+
+    ``out``: ``(best, value)`` arrays of shape ``(len(t), k)`` (int64, float64) to write the selection
+    to, overwritten — a caller selecting for many parameter sets passes the same ones (the result
+    then holds them until the next call)."""
     n = len(lo)
     if n > 1 and (np.diff(lo) < 0).any():
         raise InputError("context_top_k: states must come sorted by their first point (lo)")
     keys = _keys(tie_columns, n)
-    return TopK(*_select_states(np.asarray(lo, np.int64), np.asarray(cnt, np.int64),
-                                np.asarray(confidence, np.float64), np.asarray(rate, np.float64),
-                                np.asarray(start, np.int64), keys, np.asarray(t, np.int64), float(threshold),
-                                max(int(k), 1), _DAY))
+    shape = (len(t), max(int(k), 1))
+    if out is None or out[0].shape != shape or out[1].shape != shape:
+        out = (np.empty(shape, np.int64), np.empty(shape, np.float64))
+    best, value = out
+    held = _select_states(np.asarray(lo, np.int64), np.asarray(cnt, np.int64), np.asarray(confidence, np.float64),
+                          np.asarray(rate, np.float64), np.asarray(start, np.int64), keys, np.asarray(t, np.int64),
+                          float(threshold), _DAY, best, value)
+    return TopK(best, value, held)
