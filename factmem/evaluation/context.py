@@ -399,16 +399,13 @@ class ContextEvaluator:
         # order before ties and what follows from it are computed once (``_shared_rows``).
         shared = self._shared_rows(beliefs, b)
         order = settle_ties(shared.order, shared.pos, shared.group, lambda rows: (rate[rows], conf[rows], end[rows]))
-        subj, tr, st, lo = shared.subject, shared.triple, shared.start, shared.lo
-        cf, rt, en, why = conf[order], rate[order], end[order], reason[order]
-
-        # the scored points each state is held at: a range [lo, lo + cnt) of the valid points
-        by_event = (why == EndReason.REINFORCED) | (why == EndReason.SUPERSEDED)
-        vis_end = np.where(en == OPEN, OPEN, np.where(by_event, en + 1, en))
-        cnt = _held_counts(lo, self._v_subject_end[subj], vis_end, self._v_t)
-        has = np.flatnonzero(cnt > 0)  # states held at a scored point
+        # the scored points each state is held at: a range [lo, lo + cnt) of the valid points; the
+        # states held at one or more (``has``, in the canonical order; ``sel``, their rows)
+        has, cnt = _held_states(order, shared.lo, self._v_subject_end[shared.subject], end, reason, self._v_t,
+                                OPEN, int(EndReason.REINFORCED), int(EndReason.SUPERSEDED))
         sel = order[has]
-        tr, st, cf, rt, lo, cnt = tr[has], st[has], cf[has], rt[has], lo[has], cnt[has]
+        tr, st, lo = shared.triple[has], shared.start[has], shared.lo[has]
+        cf, rt = conf[sel], rate[sel]
         first_seen = group_min(fact, start)[sel]  # of each selected state's fact (a tie key)
 
         n_v, n_b = len(self._v_index), len(self.budgets)
@@ -592,22 +589,33 @@ class ContextEvaluator:
 
 
 @njit
-def _held_counts(lo, end, vis_end, t):  # pragma: no cover - compiled
-    """Per state: how many of the scored points ``lo … end − 1`` (its subject's from its first, times
-    ``t`` ascending) come before ``vis_end`` — the points it is held at."""
-    n = len(lo)
+def _held_states(order, lo, end_point, end, reason, t, open_end, reinforced, superseded):  # pragma: no cover - compiled
+    """The states (positions in the canonical ``order`` of the rows) held at one or more scored points,
+    and how many: state ``i`` (row ``order[i]``) is held from its first point ``lo[i]`` up to its
+    subject's last (``end_point[i]`` is one past it, times ``t`` ascending) while the point comes
+    before its visible end — its ``end``, or just after it when an event ended it (reinforced or
+    superseded: the event is seen only after its instant); open states to the end."""
+    n = len(order)
+    has = np.empty(n, np.int64)
     cnt = np.empty(n, np.int64)
-    for s in range(n):
-        a, z, v = lo[s], end[s], vis_end[s]
+    m = 0
+    for i in range(n):
+        row = order[i]
+        e, why = end[row], reason[row]
+        vis = open_end if e == open_end else (e + 1 if why == reinforced or why == superseded else e)
+        a, z = lo[i], end_point[i]
         first = a
-        while a < z:  # the first point at or after vis_end
+        while a < z:  # the first point at or after the visible end
             mid = (a + z) // 2
-            if t[mid] < v:
+            if t[mid] < vis:
                 a = mid + 1
             else:
                 z = mid
-        cnt[s] = a - first
-    return cnt
+        if a > first:
+            has[m] = i
+            cnt[m] = a - first
+            m += 1
+    return has[:m].copy(), cnt[:m].copy()
 
 
 @njit
