@@ -56,6 +56,8 @@ from factmem.data.logs import bundled_dataset  # noqa: E402
 from factmem.evaluation.context import FIELDS  # noqa: E402
 from factmem.evaluation.simulate import default_schedule, prepare  # noqa: E402
 from factmem.tuning.decision import Promotion  # noqa: E402
+from factmem.tuning import search as search_module  # noqa: E402
+from factmem.tuning.search import LOCAL_CENTRES, LOCAL_SCALE  # noqa: E402
 from factmem.tuning.settings import DEFAULT_SPACE, Compute, Holdout, Objective, Search  # noqa: E402
 from factmem.tuning.space import refine_points  # noqa: E402
 from factmem.tuning.sweep import SweepResult, sweep  # noqa: E402
@@ -85,11 +87,24 @@ def job_of(P, compute: Compute) -> _Job:
                 Promotion(restarts=1))
 
 
-def parse_method(name: str, startup: int) -> tuple[str, bool, int]:
-    """``tpe+corners@32`` -> (``tpe``, corners, start 32)."""
+def parse_method(name: str, startup: int) -> tuple[str, bool, float, int]:
+    """``tpe+corners+local25@32`` -> (``tpe``, corners, local share 0.25, start 32); ``+local``: 0.5.
+    ``+scaleS`` / ``+centresC`` set the local draws' step (S/100 of a range's width) and how many of
+    the study's best they surround (``search.LOCAL_SCALE``, ``search.LOCAL_CENTRES``) for this method."""
     head, _, at = name.partition("@")
-    method, _, extra = head.partition("+")
-    return method, extra == "corners", int(at) if at else startup
+    method, *extras = head.split("+")
+    local = 0.0
+    search_module.LOCAL_SCALE, search_module.LOCAL_CENTRES = LOCAL_SCALE, LOCAL_CENTRES
+    for extra in extras:
+        if extra.startswith("local"):
+            local = int(extra[5:]) / 100 if extra[5:] else 0.5
+        elif extra.startswith("scale"):
+            search_module.LOCAL_SCALE = int(extra[5:]) / 100
+        elif extra.startswith("centres"):
+            search_module.LOCAL_CENTRES = int(extra[7:])
+        elif extra != "corners":
+            raise SystemExit(f"unknown method flag {extra!r} in {name!r}")
+    return method, "corners" in extras, local, int(at) if at else startup
 
 
 def optuna_curve(P, name: str, seed: int, budgets: list[int], startup: int, compute: Compute
@@ -97,13 +112,13 @@ def optuna_curve(P, name: str, seed: int, budgets: list[int], startup: int, comp
     """One search at the largest budget; each smaller budget is its prefix. An adaptive sampler's
     budget ``b`` is its shared start (``min(b, start)``) plus ``(b - start) / 4`` of each study's
     own; a random search's is ``b`` shared draws."""
-    method, corners, start = parse_method(name, startup)
+    method, corners, local, start = parse_method(name, startup)
     top = max(budgets)
     if method == "random":
-        search = Search(method="random", n=top, seed=seed)
+        search = Search(method="random", n=top, seed=seed, local=0.0)
     else:
         search = Search(method=method, n=max(1, math.ceil((top - start) / STUDIES)), startup=start, seed=seed,
-                        corners=corners)
+                        corners=corners, local=local)
     sw, folds, out = _search(job_of(P, compute), search)
     assert folds is not None
     curve = {}
@@ -114,11 +129,17 @@ def optuna_curve(P, name: str, seed: int, budgets: list[int], startup: int, comp
         for f in range(FOLDS):
             trials = out.studies[f"fold-{f}"].get_trials(deepcopy=False)
             # the baseline (enqueued), the shared draws (enqueued), then the study's own proposals
-            pooled = [t.user_attrs["row"] for t in trials[1:] if "fixed_params" in t.system_attrs]
-            mine = [t.user_attrs["row"] for t in trials[1:] if "fixed_params" not in t.system_attrs]
+            # (its sampler's and its local draws, which are enqueued too but marked ``local``)
+            pooled = [t.user_attrs["row"] for t in trials[1:]
+                      if "fixed_params" in t.system_attrs and not t.user_attrs.get("local")]
+            mine = [t.user_attrs["row"] for t in trials[1:]
+                    if "fixed_params" not in t.system_attrs or t.user_attrs.get("local")]
+            # the rows before the first shared draw: the baseline, the seed defaults (never chosen when
+            # they differ: SweepResult.eligible) and the corners, scored beside the studies (part of the start)
+            head = pooled[0] if pooled else len(sw.params)
             elig = np.zeros(len(sw.params), bool)
-            elig[:2] = True  # the baseline and the seed defaults (never chosen when they differ: SweepResult.eligible)
-            elig[pooled[:shared]] = True
+            elig[:head] = True
+            elig[pooled[:max(0, shared - (head - 2))]] = True
             elig[mine[:own]] = True
             choice.append(best(sw, folds != f, elig))
         curve[b] = heldout_utility(sw, choice, folds)
@@ -182,7 +203,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--logs", default="small,drift,long-absence")
     ap.add_argument("--samplers", default="tpe,tpe+corners,cmaes,random,legacy,legacy-leaky",
                     help="of tpe, cmaes, gp (each with +corners and/or @START), random, legacy, legacy-leaky")
-    ap.add_argument("--budgets", default="64,128,256,386")
+    ap.add_argument("--budgets", default="64,128,192,256,386")
     ap.add_argument("--seeds", type=int, default=5)
     ap.add_argument("--first-seed", type=int, default=0)
     ap.add_argument("--personas", type=int, default=12)

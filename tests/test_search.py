@@ -18,12 +18,13 @@ from factmem.tuning.search import (
     distributions,
     in_space,
     load_studies,
+    local_points,
     make_sampler,
     parameter_importances,
     save_studies,
 )
 from factmem.tuning.settings import DEFAULT_SPACE, Compute, Holdout, Objective, Search
-from factmem.tuning.space import Range
+from factmem.tuning.space import Range, refine_points
 from factmem.tuning.tune import subject_folds, tune
 from tests.conftest import write_tiny
 
@@ -73,11 +74,37 @@ def test_the_shared_start_opens_with_the_corners(run):
                                                for k in kinds)
     assert pts[-1].reinforce_gain == pytest.approx(0.525) and pts[-1].decay_rate.explicit == pytest.approx(
         math.sqrt(1e-4 * 0.3))
-    # a space without kinds' pairs has only its centre; the run's shared start holds it, told to every study
+    # a space without kinds' pairs has only its centre; the run's shared start holds it, scored beside the
+    # studies: every study may choose it (study ""), none is told it (it would pull the sampler to it)
     res, _ = run
     (centre,) = corner_points(SPACE, res.baseline)
     row = res.sweep.params.index(centre)
     assert res.sweep.table.loc[row, "study"] == "" and Search().corners and not Search(corners=False).corners
+    assert all(t.user_attrs["row"] != row for s in res.studies.studies.values() for t in s.trials)
+
+
+def test_local_draws_refine_each_studys_own_best(run):
+    # the draws are refine_points around the 3 best trials by the value the study was told, clamped into the space
+    study = optuna.create_study(direction="minimize")
+    pts = [MemoryParams(decay_rate={"explicit": x}) for x in (0.3, 0.001, 0.01, 0.2, 0.05)]
+    for i, v in enumerate((5.0, 1.0, 3.0, 2.0, 4.0)):
+        t = study.ask(distributions(SPACE))
+        t.set_user_attr("row", i)
+        study.tell(t, v)
+    draws = local_points(study, pts, SPACE, 7, seed=4)
+    assert len(draws) == 7 and all(in_space(SPACE, p) for p in draws) and draws == local_points(study, pts, SPACE, 7, 4)
+    near = refine_points(SPACE, [pts[1], pts[3], pts[2]], 7, 4, scale=0.1)
+    assert [p.decay_rate.explicit for p in draws] == pytest.approx([p.decay_rate.explicit for p in near])
+    assert local_points(optuna.create_study(), pts, SPACE, 7, 4) == []  # nothing told yet
+    # in a run: half of each round's own proposals (batches of 4, then 2: 2 + 1), marked, the study's own rows
+    res, _ = run
+    table = res.sweep.table
+    for name, study in res.studies.studies.items():
+        local = [t for t in study.trials if t.user_attrs.get("local")]
+        assert len(local) == 3 and all(name in table.loc[t.user_attrs["row"], "study"].split(",") for t in local)
+    assert Search().local == 0.5 and Search.from_dict({**Search().to_dict(), "local": 0.25}).local == 0.25
+    with pytest.raises(InputError, match="local"):
+        Search(local=1.5)
 
 
 def test_unknown_or_unavailable_samplers_and_ranges_in_a_grid(tiny_dir):
@@ -109,9 +136,9 @@ def test_every_study_in_study_db_matches_sweep_parquet(run):
         assert study.user_attrs["budget"] == 5 and study.user_attrs["sampler"] == "tpe"
         subjects = None if name == "all" else folds != int(name[-1])
         values = res.sweep.objective_values("all", 5, subjects)
-        # the fixed points first (baseline enqueued), then 3 shared random draws and 6 proposals of its own,
-        # every one a row of sweep.parquet
-        assert len(trials) == 1 + 3 + 6 and trials[0].user_attrs["row"] == 0
+        # the fixed points first (baseline enqueued), then the start's 2 shared random draws (its third point,
+        # the space's centre, is scored beside the studies) and 6 proposals of its own, every one a row of sweep.parquet
+        assert len(trials) == 1 + 2 + 6 and trials[0].user_attrs["row"] == 0
         for t in trials:
             row = table.iloc[t.user_attrs["row"]]
             assert t.user_attrs["run_id"] == row["run_id"]
@@ -121,7 +148,7 @@ def test_every_study_in_study_db_matches_sweep_parquet(run):
             if name == "all":
                 assert t.value == row["all.utility@5"] and t.user_attrs["recall@20"] == row["all.recall@20"]
             # a proposed row belongs to the study that proposed it (the fixed and shared rows to every study)
-            assert (row["study"] == "") == (t.number < 4) and (t.number < 4 or name in row["study"].split(","))
+            assert (row["study"] == "") == (t.number < 3) and (t.number < 3 or name in row["study"].split(","))
     searched = ~table["probe"]  # the identification probes come after the search, chosen by no study
     assert table["study"][searched].map(lambda s: isinstance(s, str)).all() and table["study"][~searched].isna().all()
     proposed = table["study"][searched & (table["study"] != "")]
@@ -170,8 +197,8 @@ def test_each_sampler_runs_with_studies_per_selection(tiny_dir, sampler):
         assert any("outside the searched space" in n for n in res.notes)
     elif sampler == "random":  # drawn without looking at scores: one shared pool
         assert set(counts.values()) == {1 + 5} and (searched["study"] == "").all()
-    else:  # two shared random draws, then five of each study's own
-        assert set(counts.values()) == {1 + 2 + 5} and (searched["study"] != "").sum() >= 5
+    else:  # a start of two (the space's centre beside the studies, one shared draw), then five of each study's own
+        assert set(counts.values()) == {1 + 1 + 5} and (searched["study"] != "").sum() >= 5
 
 
 def test_the_dask_executor_replays_the_batches(tiny_dir):

@@ -72,6 +72,10 @@ def search_args(p: argparse.ArgumentParser, *, method: str = "random") -> None:
                        help="tpe, cmaes, gp: a shared start of random draws only (default: it opens with the "
                             "space's corners — one kind shown and never decaying, the others starting below the "
                             "threshold; everything kept; the centre)")
+        g.add_argument("--local", type=float, default=default.local, metavar="SHARE",
+                       help=f"tpe, cmaes, gp: the share of each study's own candidates, every round, drawn around "
+                            f"that study's own best so far (small steps, as a local refinement) instead of by the "
+                            f"sampler; 0: none (default {default.local:g})")
     g.add_argument("--seed", type=int, default=0, help="seed of the search, folds and bootstrap (default 0)")
     o = p.add_argument_group("objective")
     o.add_argument("--objective", default="utility",
@@ -124,7 +128,7 @@ def settings_of(args: argparse.Namespace) -> tuple[Any, Any, Any, Any]:
     space = space_of(args) or None
     search = Search(space=space, method=args.search, n=args.n if args.n is not None else Search().n,
                     startup=getattr(args, "startup", Search().startup), seed=args.seed,
-                    corners=getattr(args, "corners", Search().corners))
+                    corners=getattr(args, "corners", Search().corners), local=getattr(args, "local", Search().local))
     objective = Objective(name=args.objective, budgets=budgets, costs=args.cost, needed=args.needed,
                           max_points_per_subject=args.max_points)
     holdout = Holdout(mode=mode, folds=args.folds, split=args.split if args.split is not None else 2 / 3,

@@ -62,14 +62,14 @@ from factmem.core.params import MemoryParams
 from factmem.errors import InputError
 from factmem.evaluation.context import FIELDS
 from factmem.tuning.settings import Holdout, Objective, Search
-from factmem.tuning.space import ALIASES, Range, assign, check_space, grid_points
+from factmem.tuning.space import ALIASES, Range, assign, check_space, grid_points, refine_points
 
 if TYPE_CHECKING:
 
     from factmem.tuning.sweep import SweepResult
 
 __all__ = ["SAMPLERS", "ADAPTIVE", "IDENTIFIED_SHARE", "STUDY_FILE", "STATE_FILE", "Selection", "SearchOutcome",
-           "selections", "study_rows", "corner_points", "distributions", "in_space", "make_sampler", "round_seed", "run_search", "save_studies",
+           "selections", "study_rows", "corner_points", "local_points", "distributions", "in_space", "make_sampler", "round_seed", "run_search", "save_studies",
            "load_studies", "save_search", "load_search", "parameter_importances", "study_attrs"]
 
 SAMPLERS = SEARCH_MODES
@@ -82,6 +82,11 @@ STUDY_FILE = "study.db"
 STATE_FILE = "search.npz"
 _METRICS = ("utility", "recall", "precision", "charged")
 _POOL = 1_000_000  # the study number of the shared pool's seed stream
+_LOCAL = 2_000_000  # added to a study's number: the seed stream of its local draws
+#: a study's local draws are made around this many of its best trials, each coordinate moved by a
+#: normal step of LOCAL_SCALE × its range's (log) width — the refinement factmem used before Optuna
+LOCAL_CENTRES = 3
+LOCAL_SCALE = 0.1
 
 
 @dataclass(frozen=True)
@@ -220,6 +225,30 @@ def corner_points(space: Mapping[str, Any], base: MemoryParams) -> list[MemoryPa
     return [p for p in dict.fromkeys(out) if in_space(space, p)]
 
 
+def local_points(study: Any, params_of_row: Sequence[MemoryParams], space: Mapping[str, Any], n: int, seed: int,
+                 ) -> list[MemoryParams]:
+    """``n`` draws around the study's own best: its :data:`LOCAL_CENTRES` best completed trials (by the
+    value it was told — its own selection's score, so a fold's local draws never look at its held-out
+    people; ties by trial number), each trial's parameter set read from ``params_of_row`` (its ``row``
+    user attribute: the scored set, non-searched parameters included), then
+    :func:`~factmem.tuning.space.refine_points` with :data:`LOCAL_SCALE`. Seeded; [] before any trial
+    is complete."""
+    optuna = _optuna()
+    done = [t for t in study.get_trials(deepcopy=False)
+            if t.state == optuna.trial.TrialState.COMPLETE and "row" in t.user_attrs]
+    if not done or n <= 0:
+        return []
+    sign = 1.0 if study.direction == optuna.study.StudyDirection.MINIMIZE else -1.0
+    done.sort(key=lambda t: (sign * float(t.value), t.number))
+    centres = list(dict.fromkeys(params_of_row[int(t.user_attrs["row"])] for t in done))[:LOCAL_CENTRES]
+    out = []
+    for p in refine_points(space, centres, n, seed, scale=LOCAL_SCALE):
+        # a log range's exp(log(high)) can land one ulp outside it: clamp, so the draw lies in the space
+        values = {name: p.get(ALIASES.get(name, (name,))[0]) for name, spec in space.items() if isinstance(spec, Range)}
+        out.append(assign(p, {name: float(min(max(v, space[name].low), space[name].high)) for name, v in values.items()}))
+    return out
+
+
 def round_seed(seed: int, study: int, round_: int) -> int:
     """The sampler seed of study number ``study`` in round ``round_`` (independent streams)."""
     return int(np.random.SeedSequence([seed, study, round_]).generate_state(1)[0])
@@ -322,6 +351,13 @@ def run_search(search: Search, *, base: MemoryParams, fixed: Sequence[MemoryPara
 
     if previous is None:
         res = score(list(dict.fromkeys(fixed)), True)
+        # an adaptive sampler's start opens with the corners (they need no score), scored beside the
+        # studies: every study may choose one, none is told them — told, a good corner pulls the
+        # sampler's model (and the local draws) to the edge of the space it lies on
+        corners = [p for p in corner_points(space, base)[:search.startup] if p not in set(res.params)] \
+            if adaptive and search.corners else []
+        if corners:
+            res = concat(res, score(corners, False))
         n_subj = len(res.subjects[tuning_part])
         sels = selections(holdout, fold_array(res), tuning_part)
         direction = "minimize" if objective.lower_is_better else "maximize"
@@ -339,10 +375,9 @@ def run_search(search: Search, *, base: MemoryParams, fixed: Sequence[MemoryPara
                 notes.append(f"The {what} lies outside the searched space, so the studies do not hold it; it is "
                              "scored beside them and may still be chosen.")
         grid = grid_points(space, base) if search.method == "grid" else []
-        # an adaptive sampler's start opens with the corners (they need no score), then random draws
-        design = corner_points(space, base)[:search.startup] if adaptive and search.corners else []
-        # the shared pool: a grid, the random draws, or an adaptive sampler's start
-        shared_todo = len(grid) if search.method == "grid" else search.startup if adaptive else search.n
+        # the shared pool: a grid, the random draws, or the rest of an adaptive sampler's start
+        shared_todo = len(grid) if search.method == "grid" else search.startup - len(corners) if adaptive \
+            else search.n
         todo = search.n if adaptive else 0
     else:
         res, studies = previous.sweep, previous.studies
@@ -352,7 +387,7 @@ def run_search(search: Search, *, base: MemoryParams, fixed: Sequence[MemoryPara
         fixed_rows = {i for i, lab in enumerate(labels) if not lab}
         rounds, proposed, queue = previous.rounds, previous.proposed, []
         extra = more if more is not None else search.n
-        grid, design = [], []
+        grid = []
         shared_todo = extra if search.method == "random" else 0
         todo = extra if adaptive else 0
         if search.method == "grid":
@@ -368,10 +403,9 @@ def run_search(search: Search, *, base: MemoryParams, fixed: Sequence[MemoryPara
             if search.method == "grid":
                 pool = grid[proposed:proposed + size]
             else:  # a scratch study draws the round's pool (a random sampler reads no history)
-                pool, design = design[:size], design[size:]
                 draw = optuna.create_study(storage=optuna.storages.InMemoryStorage(),
                                            sampler=make_sampler("random", round_seed(search.seed, _POOL, rounds)))
-                pool += [_from_trial(space, base, draw.ask(dists).params) for _ in range(size - len(pool))]
+                pool = [_from_trial(space, base, draw.ask(dists).params) for _ in range(size)]
             shared_todo -= size
         else:
             batch = min(chunk_size, todo)
@@ -384,9 +418,18 @@ def run_search(search: Search, *, base: MemoryParams, fixed: Sequence[MemoryPara
                 study.enqueue_trial(_values(space, p), skip_if_exists=False)
             for p in fixed_here:
                 asked.append((sel.name, study.ask(dists), p))
-            for _ in range(batch):
+            # the round's local draws around this study's own best (told values of its own selection;
+            # none before a trial is complete: then the sampler proposes the whole batch)
+            local = local_points(study, res.params, space, math.floor(batch * search.local) if adaptive else 0,
+                                 round_seed(search.seed, _LOCAL + si, rounds))
+            for _ in range(batch - len(local)):
                 t = study.ask(dists)
                 asked.append((sel.name, t, _from_trial(space, base, t.params)))
+            for p in local:
+                study.enqueue_trial(_values(space, p), skip_if_exists=False)
+                t = study.ask(dists)
+                t.set_user_attr("local", True)
+                asked.append((sel.name, t, p))
         new = [p for p in dict.fromkeys(p for _, _, p in asked) if p not in row_of]
         if new:
             res = concat(res, score(new, False))

@@ -214,6 +214,9 @@ class Search:
     #: tpe, cmaes, gp: open the shared start with the space's corners (:func:`~factmem.tuning.search.corner_points`;
     #: measured in benchmarks/bench_search.py: they lift the choice at small budgets)
     corners: bool = True
+    #: tpe, cmaes, gp: the share of each round's own proposals of a study drawn around that study's
+    #: own best so far instead of by its sampler (:func:`~factmem.tuning.search.local_points`; 0: none)
+    local: float = 0.5
 
     def __post_init__(self) -> None:
         if self.method not in SEARCH_MODES:
@@ -223,6 +226,8 @@ class Search:
         _check_int("seed", self.seed, 0)
         if not isinstance(self.corners, bool):
             raise InputError(f"corners must be true or false, got {self.corners!r}")
+        if isinstance(self.local, bool) or not isinstance(self.local, (int, float)) or not 0 <= self.local <= 1:
+            raise InputError(f"local must be a share between 0 and 1, got {self.local!r}")
 
     @property
     def resolved_space(self) -> Mapping[str, Any]:
@@ -232,7 +237,7 @@ class Search:
         space = {k: ({"low": v.low, "high": v.high, "log": v.log} if isinstance(v, Range) else list(v))
                  for k, v in self.resolved_space.items()}
         return {"space": space, "method": self.method, "n": self.n, "startup": self.startup, "seed": self.seed,
-                "corners": self.corners}
+                "corners": self.corners, "local": float(self.local)}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Search:
@@ -240,7 +245,7 @@ class Search:
         space = {k: (Range(float(v["low"]), float(v["high"]), bool(v["log"])) if isinstance(v, Mapping) else list(v))
                  for k, v in d["space"].items()}
         return cls(space=space, method=d["method"], n=int(d["n"]), startup=int(d.get("startup", 0)),
-                   seed=int(d["seed"]), corners=bool(d.get("corners", False)))
+                   seed=int(d["seed"]), corners=bool(d.get("corners", False)), local=float(d.get("local", 0.0)))
 
 
 @dataclass(frozen=True)

@@ -364,8 +364,7 @@ def resume(run: str | os.PathLike, *, n: int | None = None, out: str | os.PathLi
     if isinstance(more, bool) or not isinstance(more, int) or more < 1:
         raise InputError(f"--n must be an integer >= 1 (more candidates per study), got {more!r}")
     search = Search(space=search0.space, method=search0.method, n=search0.n + more, startup=search0.startup,
-                    corners=search0.corners,
-                    seed=search0.seed)
+                    corners=search0.corners, local=search0.local, seed=search0.seed)
     chunk = int(man["compute"]["chunk_size"])
     compute = compute or Compute()
     compute = Compute(workers=compute.workers, executor=compute.executor, chunk_size=chunk, progress=compute.progress)
