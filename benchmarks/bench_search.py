@@ -10,8 +10,13 @@ people who share sessions kept together). A **budget** is the number of candidat
   folds' training people) after a start shared by all (``--startup`` draws: they look at no score),
   so each study proposes (budget − startup) / 4 of its own. ``+corners``: the shared start opens with
   the space's corners (``factmem.tuning.search.corner_points``: one kind shown and never decaying,
-  the others starting below the threshold; everything kept; the centre), the rest random.
-  ``@S``: a start of ``S`` draws instead of ``--startup`` (e.g. ``tpe+corners@32``).
+  the others starting below the threshold; everything kept; the centre), scored beside the studies
+  (any may choose one, none is told them), the rest random. ``+local``: half of each round's own
+  proposals of a study are local draws around its own best (``Search.local``; ``+local25``: a
+  quarter; without the flag, none — so ``tpe`` here is plain TPE, not tune's default);
+  ``+scaleS``/``+centresC``: the local draws' step (S/100 of a range's width) and how many best
+  trials they surround. ``@S``: a start of ``S`` draws instead of ``--startup`` (e.g.
+  ``tpe+corners@32``). tune's default is ``tpe+corners+local``.
 * ``random``: the whole budget shared by every study.
 * ``legacy``: the search ``tune`` used before Optuna, made honest — two thirds of the budget random
   draws (the random pool's first ones), then for **each selection set** one quarter of the remaining
@@ -27,7 +32,7 @@ The measure is the one ``tune`` reports: held-out utility@20 of the procedure �
 the choice made, at that budget, without their fold — and its spread over the search seeds (the folds
 and the scoring stay fixed: only the search varies).
 
-    python benchmarks/bench_search.py                      # small, drift, long-absence; 5 seeds
+    python benchmarks/bench_search.py                      # small, drift, long-absence; 5 seeds; budgets 64…386
     python benchmarks/bench_search.py --quick              # tiny, 2 seeds, budgets 16 and 32 (a smoke run)
     python benchmarks/bench_search.py --logs small,conversation --samplers tpe,tpe+corners@32,legacy --seeds 3
 
@@ -55,8 +60,8 @@ from factmem.data.generate import generate, write  # noqa: E402
 from factmem.data.logs import bundled_dataset  # noqa: E402
 from factmem.evaluation.context import FIELDS  # noqa: E402
 from factmem.evaluation.simulate import default_schedule, prepare  # noqa: E402
-from factmem.tuning.decision import Promotion  # noqa: E402
 from factmem.tuning import search as search_module  # noqa: E402
+from factmem.tuning.decision import Promotion  # noqa: E402
 from factmem.tuning.search import LOCAL_CENTRES, LOCAL_SCALE  # noqa: E402
 from factmem.tuning.settings import DEFAULT_SPACE, Compute, Holdout, Objective, Search  # noqa: E402
 from factmem.tuning.space import refine_points  # noqa: E402
@@ -201,8 +206,9 @@ def legacy_curves(P, random_sweep: SweepResult, folds: np.ndarray, seed: int, bu
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--logs", default="small,drift,long-absence")
-    ap.add_argument("--samplers", default="tpe,tpe+corners,cmaes,random,legacy,legacy-leaky",
-                    help="of tpe, cmaes, gp (each with +corners and/or @START), random, legacy, legacy-leaky")
+    ap.add_argument("--samplers", default="tpe+corners+local,tpe,random,legacy,legacy-leaky",
+                    help="of tpe, cmaes, gp (each with +corners, +local[SHARE%%], +scaleS, +centresC and/or @START), "
+                         "random, legacy, legacy-leaky")
     ap.add_argument("--budgets", default="64,128,192,256,386")
     ap.add_argument("--seeds", type=int, default=5)
     ap.add_argument("--first-seed", type=int, default=0)

@@ -71,7 +71,8 @@ def search_args(p: argparse.ArgumentParser, *, method: str = "random") -> None:
         g.add_argument("--no-corners", dest="corners", action="store_false",
                        help="tpe, cmaes, gp: a shared start of random draws only (default: it opens with the "
                             "space's corners — one kind shown and never decaying, the others starting below the "
-                            "threshold; everything kept; the centre)")
+                            "threshold; everything kept; the centre —, scored beside the studies: any may choose "
+                            "one, none is told them)")
         g.add_argument("--local", type=float, default=default.local, metavar="SHARE",
                        help=f"tpe, cmaes, gp: the share of each study's own candidates, every round, drawn around "
                             f"that study's own best so far (small steps, as a local refinement) instead of by the "

@@ -545,8 +545,11 @@ def search_section(result: TuneResult) -> list[str]:
     if s.method in ("tpe", "cmaes", "gp"):
         start = (f"a start of {s.startup} shared by every study (they look at no score"
                  + ("; it opens with the space's corners — one kind shown and never decaying, the others starting "
-                    "below the threshold; everything kept; the centre — then random draws" if s.corners else
-                    ": random draws") + f"), then {s.n} of each study's own")
+                    "below the threshold; everything kept; the centre —, scored beside the studies (every study "
+                    "may choose one, none is told them), then random draws" if s.corners else
+                    ": random draws") + f"), then {s.n} of each study's own"
+                 + (f", {s.local:.0%} of each round's drawn around the study's own best so far (local steps) and "
+                    "the rest by its sampler" if s.local > 0 else ""))
     else:
         start = f"{out.proposed} candidates shared by every study"
     L = ["## The search", "",

@@ -15,10 +15,17 @@ subjects (``fold-0`` …): a fold's sampler is told only the scores of the peopl
 and that fold's choice is made among the candidates its own study proposed (and the fixed points),
 so no fold's choice has seen its held-out people. What is proposed without looking at any score
 is shared — every study holds it, told its own selection's score: a ``random`` search's draws, a
-``grid``, and an adaptive sampler's start (``startup`` points: with ``Search.corners``, the default,
-it opens with the space's corners, :func:`corner_points`, then seeded random draws) — which costs one
-study's candidates instead of one per selection. After the start each adaptive study proposes ``n``
-candidates of its own.
+``grid``, and an adaptive sampler's start of ``startup`` points, seeded random draws — which costs
+one study's candidates instead of one per selection. With ``Search.corners`` (the default) the start
+opens with the space's corners (:func:`corner_points`), scored **beside** the studies like the fixed
+points: every study may choose one, none is told them (told, a good corner pulls the sampler's model
+to the edge of the space it lies on: measured in ``benchmarks/bench_search.py``, plain TPE did better
+than TPE told the corners on the drift preset past 64 candidates). After the start each adaptive
+study proposes ``n`` candidates of its own, each round's batch of ``chunk_size`` split: the share
+``Search.local`` (default 0.5, rounded down) are **local draws** around the study's own best so far
+(:func:`local_points`: small normal steps around its 3 best trials by the value it was told — its
+own selection's score —, the refinement factmem used before Optuna, per study), enqueued and
+marked with the user attribute ``local``; the rest its sampler asks.
 
 **Rounds.** First the fixed points are scored — the baseline, the pure seed defaults, ``current``
 and ``start`` — and the baseline, ``current`` and ``start`` are enqueued in every study (when they

@@ -201,18 +201,19 @@ class Search:
     """Which parameter sets are tried. ``space``: flat name → values or :class:`Range` (None: the
     default space); ``method``: the Optuna sampler of :mod:`factmem.tuning.search` — ``tpe``
     (default), ``cmaes``, ``gp``, ``random`` or ``grid`` (every combination of the listed values);
-    ``n``: candidates each study's adaptive sampler proposes after the shared start of ``startup``
-    points (tpe, cmaes, gp: the space's corners when ``corners``, then random draws), or the random
-    draws (random; a grid proposes all of its points); ``seed`` seeds the samplers. The default (tpe,
-    64 + 80 per study, 4 studies) replays 384 candidates."""
+    ``n``: candidates each study proposes after the shared start of ``startup`` points (tpe, cmaes,
+    gp: the space's corners when ``corners``, scored beside the studies, then random draws; of each
+    round's own proposals the share ``local`` are drawn around the study's own best so far, the rest by
+    its sampler), or the random draws (random; a grid proposes all of its points); ``seed`` seeds the
+    samplers. The default (tpe, 64 + 80 per study, 4 studies) replays 384 candidates."""
 
     space: Mapping[str, Any] | None = None
     method: SearchMode = "tpe"
     n: int = 80
     startup: int = 64
     seed: int = 0
-    #: tpe, cmaes, gp: open the shared start with the space's corners (:func:`~factmem.tuning.search.corner_points`;
-    #: measured in benchmarks/bench_search.py: they lift the choice at small budgets)
+    #: tpe, cmaes, gp: open the shared start with the space's corners (:func:`~factmem.tuning.search.corner_points`),
+    #: scored beside the studies (measured in benchmarks/bench_search.py: they lift the choice at small budgets)
     corners: bool = True
     #: tpe, cmaes, gp: the share of each round's own proposals of a study drawn around that study's
     #: own best so far instead of by its sampler (:func:`~factmem.tuning.search.local_points`; 0: none)
