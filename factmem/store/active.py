@@ -298,9 +298,10 @@ def state_keys(subjects: pa.Array | pa.ChunkedArray, predicates: pa.Array | pa.C
     return joined.combine_chunks() if isinstance(joined, pa.ChunkedArray) else joined
 
 
-def _by_hash_then_id(hashes: np.ndarray, ids: np.ndarray) -> np.ndarray:
-    """The order of rows by (hash, id): an unstable sort by hash (3x faster than a stable one), then
-    the few runs of equal hashes (keys holding several active facts, collisions) put in id order."""
+def _by_hash_then_id(hashes: np.ndarray, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The order of rows by (hash, id), and the hashes in it: an unstable sort by hash (3x faster than
+    a stable one), then the few runs of equal hashes (keys holding several active facts, collisions)
+    put in id order."""
     order = np.argsort(hashes)
     h = hashes[order]
     tie = np.flatnonzero(h[1:] == h[:-1])
@@ -308,8 +309,8 @@ def _by_hash_then_id(hashes: np.ndarray, ids: np.ndarray) -> np.ndarray:
         member = np.zeros(len(h), bool)
         member[tie] = member[tie + 1] = True
         at = np.flatnonzero(member)
-        order[at] = order[at][np.lexsort((ids[order[at]], h[at]))]
-    return order
+        order[at] = order[at][np.lexsort((ids[order[at]], h[at]))]  # (h is unchanged: equal within a run)
+    return order, h
 
 
 def _flat(col: pa.ChunkedArray) -> pa.Array:
@@ -361,13 +362,15 @@ class ActiveState:
     MERGE_AT = 65_536
 
     def __init__(self, columns: dict[str, Any], n: int, next_fact_id: int,
-                 by_hash: np.ndarray | None = None):  # numpy arrays and _Texts
+                 by_hash: tuple[np.ndarray, np.ndarray] | None = None):  # numpy arrays and _Texts
         self.col: dict[str, Any] = columns
         self.n = n
         self.n_sorted = self.n_indexed = n
         # the index of rows [0, n_sorted): their rows in (hash, id) order, and the hashes in that order
-        self.sorted_row = np.arange(n, dtype=np.int64) if by_hash is None else by_hash
-        self.sorted_hash = columns["hash"][self.sorted_row]
+        if by_hash is None:
+            self.sorted_row, self.sorted_hash = np.arange(n, dtype=np.int64), columns["hash"][:n].copy()
+        else:
+            self.sorted_row, self.sorted_hash = by_hash
         self.tail_hash = np.empty(0, np.int64)  # the index of rows [n_sorted, n_indexed), by hash
         self.tail_row = np.empty(0, np.int64)
         self.row_of_id = np.full(max(next_fact_id, 1) + 1024, -1, np.int64)
@@ -403,7 +406,7 @@ class ActiveState:
         n = len(ids)
         if not cls.dense_enough(next_fact_id, n):
             return None
-        order = _by_hash_then_id(hashes, ids)
+        by_hash = _by_hash_then_id(hashes, ids)
         cap = max(1024, n + n // 4)
         columns: dict[str, Any] = {name: np.zeros(cap, dtype) if dtype is not object else np.empty(cap, object)
                    for name, dtype in _COLUMNS.items() if name not in _TEXTS}
@@ -417,7 +420,7 @@ class ActiveState:
         columns["in_table"][:n] = True
         columns["changed_at"][:] = _NONE
         columns["supersedes"][:] = _NONE
-        return cls(columns, n, next_fact_id, by_hash=order)
+        return cls(columns, n, next_fact_id, by_hash=by_hash)
 
     # -- finding facts --------------------------------------------------------------------------
 
@@ -629,9 +632,12 @@ class ActiveState:
             })
             tables.append(made.select(_FACTS_SCHEMA.names).cast(_FACTS_SCHEMA))  # the table's column order
         if tables:
-            new_facts = _one_table(tables, _FACTS_SCHEMA)  # noqa: F841 - read by DuckDB (replacement scan)
-            # in id order: the store reads facts in storage order and relies on it being id order
-            con.execute("INSERT INTO memory_facts SELECT *, false FROM new_facts ORDER BY id")
+            new_facts = _one_table(tables, _FACTS_SCHEMA)  # read by DuckDB (replacement scan)
+            # in id order: the store reads facts in storage order and relies on it being id order (the
+            # batches' rows come in it already, unless single calls' rows follow them: then DuckDB sorts)
+            ids = new_facts.column("id").to_numpy()
+            ordered = bool((ids[1:] > ids[:-1]).all())
+            con.execute("INSERT INTO memory_facts SELECT *, false FROM new_facts" + ("" if ordered else " ORDER BY id"))
         if len(old):
             touched_facts = pa.table(  # noqa: F841 - read by DuckDB (replacement scan)
                 {"id": pa.array(c["id"][old]), **self._changing_columns(old)})

@@ -307,6 +307,18 @@ def _whole_float_seconds(v: np.ndarray, where: _Locator) -> np.ndarray:
     return v.astype(np.int64)
 
 
+_KIND_WORDS = pa.array(KINDS, pa.string())
+
+
+def _first_null(col: pa.Array) -> int | None:
+    """The first null row (a column's null count is known without a pass over it)."""
+    return _first_true(pc.is_null(col)) if col.null_count else None
+
+
+def _as_string(col: pa.Array) -> pa.Array:
+    return col if col.type == pa.string() else pc.cast(col, pa.string())
+
+
 def _first_true(mask: pa.Array | pa.ChunkedArray) -> int | None:
     hits = np.flatnonzero(np.asarray(_flat(mask).fill_null(True) if isinstance(mask, (pa.Array, pa.ChunkedArray)) else mask))
     return int(hits[0]) if hits.size else None
@@ -328,18 +340,18 @@ def _validate(table: pa.Table, where: _Locator, encoded: dict[str, tuple[np.ndar
     ts = _flat(table.column("ts"))
     t = ts.type
     if pa.types.is_integer(t):
-        row = _first_true(pc.is_null(ts))
+        row = _first_null(ts)
         if row is not None:
             raise InputError(f"{where(row)}: field 'ts' is missing")
         check_times(ts.to_numpy(zero_copy_only=False), where)  # before the cast (uint64)
         ts = pc.cast(ts, pa.int64())
     elif pa.types.is_floating(t):
-        row = _first_true(pc.is_null(ts))
+        row = _first_null(ts)
         if row is not None:
             raise InputError(f"{where(row)}: field 'ts' is missing")
         ts = pa.array(_whole_float_seconds(ts.to_numpy(zero_copy_only=False), where))
     elif pa.types.is_timestamp(t):
-        row = _first_true(pc.is_null(ts))
+        row = _first_null(ts)
         if row is not None:
             raise InputError(f"{where(row)}: field 'ts' is missing")
         raw = ts.cast(pa.int64()).to_numpy(zero_copy_only=False)  # in the column's unit
@@ -362,8 +374,8 @@ def _validate(table: pa.Table, where: _Locator, encoded: dict[str, tuple[np.ndar
             if n:
                 raise InputError(f"{where.origin}: column {name!r} must hold strings, got type {col.type}")
             col = pa.array([], pa.string())
-        col = pc.cast(col, pa.string())
-        row = _first_true(pc.is_null(col))
+        col = _as_string(col)
+        row = _first_null(col)
         if row is not None:
             raise InputError(f"{where(row)}: field {name!r} is missing")
         codes, words = encode(col)
@@ -378,7 +390,7 @@ def _validate(table: pa.Table, where: _Locator, encoded: dict[str, tuple[np.ndar
         out[name] = col
         encoded[name] = (codes, words)
     codes, words = encoded["kind"]
-    row = _first_row_with(codes, pc.invert(pc.is_in(words, value_set=pa.array(KINDS))))
+    row = _first_row_with(codes, pc.invert(pc.is_in(words, value_set=_KIND_WORDS)))
     if row is not None:
         raise InputError(
             f"{where(row)}: field 'kind' has unknown value {out['kind'][row].as_py()!r}; kinds are {', '.join(KINDS)}"
@@ -392,7 +404,7 @@ def _validate(table: pa.Table, where: _Locator, encoded: dict[str, tuple[np.ndar
             elif not (pa.types.is_string(col.type) or pa.types.is_large_string(col.type)):
                 if name == "note" or not (pa.types.is_integer(col.type)):
                     raise InputError(f"{where.origin}: column {name!r} must hold strings, got type {col.type}")
-            out[name] = pc.cast(col, pa.string())
+            out[name] = _as_string(col)
         else:
             out[name] = pa.nulls(n, pa.string())
     return pa.table(out)
