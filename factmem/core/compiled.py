@@ -11,6 +11,10 @@ containers): then :func:`ensure_cache_dir` points ``NUMBA_CACHE_DIR`` at a priva
 system's temporary directory, so a kernel compiles once per machine instead of once per process. A
 ``NUMBA_CACHE_DIR`` set by the user is always kept.
 
+The kernels share two binary searches over a sorted slice ``values[lo:hi]``, compiled into their
+callers: :func:`search_left` (the first index whose value is ``>= x``) and :func:`search_right` (the
+first whose value is ``> x``); ``hi`` when there is none — ``np.searchsorted`` within the slice, plus ``lo``.
+
 >>> import os
 >>> os.path.isdir(ensure_cache_dir() or ".")
 True
@@ -22,7 +26,7 @@ import os
 import tempfile
 from pathlib import Path
 
-__all__ = ["ensure_cache_dir", "njit"]
+__all__ = ["ensure_cache_dir", "njit", "search_left", "search_right"]
 
 _HERE = Path(__file__).resolve().parent.parent  # the factmem package: where Numba caches first
 
@@ -71,3 +75,27 @@ def njit(func=None, *, inline: bool = False):
         return numba.njit(cache=True, nogil=True, inline="always" if inline else "never")(f)
 
     return wrap if func is None else wrap(func)
+
+
+@njit(inline=True)
+def search_left(values, lo, hi, x):  # pragma: no cover - compiled
+    """The first index in ``[lo, hi)`` of the sorted ``values`` whose value is at least ``x`` (else ``hi``)."""
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if values[mid] < x:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+@njit(inline=True)
+def search_right(values, lo, hi, x):  # pragma: no cover - compiled
+    """The first index in ``[lo, hi)`` of the sorted ``values`` whose value exceeds ``x`` (else ``hi``)."""
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if values[mid] <= x:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo

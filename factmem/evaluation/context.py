@@ -68,7 +68,7 @@ import numpy as np
 import pandas as pd
 
 from factmem.core.codes import OPEN, EndReason
-from factmem.core.compiled import njit
+from factmem.core.compiled import njit, search_left, search_right
 from factmem.core.context_rule import context_order, context_tie_columns, ranks_within
 from factmem.core.params import MemoryParams
 from factmem.errors import InputError
@@ -603,14 +603,8 @@ def _held_states(order, lo, end_point, end, reason, t, open_end, reinforced, sup
         row = order[i]
         e, why = end[row], reason[row]
         vis = open_end if e == open_end else (e + 1 if why == reinforced or why == superseded else e)
-        a, z = lo[i], end_point[i]
-        first = a
-        while a < z:  # the first point at or after the visible end
-            mid = (a + z) // 2
-            if t[mid] < vis:
-                a = mid + 1
-            else:
-                z = mid
+        first = lo[i]
+        a = search_left(t, first, end_point[i], vis)  # the first point at or after the visible end
         if a > first:
             has[m] = i
             cnt[m] = a - first
@@ -701,13 +695,7 @@ def _last_from(off, frm, tr, t):  # pragma: no cover - compiled
     if tr >= len(off) - 1:
         return -1
     first = off[tr]
-    a, z = first, off[tr + 1]
-    while a < z:
-        mid = (a + z) // 2
-        if frm[mid] <= t:
-            a = mid + 1
-        else:
-            z = mid
+    a = search_right(frm, first, off[tr + 1], t)
     return a - 1 if a > first else -1
 
 

@@ -47,7 +47,7 @@ import numpy as np
 import pandas as pd
 
 from factmem.core.codes import KINDS, OPEN, SECONDS_PER_DAY, EndReason
-from factmem.core.compiled import njit
+from factmem.core.compiled import njit, search_right
 from factmem.core.timeutil import grid_index
 from factmem.errors import InputError
 from factmem.evaluation.arrays import cover_count
@@ -543,14 +543,7 @@ def _believed_until(cp, conf, rate, start, k0, k1, thr, day):  # pragma: no cove
             kb = a
         elif r > 0 and thr > 0:
             bound = st + min(np.log(c / thr) / r, 1e12) * day  # the boundary's time, roughly
-            lo_, hi_ = a, z  # the first checkpoint past it, in [a, z]
-            while lo_ < hi_:
-                mid = (lo_ + hi_) // 2
-                if cp[mid] <= bound:
-                    lo_ = mid + 1
-                else:
-                    hi_ = mid
-            kb = lo_
+            kb = search_right(cp, a, z, bound)  # the first checkpoint past it, in [a, z]
         else:
             kb = z
         while kb > a and not c * np.exp(-r * max(0.0, (cp[kb - 1] - st) / day)) >= thr:
