@@ -42,6 +42,7 @@ from factmem.core.codes import NO_TIME, SECONDS_PER_DAY, Status
 from factmem.core.decay import days_to_threshold
 from factmem.engine.waves import effective_at
 from factmem.errors import StoreError
+from factmem.store.batch import encode
 from factmem.store.calls import state_key
 from factmem.store.schema import KIND_LABELS, REASON_LABELS, STATUS_LABELS, text_column
 
@@ -84,8 +85,8 @@ def pair_hashes(subjects: pa.Array | pa.ChunkedArray, predicates: pa.Array | pa.
     ``h = (poly(prefix) * B**len(s)) * B**(len(p)+2) + poly(s) * B**(len(p)+1) + poly(p)``, each factor
     computed once per distinct subject or predicate (a store's million facts share tens of thousands
     of subjects and a few dozen predicates), then gathered."""
-    s_codes, s_words = _dictionary(subjects)
-    p_codes, p_words = _dictionary(predicates)
+    s_codes, s_words = encode(subjects)
+    p_codes, p_words = encode(predicates)
     h_s, h_p = _polys(s_words), _polys(p_words)
     n_s = np.asarray(pc.binary_length(s_words), np.int64)
     n_p = np.asarray(pc.binary_length(p_words), np.int64)
@@ -98,28 +99,6 @@ def pair_hashes(subjects: pa.Array | pa.ChunkedArray, predicates: pa.Array | pa.
     lead = prefix[chars] * powers[n_s]  # per subject (uint64: wraps modulo 2**64)
     h = lead[s_codes] * powers[n_p + 2][p_codes] + h_s[s_codes] * powers[n_p + 1][p_codes] + h_p[p_codes]
     return _mix(h).view(np.int64)
-
-
-def _dictionary(values: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, pa.Array]:
-    """(codes, words) of a string column, ``words[codes[i]]`` its i-th value (one dictionary for all chunks)."""
-    encoded = pc.dictionary_encode(values)
-    if isinstance(encoded, pa.ChunkedArray):
-        if encoded.num_chunks == 0:
-            return np.empty(0, np.int32), pa.array([], values.type)
-        first = encoded.chunk(0).dictionary
-        if any(not _same_array(ch.dictionary, first) for ch in encoded.chunks[1:]):
-            encoded = encoded.unify_dictionaries()
-            first = encoded.chunk(0).dictionary
-        codes = np.concatenate([ch.indices.to_numpy(zero_copy_only=False) for ch in encoded.chunks])
-        return codes, first
-    return encoded.indices.to_numpy(zero_copy_only=False), encoded.dictionary
-
-
-def _same_array(a: pa.Array, b: pa.Array) -> bool:
-    """Whether two arrays are the same memory (Arrow hands every chunk of an encoding one dictionary)."""
-    return len(a) == len(b) and a.offset == b.offset and all(
-        (x is None and y is None) or (x is not None and y is not None and x.address == y.address)
-        for x, y in zip(a.buffers(), b.buffers()))
 
 
 def _poly(data: bytes) -> int:

@@ -63,11 +63,28 @@ class Batch:
         return self._encoded["kind_code"][0]
 
 
-def encode(arr: pa.Array) -> tuple[np.ndarray, pa.Array]:
-    """Dictionary-encode a string column (no nulls): (int32 codes, dictionary). Codes stay 32-bit
-    (Arrow's own): a batch keeps them for its four string columns while it is written."""
-    enc = pc.dictionary_encode(arr)
-    return enc.indices.to_numpy(zero_copy_only=False), enc.dictionary
+def encode(values: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, pa.Array]:
+    """Dictionary-encode a string column (no nulls): (int32 codes, dictionary), ``words[codes[i]]`` its
+    i-th value — one dictionary for all chunks of a chunked column. Codes stay 32-bit (Arrow's own): a
+    batch keeps them for its four string columns while it is written."""
+    encoded = pc.dictionary_encode(values)
+    if isinstance(encoded, pa.ChunkedArray):
+        if encoded.num_chunks == 0:
+            return np.empty(0, np.int32), pa.array([], values.type)
+        first = encoded.chunk(0).dictionary
+        if any(not _same_array(ch.dictionary, first) for ch in encoded.chunks[1:]):
+            encoded = encoded.unify_dictionaries()
+            first = encoded.chunk(0).dictionary
+        codes = np.concatenate([ch.indices.to_numpy(zero_copy_only=False) for ch in encoded.chunks])
+        return codes, first
+    return encoded.indices.to_numpy(zero_copy_only=False), encoded.dictionary
+
+
+def _same_array(a: pa.Array, b: pa.Array) -> bool:
+    """Whether two arrays are the same memory (Arrow hands every chunk of an encoding one dictionary)."""
+    return len(a) == len(b) and a.offset == b.offset and all(
+        (x is None and y is None) or (x is not None and y is not None and x.address == y.address)
+        for x, y in zip(a.buffers(), b.buffers()))
 
 
 def _flat(col: pa.ChunkedArray | pa.Array) -> pa.Array:
