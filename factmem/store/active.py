@@ -278,18 +278,34 @@ def state_keys(subjects: pa.Array | pa.ChunkedArray, predicates: pa.Array | pa.C
 
 
 def _by_hash_then_id(hashes: np.ndarray, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The order of rows by (hash, id), and the hashes in it: an unstable sort by hash (3x faster than
-    a stable one), then the few runs of equal hashes (keys holding several active facts, collisions)
-    put in id order."""
-    order = np.argsort(hashes)
+    """The order of rows by (hash, id), and the hashes in it: each hash's high bits and its row packed
+    in one int64 and sorted as plain numbers (``np.sort``: 62 ms of CPU at a million rows, against
+    100 ms for ``np.argsort`` of the hashes, same run), then the few runs sharing their high bits (keys holding several active
+    facts, the odd pair of distinct hashes alike) put in (hash, id) order."""
+    n = len(hashes)
+    bits = max(int(n - 1).bit_length(), 1)
+    low = (1 << bits) - 1
+    # clearing the low bits keeps the signed order (a floor): packed order is (high bits, row)
+    packed = np.sort((hashes & np.int64(~low)) | np.arange(n, dtype=np.int64))
+    order = packed & low
     h = hashes[order]
-    tie = np.flatnonzero(h[1:] == h[:-1])
+    high = packed >> bits
+    tie = np.flatnonzero(high[1:] == high[:-1])  # neighbours sharing their high bits
     if tie.size:
-        member = np.zeros(len(h), bool)
+        member = np.zeros(n, bool)
         member[tie] = member[tie + 1] = True
-        at = np.flatnonzero(member)
-        order[at] = order[at][np.lexsort((ids[order[at]], h[at]))]  # (h is unchanged: equal within a run)
+        at = np.flatnonzero(member)  # runs in ascending high bits: one sort of all keeps each in its place
+        order[at] = order[at][np.lexsort((ids[order[at]], h[at]))]
+        h[at] = hashes[order[at]]
     return order, h
+
+
+def _copy_chunks(into: np.ndarray, column: pa.ChunkedArray) -> None:
+    """A numeric column's chunks copied into the start of ``into`` (no concatenated copy between)."""
+    at = 0
+    for chunk in column.chunks:
+        into[at:at + len(chunk)] = chunk.to_numpy(zero_copy_only=False)
+        at += len(chunk)
 
 
 def _flat(col: pa.ChunkedArray) -> pa.Array:
@@ -387,15 +403,18 @@ class ActiveState:
             return None
         by_hash = _by_hash_then_id(hashes, ids)
         cap = max(1024, n + n // 4)
-        columns: dict[str, Any] = {name: np.zeros(cap, dtype) if dtype is not object else np.empty(cap, object)
-                   for name, dtype in _COLUMNS.items() if name not in _TEXTS}
+        # (np.zeros: pages the calls never write are never touched; the text columns only a created fact
+        # needs — subject, predicate, note — hold their None for the table's rows in a column of nulls)
+        columns: dict[str, Any] = {
+            name: np.zeros(cap, dtype) if dtype is not object else _Texts(pa.nulls(n, pa.string()), cap)
+            for name, dtype in _COLUMNS.items() if name not in _TEXTS}
         # the rows stay in the table's order (no column gathered): the hash order is an index beside them
         columns["key"] = _KeyTexts(subjects, predicates, cap)  # (spelled lazily: a call reads a few rows)
         columns["object"] = _Texts(got.column("object"), cap)
-        for name, values in (("id", ids), ("hash", hashes),
-                             ("confidence", got.column("confidence")), ("count", got.column("reinforcement_count")),
+        columns["id"][:n], columns["hash"][:n] = ids, hashes
+        for name, values in (("confidence", got.column("confidence")), ("count", got.column("reinforcement_count")),
                              ("last", got.column("last_reinforced")), ("rate", got.column("decay_rate"))):
-            columns[name][:n] = np.asarray(values)
+            _copy_chunks(columns[name], values)
         columns["in_table"][:n] = True
         columns["changed_at"][:] = _NONE
         columns["supersedes"][:] = _NONE
