@@ -17,11 +17,12 @@ key string, so a hash collision cannot mix two keys.
 columns DuckDB returns, in the table's order: the hashes put together from the subject and
 predicate dictionaries (:func:`pair_hashes`: each distinct subject and predicate hashed once from
 its buffers), the numbers copied into numpy as they come, the text columns (key, object) kept as
-the Arrow arrays read (:class:`_Texts`: a call reads its few rows from them, spelled then); only
-the index is sorted. At a million active facts the state costs ~0.2 s of CPU in a warm process
-(query 0.05, hashes 0.04, sort 0.03); the last round's (every column gathered into hash order, the
-hashes over every row's bytes) ~0.27 s in the same run, and making a million key and object
-strings and hashing them took 0.77–0.96 s.
+the Arrow arrays read (:class:`_Texts`: a call reads its few rows from them, spelled then); the
+index is sorted only when first needed — a batch's lookup, or the single call after
+``SCANS_BEFORE_INDEX`` calls that scanned the hashes instead — so a process that opens a store for
+one call never sorts. At a million active facts, warm, the query costs ~0.07 s of CPU, the hashes
+~0.06, the sort ~0.06 (packed (hash, row) pairs sorted as numbers: numpy's argsort took 0.10);
+making a million key and object strings and hashing them took 0.77–0.96 s two rounds ago.
 
 ``consolidate`` keeps, per row, a lower bound of the time its effective confidence falls below the
 archive threshold, and tests exactly — with the engine's expression, the one consolidate's SQL
@@ -229,11 +230,21 @@ class _Texts:
             else values
 
     def arrow(self, rows: np.ndarray) -> pa.Array:
-        """These rows as an Arrow string array (the base's rows taken without Python strings)."""
+        """These rows as an Arrow string array: the base's taken in Arrow (no Python string made), the
+        appended ones' from their strings, then put in the rows' order."""
         rows = np.asarray(rows, np.int64)
         if not len(rows) or rows.max() < self.n_base:
             return self._base_take(rows)
-        return pa.array(self[rows], pa.string())
+        new = rows >= self.n_base
+        appended = pa.array(self.extra[rows[new] - self.n_base], pa.string())
+        if new.all():
+            return appended
+        old = ~new
+        both = pa.concat_arrays([self._base_take(rows[old]), appended])
+        place = np.empty(len(rows), np.int64)  # where each row's string is in ``both``
+        n_old = int(old.sum())
+        place[old], place[new] = np.arange(n_old), np.arange(n_old, len(rows))
+        return both.take(pa.array(place))
 
     def equal(self, rows: np.ndarray, other: pa.Array) -> np.ndarray:
         """Whether row ``rows[i]`` holds ``other[i]`` (a bool array)."""
@@ -355,17 +366,24 @@ class ActiveState:
 
     #: merge the appended rows into the sorted ones beyond this many
     MERGE_AT = 65_536
+    #: a state read from the table sorts its index at first need: the first single calls find their
+    #: key by a scan of the hashes instead (~0.5 ms at a million rows, against ~70 ms for the sort),
+    #: so a process that opens a store for a call or two never sorts, and one that makes many pays
+    #: at most this many scans more
+    SCANS_BEFORE_INDEX = 32
 
     def __init__(self, columns: dict[str, Any], n: int, next_fact_id: int,
-                 by_hash: tuple[np.ndarray, np.ndarray] | None = None):  # numpy arrays and _Texts
+                 sorted_already: bool = False):  # numpy arrays and _Texts
         self.col: dict[str, Any] = columns
         self.n = n
         self.n_sorted = self.n_indexed = n
         # the index of rows [0, n_sorted): their rows in (hash, id) order, and the hashes in that order
-        if by_hash is None:
+        # (None until first needed: :meth:`_index`)
+        self.sorted_row: np.ndarray | None = None
+        self.sorted_hash: np.ndarray | None = None
+        if sorted_already:
             self.sorted_row, self.sorted_hash = np.arange(n, dtype=np.int64), columns["hash"][:n].copy()
-        else:
-            self.sorted_row, self.sorted_hash = by_hash
+        self.scans_left = self.SCANS_BEFORE_INDEX
         self.tail_hash = np.empty(0, np.int64)  # the index of rows [n_sorted, n_indexed), by hash
         self.tail_row = np.empty(0, np.int64)
         self.row_of_id = np.full(max(next_fact_id, 1) + 1024, -1, np.int64)
@@ -397,11 +415,9 @@ class ActiveState:
             "FROM memory_facts WHERE status = 'active'").to_arrow_table()
         subjects, predicates = got.column("subject"), got.column("predicate")  # (chunked: never copied whole)
         hashes = pair_hashes(subjects, predicates)
-        ids = _flat(got.column("id")).to_numpy()
-        n = len(ids)
+        n = got.num_rows
         if not cls.dense_enough(next_fact_id, n):
             return None
-        by_hash = _by_hash_then_id(hashes, ids)
         cap = max(1024, n + n // 4)
         # (np.zeros: pages the calls never write are never touched; the text columns only a created fact
         # needs — subject, predicate, note — hold their None for the table's rows in a column of nulls)
@@ -411,23 +427,32 @@ class ActiveState:
         # the rows stay in the table's order (no column gathered): the hash order is an index beside them
         columns["key"] = _KeyTexts(subjects, predicates, cap)  # (spelled lazily: a call reads a few rows)
         columns["object"] = _Texts(got.column("object"), cap)
-        columns["id"][:n], columns["hash"][:n] = ids, hashes
-        for name, values in (("confidence", got.column("confidence")), ("count", got.column("reinforcement_count")),
+        columns["hash"][:n] = hashes
+        for name, values in (("id", got.column("id")), ("confidence", got.column("confidence")), ("count", got.column("reinforcement_count")),
                              ("last", got.column("last_reinforced")), ("rate", got.column("decay_rate"))):
             _copy_chunks(columns[name], values)
         columns["in_table"][:n] = True
         columns["changed_at"][:] = _NONE
         columns["supersedes"][:] = _NONE
-        return cls(columns, n, next_fact_id, by_hash=by_hash)
+        return cls(columns, n, next_fact_id)  # (the index sorted at first need)
 
     # -- finding facts --------------------------------------------------------------------------
+
+    def _index(self) -> tuple[np.ndarray, np.ndarray]:
+        """The sorted index of rows ``[0, n_sorted)`` (hashes, rows), sorted now if not yet: those rows'
+        hashes and ids never change, so it is the index opening would have sorted."""
+        if self.sorted_hash is None or self.sorted_row is None:
+            c = self.col
+            self.sorted_row, self.sorted_hash = _by_hash_then_id(c["hash"][:self.n_sorted], c["id"][:self.n_sorted])
+        return self.sorted_hash, self.sorted_row
 
     def _rows_of_hashes(self, hashes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(query index, row) for every row whose key hash equals one of ``hashes``."""
         order = np.argsort(hashes, kind="stable")  # searched in sorted order: twice as fast on large arrays
         wanted = hashes[order]
-        position, at = _expand(self.sorted_hash, wanted)
-        parts_q, parts_r = [order[position]], [self.sorted_row[at]]
+        sorted_hash, sorted_row = self._index()
+        position, at = _expand(sorted_hash, wanted)
+        parts_q, parts_r = [order[position]], [sorted_row[at]]
         if len(self.tail_hash):
             position, at = _expand(self.tail_hash, wanted)
             parts_q.append(order[position])
@@ -472,8 +497,12 @@ class ActiveState:
         key = state_key(subject, predicate)
         h = int(key_hashes([key])[0])
         c = self.col
-        main = self.sorted_hash
-        rows = self.sorted_row[int(main.searchsorted(h, "left")):int(main.searchsorted(h, "right"))].tolist()
+        if self.sorted_hash is None and self.scans_left > 0:  # not sorted yet: a scan (SCANS_BEFORE_INDEX)
+            self.scans_left -= 1
+            rows = np.flatnonzero(c["hash"][:self.n_sorted] == h).tolist()  # (row order: id order, as the index gives)
+        else:
+            main, order = self._index()
+            rows = order[int(main.searchsorted(h, "left")):int(main.searchsorted(h, "right"))].tolist()
         if len(self.tail_hash):
             lo, hi = int(self.tail_hash.searchsorted(h, "left")), int(self.tail_hash.searchsorted(h, "right"))
             rows += self.tail_row[lo:hi].tolist()
