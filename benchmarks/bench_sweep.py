@@ -30,6 +30,8 @@ later run does. The compile cost alone is measured first, in fresh processes: sc
     python benchmarks/bench_sweep.py                 # generates the large preset in a temporary folder
     python benchmarks/bench_sweep.py --log DIR       # an existing dataset
     python benchmarks/bench_sweep.py --quick         # the bundled small log, 16 sets (a smoke run)
+    python benchmarks/bench_sweep.py --port 49.3,49.0  # the port's wall and CPU seconds per run, from an
+                                                     # earlier run on this log (not replayed again)
 """
 
 from __future__ import annotations
@@ -131,6 +133,9 @@ def main() -> None:
                     help="session starts sampled per subject in the sampled run (default 20)")
     ap.add_argument("--keep-cache", action="store_true",
                     help="use the compile cache already on disk (no cold run: both sweeps are warm)")
+    ap.add_argument("--port", metavar="WALL,CPU",
+                    help="the port's seconds per run (wall, CPU) measured by an earlier run on the same log: "
+                         "not replayed again (the row says so); for measuring two versions back to back")
     args = ap.parse_args()
     workers = args.workers or os.cpu_count() or 1
     print(f"bench_sweep{' --quick' if args.quick else ''}: {load()}")
@@ -164,12 +169,17 @@ def main() -> None:
               f"{len(sched.checkpoints(P.start, P.end))} checkpoints (daily); {m} parameter sets; {workers} workers")
 
         print(f"  [{load()}]")
-        c0 = cpu_seconds()
-        port = replay_prefix(P.events, grid, n, tuned=True, path=":memory:")
-        port_cpu = (cpu_seconds() - c0) * m
+        if args.port:
+            port, port_cpu = (float(x) * f for x, f in zip(args.port.split(","), (1, m)))
+            given = " (given by --port, not replayed in this run)"
+        else:
+            c0 = cpu_seconds()
+            port = replay_prefix(P.events, grid, n, tuned=True, path=":memory:")
+            port_cpu = (cpu_seconds() - c0) * m
+            given = ""
         ports = port * m
         print(f"  port (row by row, in-memory SQLite, indexed), whole log: {port:7.1f} s per run "
-              f"({n / port:,.0f} events/s); x{m} = {ports:8.0f} s; CPU x{m} = {port_cpu:8.0f} s")
+              f"({n / port:,.0f} events/s); x{m} = {ports:8.0f} s; CPU x{m} = {port_cpu:8.0f} s{given}")
 
         # the replay alone, on the same workers (the log shared with them as the sweep shares it)
         enc = encode_events(P, base.multi_valued_predicates)

