@@ -223,6 +223,11 @@ class _Texts:
 
     def __setitem__(self, rows: Any, values: Any) -> None:
         """Rows appended since the base (the base is never changed in place)."""
+        if isinstance(rows, (int, np.integer)):  # a call's new fact: no numpy call (~5 us each) for one row
+            if rows < self.n_base:
+                raise StoreError("internal: a text column of the write-behind state changed in place")
+            self.extra[int(rows) - self.n_base] = values
+            return
         at = np.asarray(rows, np.int64) - self.n_base
         if (np.atleast_1d(at) < 0).any():
             raise StoreError("internal: a text column of the write-behind state changed in place")
