@@ -166,6 +166,55 @@ def test_a_gain_without_effect_is_not_identified_kept_at_the_baseline_and_listed
     assert report.count("| 3 | ") == 1 and report.count("| 4 | ") == 1
 
 
+def _next_session_log(folder, *, people: int = 12, sessions: int = 8):
+    """Each person, every ten days: one new explicit fact, needed at the next session start only
+    (relevant for 12 days). With the archive threshold at 0.3, a fact survives the ten days when
+    c0 · exp(−10 λ) ≥ 0.3: the seed's explicit numbers (c0 0.4, λ 0.05) lose it, a high c0 *or* no
+    decay keeps it — neither matters alone at the other's searched value, both do together."""
+    msgs, events, truth = [], [], []
+    for p in range(people):
+        who = f"person{p:02d}"
+        for s in range(sessions):
+            ts = T0 + s * 10 * DAY + p * 60
+            sid, mid = f"s{p:02d}_{s:02d}", f"m{p:02d}_{s:02d}"
+            msgs.append((sid, mid, ts, who, "..."))
+            events.append((ts, who, f"fact{s}", "yes", "explicit", sid, mid, ""))
+            truth.append((who, f"fact{s}", "yes", "explicit", ts, None, ts + 12 * DAY, None))
+    ds = make_dataset(pd.DataFrame(msgs, columns=["session_id", "message_id", "ts", "speaker", "text"]),
+                      pd.DataFrame(events, columns=["ts", "subject", "predicate", "object", "kind", "session_id",
+                                                    "message_id", "note"]),
+                      pd.DataFrame(truth, columns=["subject", "predicate", "object", "kind", "valid_from", "valid_to",
+                                                   "relevant_until", "noise"]),
+                      empty_generalizations(), {"name": "next", "start": T0, "end": T0 + sessions * 10 * DAY})
+    return save(ds, folder)
+
+
+def test_parameters_without_effect_alone_but_needed_together_are_kept_jointly(tmp_path):
+    folder = _next_session_log(tmp_path / "log")
+    base = MemoryParams(archive_threshold=0.3, retrieval_threshold=0.3)
+    space = {"initial_confidence.explicit": [0.9], "decay_rate.explicit": [0.0]}
+    res = tune(folder, out=tmp_path / "run", search=Search(space=space, method="grid"), base=base,
+               objective=Objective(budgets=(20,), costs={"expired": 0.0}), holdout=Holdout(bootstrap=100),
+               compute=LOCAL)
+    rec = res.primary
+    ident = rec.identification
+    assert ident is not None
+    # alone, neither moves the objective (the other keeps every fact above the threshold) ...
+    assert [p.effect for p in ident.parameters] == [0.0, 0.0] and not any(p.identified for p in ident.parameters)
+    # ... but resetting both loses every fact: the first in order (a tie in effect) is given back
+    assert ident.kept_jointly == ["initial_confidence.explicit"] and ident.unidentified == ["decay_rate.explicit"]
+    assert rec.params.initial_confidence["explicit"] == 0.9 and rec.params.decay_rate["explicit"] == 0.05
+    values = res.sweep.objective_values("all", 20)
+    assert values[rec.index] == pytest.approx(values[rec.candidate])  # shipped: as good as the best
+    assert all(res.sweep.params[i].initial_confidence["explicit"] == 0.9 and
+               res.sweep.params[i].decay_rate["explicit"] == 0.05 for i in rec.fold_choices)  # judged as shipped
+    assert rec.versus_baseline.low > 0.5  # the seed's numbers lose every fact ...
+    assert not rec.promoted and "keep-everything" in rec.decision  # ... keeping everything loses none either
+    report = (tmp_path / "run" / "report.md").read_text()
+    assert "**Kept jointly**" in report and "0.9 (kept jointly)" in report
+    assert "`decay_rate.explicit`: no effect on this log" in report
+
+
 def test_shipped_files_carry_the_judged_comparison(tmp_path):
     import math
 

@@ -18,6 +18,13 @@ such a value is shipping noise. Per searched name, at one budget:
   baseline's value in what is shipped (:meth:`Identification.project`), and the report lists it
   apart with what the log offers it (:func:`log_support`: "0 repeated mentions" for the gain, the
   mentions of a kind for that kind's numbers).
+* **Jointly needed.** Effects are measured one parameter at a time; resetting several of them
+  *together* can cost more than each alone. So the projection is checked as a whole: the projected
+  recommendation is replayed on the tuning data, and if the best beats it by more than
+  ``min_effect`` (point difference), the unidentified parameters are given back their recommended
+  values one at a time, largest effect first (ties: searched order), until the projection is within
+  ``min_effect`` of the best (:func:`joint_restorations`, :meth:`Identification.keep_jointly`).
+  Those are marked *kept jointly* and shipped as recommended; the rest keep the baseline's value.
 
 ``tune`` projects the recommendation *and each fold's choice* onto the identified parameters
 before the held-out judgement, so that what is judged is what is shipped.
@@ -41,7 +48,7 @@ if TYPE_CHECKING:
     from factmem.tuning.sweep import SweepResult
 
 __all__ = ["PROBES", "ParameterIdentification", "Identification", "probe_points", "near_best", "identify",
-           "log_support", "identification_lines"]
+           "joint_restorations", "log_support", "identification_lines"]
 
 #: probes over a Range (both ends included)
 PROBES = 5
@@ -64,16 +71,19 @@ class ParameterIdentification:
     effect: float
     identified: bool
     support: str = ""
+    #: not identified alone, but shipped as recommended: resetting it with the other unidentified
+    #: names costs the best more than the minimum effect (see the module docstring)
+    kept_jointly: bool = False
 
     @property
     def shipped(self) -> Any:
-        return self.recommended if self.identified else self.baseline
+        return self.recommended if self.identified or self.kept_jointly else self.baseline
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "searched": self.searched, "baseline": self.baseline,
                 "recommended": self.recommended, "shipped": self.shipped, "near_low": self.near_low,
                 "near_high": self.near_high, "effect": self.effect, "identified": self.identified,
-                "support": self.support}
+                "support": self.support, "kept_jointly": self.kept_jointly}
 
 
 @dataclass
@@ -89,16 +99,43 @@ class Identification:
 
     @property
     def unidentified(self) -> list[str]:
-        return [p.name for p in self.parameters if not p.identified]
+        """The names shipped at the baseline's value: not identified, and not kept jointly."""
+        return [p.name for p in self.parameters if not p.identified and not p.kept_jointly]
+
+    @property
+    def kept_jointly(self) -> list[str]:
+        return [p.name for p in self.parameters if p.kept_jointly]
 
     def project(self, params: MemoryParams, baseline: MemoryParams) -> MemoryParams:
         """``params`` with every unidentified name at the baseline's value."""
         return assign(params, {n: baseline.get(_target(n)) for n in self.unidentified}) if self.unidentified else params
 
+    def restoration_order(self) -> list[str]:
+        """The unidentified names in the order :func:`joint_restorations` gives them back: largest
+        effect first, ties in searched order."""
+        order = [p for p in self.parameters if not p.identified and not p.kept_jointly]
+        return [p.name for p in sorted(order, key=lambda p: -p.effect)]
+
+    def keep_jointly(self, names: list[str]) -> None:
+        """Mark ``names`` (unidentified) as kept jointly: shipped as recommended."""
+        for p in self.parameters:
+            if p.name in names:
+                if p.identified:
+                    raise ValueError(f"{p.name} is identified; only an unidentified name is kept jointly")
+                p.kept_jointly = True
+
     def to_dict(self) -> dict[str, Any]:
         return {"budget": self.budget, "min_effect": self.min_effect, "objective": self.objective,
                 "near_best": self.near_best, "candidates": self.candidates,
                 "parameters": [p.to_dict() for p in self.parameters], "unidentified": self.unidentified}
+
+
+def joint_restorations(ident: Identification, best: MemoryParams, baseline: MemoryParams) -> list[MemoryParams]:
+    """The projections of ``best`` with the first 1, 2, … names of
+    :meth:`Identification.restoration_order` given back their recommended values (the last one is
+    ``best`` itself whenever every unidentified name is given back)."""
+    order = ident.restoration_order()
+    return [assign(best, {n: baseline.get(_target(n)) for n in order[j:]}) for j in range(1, len(order) + 1)]
 
 
 def probe_points(space: Mapping[str, Any], at: MemoryParams, n: int = PROBES,
@@ -233,19 +270,25 @@ def identification_lines(ident: Identification, restart_values: Mapping[str, lis
         runs = ""
         if restart_values:
             runs = " / ".join(_v(v) for v in restart_values.get(p.name, [])) + " | "
-        shipped = _v(p.shipped) + ("" if p.identified else " (baseline: not identified)")
+        shipped = _v(p.shipped) + ("" if p.identified else " (kept jointly)" if p.kept_jointly
+                                   else " (baseline: not identified)")
         L.append(f"| `{p.name}` | {p.searched} | {_v(p.baseline)} | {_v(p.recommended)} | "
                  f"{_v(p.near_low)} … {_v(p.near_high)} | {p.effect:.4f} | {runs}{shipped} |")
     L.append("")
+    if ident.kept_jointly:
+        L += ["**Kept jointly** (no effect alone, shipped as recommended): resetting every unidentified parameter "
+              "together cost the best more than the minimum effect on the tuning data, so these were given back "
+              "their recommended values, largest effect first, until the projection was within it: "
+              + ", ".join(f"`{n}`" for n in ident.kept_jointly) + ".", ""]
     if ident.unidentified:
         L += ["**Not identified by this log** (each keeps the baseline's value in `params.toml`):", ""]
         for p in ident.parameters:
-            if not p.identified:
+            if not p.identified and not p.kept_jointly:
                 why = f" — {p.support}" if p.support else ""
                 L.append(f"- `{p.name}`: no effect on this log{why}: moving it over {p.searched} changes "
                          f"{ident.objective} by {p.effect:.4f} < {ident.min_effect:g}; kept at {_v(p.baseline)} "
                          f"(the search said {_v(p.recommended)}).")
-    else:
+    elif not ident.kept_jointly:
         L.append("Every searched parameter is identified by this log (each moves the objective by at least the "
                  "minimum effect).")
     return L

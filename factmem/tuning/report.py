@@ -427,7 +427,8 @@ def render_report(result: TuneResult, P: PreparedLog, figs: dict[str, Path], cal
         L += ["## Identification", "",
               "Which searched values this log pins down. A parameter whose effect is below the minimum effect is not "
               "identified: the search's value for it is noise, so the baseline's is shipped (and judged: every fold's "
-              "choice is projected the same way before the held-out comparison).", ""]
+              "choice is projected the same way before the held-out comparison) — unless resetting them together costs the "
+              "best more than the minimum effect: then the fewest, largest effect first, are kept jointly.", ""]
         for k, r in idents:
             assert r.identification is not None
             values = {n: [searched_values(result.search.resolved_space, run.params[k])[n] for run in r.restarts]
@@ -523,6 +524,10 @@ def importance_lines(result: TuneResult) -> list[str]:
             L.append(f"- `{name}`: below {share} in the study, yet moving it alone at the recommendation changes "
                      f"{objective} by {direct.effect:.4g} (the identification above): the direct test decides, so it "
                      "is shipped as recommended.")
+        elif direct.kept_jointly:
+            L.append(f"- `{name}`: {'important' if important else f'below {share}'} in the study; no effect alone at "
+                     "the recommendation, but resetting it with the other unidentified parameters costs more than the "
+                     "minimum effect: kept jointly, shipped as recommended.")
         elif not important:
             L.append(f"- `{name}`: below {share} in the study and no effect at the recommendation: kept at the "
                      "baseline's value.")

@@ -68,7 +68,7 @@ from factmem.evaluation.groups import subject_groups
 from factmem.evaluation.simulate import PreparedLog, Schedule, default_schedule, prepare
 from factmem.tuning.decision import Promotion, judge, tradeoffs
 from factmem.tuning.edges import edge_notes
-from factmem.tuning.identification import Identification, identify, log_support, probe_points
+from factmem.tuning.identification import Identification, identify, joint_restorations, log_support, probe_points
 from factmem.tuning.references import EMPTY, REFERENCES
 from factmem.tuning.report import write_tune_run
 from factmem.tuning.restarts import RestartRun, apply_agreement, restart_searches
@@ -503,11 +503,36 @@ def _identify(job: _Job, res: SweepResult, folds: np.ndarray | None, search: Sea
         idents[k] = identify(res, part, k, b, space, {n: [row_of[p] for p in ps] for n, ps in probes[k].items()},
                              baseline, min_effect=job.promotion.min_effect, resamples=job.holdout.bootstrap,
                              seed=job.holdout.seed + 1000 * k + 2, support=support)
+    res = _keep_jointly(job, res, idents, bests, baseline)
     projected = {k: [idents[k].project(res.params[i], baseline) for i in [bests[k], *fold_rows[k]]] for k in bests}
     res = _add_probes(job, res, [p for ps in projected.values() for p in ps])
     row_of = _rows(res)
     chosen = {k: (bests[k], row_of[ps[0]], [row_of[p] for p in ps[1:]]) for k, ps in projected.items()}
     return res, idents, chosen
+
+
+def _keep_jointly(job: _Job, res: SweepResult, idents: dict[int, Identification], bests: dict[int, int],
+                  baseline: MemoryParams) -> SweepResult:
+    """The joint check of the projection (:mod:`factmem.tuning.identification`, "Jointly needed"):
+    per budget, replay the best with its unidentified names reset together, and with them given back
+    one at a time (largest effect first); keep jointly the fewest that bring it within the minimum
+    effect of the best on the tuning data. One replay for every budget's points."""
+    chains = {k: [idents[k].project(res.params[b], baseline),
+                  *joint_restorations(idents[k], res.params[b], baseline)]
+              for k, b in bests.items() if idents[k].unidentified}
+    if not chains:
+        return res
+    res = _add_probes(job, res, [p for chain in chains.values() for p in chain])
+    row_of = _rows(res)
+    sign = -1.0 if job.objective.lower_is_better else 1.0
+    for k, chain in chains.items():
+        values = res.objective_values(job.tuning_part, k)
+        top = values[bests[k]]
+        within = [bool(sign * (top - values[row_of[p]]) <= job.promotion.min_effect) for p in chain]
+        # the chain ends at the best itself (every name given back): some step is within
+        restored = within.index(True) if True in within else len(chain) - 1
+        idents[k].keep_jointly(idents[k].restoration_order()[:restored])
+    return res
 
 
 def _rows(res: SweepResult) -> dict[MemoryParams, int]:
