@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from factmem.core.params import MemoryParams
+from factmem.errors import InputError
 from factmem.evaluation.context_scores import FIELDS
 from factmem.tuning.space import ALIASES, Range, assign
 
@@ -121,7 +122,7 @@ class Identification:
         for p in self.parameters:
             if p.name in names:
                 if p.identified:
-                    raise ValueError(f"{p.name} is identified; only an unidentified name is kept jointly")
+                    raise InputError(f"{p.name} is identified; only an unidentified name is kept jointly")
                 p.kept_jointly = True
 
     def to_dict(self) -> dict[str, Any]:
