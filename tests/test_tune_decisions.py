@@ -25,6 +25,17 @@ DAY = 86400
 T0 = 1_700_000_000
 
 
+def _save_log(folder, name: str, msgs: list, events: list, truth: list, *, end: int):
+    """A dataset folder of the hand-built rows (messages, fact mentions, truth)."""
+    ds = make_dataset(pd.DataFrame(msgs, columns=["session_id", "message_id", "ts", "speaker", "text"]),
+                      pd.DataFrame(events, columns=["ts", "subject", "predicate", "object", "kind", "session_id",
+                                                    "message_id", "note"]),
+                      pd.DataFrame(truth, columns=["subject", "predicate", "object", "kind", "valid_from", "valid_to",
+                                                   "relevant_until", "noise"]),
+                      empty_generalizations(), {"name": name, "start": T0, "end": end})
+    return save(ds, folder)
+
+
 def _junk_log(folder, *, people: int = 12, sessions: int = 10, junk: int = 4):
     """Each person, every two days: one true fact (needed from then on, never repeated) and ``junk``
     extraction errors (never true). The seed's numbers fill a context of 20 with junk: the baseline
@@ -40,13 +51,7 @@ def _junk_log(folder, *, people: int = 12, sessions: int = 10, junk: int = 4):
             for pred, obj, noise in facts:
                 events.append((ts, who, pred, obj, "explicit", sid, mid, ""))
                 truth.append((who, pred, obj, "explicit", ts, ts if noise else None, None, noise or None))
-    ds = make_dataset(pd.DataFrame(msgs, columns=["session_id", "message_id", "ts", "speaker", "text"]),
-                      pd.DataFrame(events, columns=["ts", "subject", "predicate", "object", "kind", "session_id",
-                                                    "message_id", "note"]),
-                      pd.DataFrame(truth, columns=["subject", "predicate", "object", "kind", "valid_from", "valid_to",
-                                                   "relevant_until", "noise"]),
-                      empty_generalizations(), {"name": "junk", "start": T0, "end": T0 + sessions * 2 * DAY})
-    return save(ds, folder)
+    return _save_log(folder, "junk", msgs, events, truth, end=T0 + sessions * 2 * DAY)
 
 
 @pytest.fixture(scope="module")
@@ -180,13 +185,7 @@ def _next_session_log(folder, *, people: int = 12, sessions: int = 8):
             msgs.append((sid, mid, ts, who, "..."))
             events.append((ts, who, f"fact{s}", "yes", "explicit", sid, mid, ""))
             truth.append((who, f"fact{s}", "yes", "explicit", ts, None, ts + 12 * DAY, None))
-    ds = make_dataset(pd.DataFrame(msgs, columns=["session_id", "message_id", "ts", "speaker", "text"]),
-                      pd.DataFrame(events, columns=["ts", "subject", "predicate", "object", "kind", "session_id",
-                                                    "message_id", "note"]),
-                      pd.DataFrame(truth, columns=["subject", "predicate", "object", "kind", "valid_from", "valid_to",
-                                                   "relevant_until", "noise"]),
-                      empty_generalizations(), {"name": "next", "start": T0, "end": T0 + sessions * 10 * DAY})
-    return save(ds, folder)
+    return _save_log(folder, "next", msgs, events, truth, end=T0 + sessions * 10 * DAY)
 
 
 def test_parameters_without_effect_alone_but_needed_together_are_kept_jointly(tmp_path):
