@@ -62,12 +62,11 @@ from factmem.core.params import MemoryParams
 from factmem.data.logs import bundled_dataset
 from factmem.errors import InputError
 from factmem.evaluation.cardinality import log_registry
-from factmem.evaluation.charges import CHARGE_KINDS, CHARGE_LABELS
-from factmem.evaluation.context import FIELDS
 from factmem.evaluation.groups import subject_groups
 from factmem.evaluation.simulate import PreparedLog, Schedule, default_schedule, prepare
 from factmem.tuning.decision import Promotion, judge, tradeoffs
 from factmem.tuning.edges import edge_notes
+from factmem.tuning.heldout import heldout_table
 from factmem.tuning.identification import Identification, identify, joint_restorations, log_support, probe_points
 from factmem.tuning.references import EMPTY, REFERENCES
 from factmem.tuning.report import write_tune_run
@@ -84,7 +83,7 @@ from factmem.tuning.search import (
 )
 from factmem.tuning.settings import CALIBRATION_OBJECTIVES, CONTEXT_OBJECTIVES, Compute, Holdout, Objective, Search
 from factmem.tuning.sweep import SweepResult, baseline_rows, fill_calibration, sweep
-from factmem.tuning.uncertainty import TOP_SHARE, Comparison, bootstrap_difference, pooled_ratio, selection_stability
+from factmem.tuning.uncertainty import TOP_SHARE, Comparison, bootstrap_difference, selection_stability
 
 __all__ = ["Comparison", "Recommendation", "TuneResult", "base_params", "tune", "resume", "decide", "subject_folds",
            "edge_notes", "bootstrap_difference", "selection_stability", "TOP_SHARE"]
@@ -637,7 +636,7 @@ def _recommend(res: SweepResult, k: int, tuning_part: str, eval_part: str, folds
                 vs_refs[name] = versus(ref)
         if EMPTY in res.references:
             base_vs_empty = versus(res.references[EMPTY][eval_part][:, b, :], ctx[i_base])
-        heldout = _heldout_table(columns, res, eval_part, best, i_base, i_def, i_cur, k, i_start)
+        heldout = heldout_table(columns, res, eval_part, best, i_base, i_def, i_cur, k, i_start)
     else:
         fold_choices = []
         col = f"{eval_part}.{obj.name}"
@@ -648,7 +647,7 @@ def _recommend(res: SweepResult, k: int, tuning_part: str, eval_part: str, folds
         vs_cur = None if i_cur is None else Comparison(v[best], v[i_cur], v[best] - v[i_cur], nan, nan, 0, 0)
         vs_start = None if i_start is None else Comparison(v[best], v[i_start], v[best] - v[i_start], nan, nan, 0, 0)
         stability = float("nan")
-        heldout = _heldout_table({}, res, eval_part, best, i_base, i_def, i_cur, k, i_start)
+        heldout = heldout_table({}, res, eval_part, best, i_base, i_def, i_cur, k, i_start)
     label = f"{metric}@{k}" if obj.per_budget else obj.name
     keep, decision = decide(vs_base, obj.lower_is_better, vs_cur, same_as_baseline=best == i_base, objective=label,
                             min_effect=min_effect, references=vs_refs)
@@ -675,56 +674,3 @@ def _recommend(res: SweepResult, k: int, tuning_part: str, eval_part: str, folds
     rec._kept = {"recommended": res.params[best], "baseline": res.params[i_base],
                  "current": current if current is not None else res.params[i_base]}[keep]
     return rec
-
-
-_HELDOUT_ROWS = [  # (label, context field, higher is better)
-    ("utility@k", "utility", True), ("recall@k (needed facts in the context)", "recall", True),
-    ("precision@k", "precision", True),
-    *((CHARGE_LABELS[kind], kind, False) for kind in CHARGE_KINDS),
-    ("charge (cost-weighted)", "charged", False), ("context size", "context", None),
-    ("needed facts per point", "needed", None), ("log loss of context facts", "log_loss", False),
-]
-_CHECKPOINT_ROWS = [("precision (believed set)", "precision", True), ("recall (believed set)", "recall", True),
-                    ("believed-set size", "believed", None), ("stale beliefs", "stale", False),
-                    ("lost facts", "lost", False), ("log loss, held facts", "held_log_loss", False),
-                    ("log loss, every fact mentioned", "log_loss", False)]
-
-
-def _heldout_table(columns: dict[str, np.ndarray], res: SweepResult, part: str, best: int, i_base: int, i_def: int,
-                   i_cur: int | None, k: int, i_start: int | None = None) -> pd.DataFrame:
-    rows = []
-    for label, fld, higher in _HELDOUT_ROWS:
-        if not columns:
-            break
-        row: dict[str, Any] = {"metric": label.replace("@k", f"@{k}"), "key": f"{fld}_at_{k}"}
-        for name, sums in columns.items():
-            if fld in ("precision",):
-                row[name] = pooled_ratio(sums, fld)
-            elif fld == "log_loss":
-                t = sums.sum(axis=0)
-                row[name] = float(t[FIELDS.index("log_loss")] / t[FIELDS.index("scored")]) \
-                    if t[FIELDS.index("scored")] else float("nan")
-            else:
-                row[name] = pooled_ratio(sums, fld)
-        row["better"] = "—" if higher is None else ("higher" if higher else "lower")
-        row["scope"] = "held out"
-        rows.append(row)
-    tab = res.table
-    idx = {"recommended": best, "baseline": i_base, "seed defaults": i_def}
-    if i_cur is not None:
-        idx["current"] = i_cur
-    if i_start is not None:
-        idx["start"] = i_start
-    for label, col, higher in _CHECKPOINT_ROWS:
-        c = f"{part}.{col}"
-        if c not in tab.columns:
-            continue
-        row = {"metric": label, "key": col, **{name: float(tab.loc[i, c]) for name, i in idx.items()}}
-        refs = res.reference_table
-        for name in REFERENCES:  # the empty memory is a context policy: its whole-memory metrics are NaN
-            if columns and name in columns and len(refs) and c in refs.columns:
-                row[name] = float(refs.set_index("reference").loc[name, c])
-        row["better"] = "—" if higher is None else ("higher" if higher else "lower")
-        row["scope"] = "whole memory" + (" (descriptive: the recommendation's own tuning data)" if part == "all" else "")
-        rows.append(row)
-    return pd.DataFrame(rows)
