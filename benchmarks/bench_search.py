@@ -65,8 +65,8 @@ from factmem.tuning.decision import Promotion  # noqa: E402
 from factmem.tuning.search import LOCAL_CENTRES, LOCAL_SCALE  # noqa: E402
 from factmem.tuning.settings import DEFAULT_SPACE, Compute, Holdout, Objective, Search  # noqa: E402
 from factmem.tuning.space import refine_points  # noqa: E402
-from factmem.tuning.sweep import SweepResult, sweep  # noqa: E402
-from factmem.tuning.tune import _concat, _Job, _search, base_params  # noqa: E402
+from factmem.tuning.sweep import SweepResult, concat_results, sweep  # noqa: E402
+from factmem.tuning.tune import _Job, _search, base_params  # noqa: E402
 
 STUDIES = 4  # all tuning data + 3 folds
 FOLDS = 3
@@ -183,8 +183,8 @@ def legacy_curves(P, random_sweep: SweepResult, folds: np.ndarray, seed: int, bu
         new = [p for p in points if p not in have]
         res = random_sweep
         if new:
-            res = _concat(random_sweep, sweep(P, new, base=base, objective=OBJECTIVE, holdout=HOLDOUT, compute=compute,
-                                              include_baseline=False, calibration=False))
+            res = concat_results(random_sweep, sweep(P, new, base=base, objective=OBJECTIVE, holdout=HOLDOUT,
+                                                     compute=compute, include_baseline=False, calibration=False))
         row_of: dict = {}
         for i, p in enumerate(res.params):
             row_of.setdefault(p, i)

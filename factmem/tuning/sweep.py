@@ -68,7 +68,7 @@ from factmem.tuning.space import ALIASES, assign, grid_points, random_points
 
 __all__ = ["SUMMARY_METRICS", "CONTEXT_METRICS", "run_id", "SweepResult", "score_chunk", "sweep", "dask_executor",
            "calibration_columns", "fill_calibration",
-           "plan_parts", "baseline_rows", "OBJECTIVES"]
+           "plan_parts", "baseline_rows", "concat_results", "OBJECTIVES"]
 
 SUMMARY_METRICS = ("log_loss", "brier", "auc", "rmse_bins", "held_log_loss", "precision", "recall", "believed",
                    "needed", "stale", "lost", "samples")
@@ -539,3 +539,12 @@ def dask_executor(address: str) -> Executor:
     executor = Client(address).get_executor()
     executor.factmem_address = address  # for the manifest and the progress bar
     return executor
+
+
+def concat_results(a: SweepResult, b: SweepResult) -> SweepResult:
+    """``a``'s rows then ``b``'s: the table, the parameter sets and the context arrays (calibration
+    kept only if both have it)."""
+    table = pd.concat([a.table, b.table], ignore_index=True)
+    ctx = {part: np.concatenate([a.context[part], b.context[part]]) for part in a.context}
+    return SweepResult(**{**a.__dict__, "table": table, "params": a.params + b.params, "context": ctx,
+                          "calibration": a.calibration and b.calibration})

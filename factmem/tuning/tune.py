@@ -67,7 +67,8 @@ from factmem.evaluation.simulate import PreparedLog, Schedule, default_schedule,
 from factmem.tuning.decision import Promotion, judge, tradeoffs
 from factmem.tuning.edges import edge_notes
 from factmem.tuning.heldout import heldout_table
-from factmem.tuning.identification import Identification, identify, joint_restorations, log_support, probe_points
+from factmem.tuning.identification import Identification
+from factmem.tuning.probing import choosable, identify_choices
 from factmem.tuning.references import EMPTY, REFERENCES
 from factmem.tuning.report import write_tune_run
 from factmem.tuning.restarts import RestartRun, apply_agreement, restart_searches
@@ -79,10 +80,9 @@ from factmem.tuning.search import (
     parameter_importances,
     run_search,
     save_search,
-    study_rows,
 )
 from factmem.tuning.settings import CALIBRATION_OBJECTIVES, CONTEXT_OBJECTIVES, Compute, Holdout, Objective, Search
-from factmem.tuning.sweep import SweepResult, baseline_rows, fill_calibration, sweep
+from factmem.tuning.sweep import SweepResult, baseline_rows, concat_results, fill_calibration, sweep
 from factmem.tuning.uncertainty import TOP_SHARE, Comparison, bootstrap_difference, selection_stability
 
 __all__ = ["Comparison", "Recommendation", "TuneResult", "base_params", "tune", "resume", "decide", "subject_folds",
@@ -314,7 +314,7 @@ def _tune(log: Any, out: Path | None, search: Search | None, objective: Objectiv
                calibrate_all or objective.name in CALIBRATION_OBJECTIVES, promotion or Promotion())
     before = None if previous is None else _previous_search(job, previous, search)
     res, folds, outcome = _search(job, search, before, more)
-    res, idents, chosen = _identify(job, res, folds, search)
+    res, idents, chosen = identify_choices(job, res, folds, search)
     res, recs = _judge(job, res, folds, search, calibrate=True, chosen=chosen)
     for k, ident in idents.items():
         recs[k].identification = ident
@@ -463,7 +463,7 @@ def _search(job: _Job, search: Search, previous: SearchOutcome | None = None, mo
     fixed = [p for p in (job.current, job.start) if p is not None]
     try:
         outcome = run_search(search, base=base, fixed=fixed, objective=objective, holdout=holdout, score=score,
-                             concat=_concat, chunk_size=compute.chunk_size, folds_of=folds_of, previous=previous,
+                             concat=concat_results, chunk_size=compute.chunk_size, folds_of=folds_of, previous=previous,
                              more=more, progress=bar.update)
     finally:
         bar.close()
@@ -473,92 +473,12 @@ def _search(job: _Job, search: Search, previous: SearchOutcome | None = None, mo
     return res, folds_of(res), outcome
 
 
-def _choosable(res: SweepResult, name: str) -> np.ndarray:
-    """The rows study ``name`` may choose (its own proposals, the shared and fixed points)."""
-    return study_rows(res.table, name)
-
-
-def _identify(job: _Job, res: SweepResult, folds: np.ndarray | None, search: Search
-              ) -> tuple[SweepResult, dict[int, Identification], dict[int, tuple[int, int, list[int]]]]:
-    """Identification at every budget (:mod:`factmem.tuning.identification`): probe each searched
-    name at the best candidate, then project the best and every fold's choice onto the identified
-    names. Returns the sweep with the probe and projected rows (``probe``: never chosen), the
-    identification per budget, and per budget (best candidate, shipped row, each fold's judged row)."""
-    obj, part = job.objective, job.tuning_part
-    space = search.resolved_space
-    if not obj.per_budget or not space:
-        return res, {}, {}
-    baseline = res.params[0]
-    bests = {k: res.best(part, k, rows=_choosable(res, part)) for k in obj.budgets}
-    fold_rows = {k: [res.best(part, k, folds != f, rows=_choosable(res, f"fold-{f}"))
-                     for f in range(job.holdout.folds)] if folds is not None else []
-                 for k in obj.budgets}
-    probes = {k: probe_points(space, res.params[b], baseline=baseline) for k, b in bests.items()}
-    res = _add_probes(job, res, [p for by in probes.values() for ps in by.values() for p in ps])
-    row_of = _rows(res)
-    support = log_support(job.P, space)
-    idents: dict[int, Identification] = {}
-    for k, b in bests.items():
-        idents[k] = identify(res, part, k, b, space, {n: [row_of[p] for p in ps] for n, ps in probes[k].items()},
-                             baseline, min_effect=job.promotion.min_effect, resamples=job.holdout.bootstrap,
-                             seed=job.holdout.seed + 1000 * k + 2, support=support)
-    res = _keep_jointly(job, res, idents, bests, baseline)
-    projected = {k: [idents[k].project(res.params[i], baseline) for i in [bests[k], *fold_rows[k]]] for k in bests}
-    res = _add_probes(job, res, [p for ps in projected.values() for p in ps])
-    row_of = _rows(res)
-    chosen = {k: (bests[k], row_of[ps[0]], [row_of[p] for p in ps[1:]]) for k, ps in projected.items()}
-    return res, idents, chosen
-
-
-def _keep_jointly(job: _Job, res: SweepResult, idents: dict[int, Identification], bests: dict[int, int],
-                  baseline: MemoryParams) -> SweepResult:
-    """The joint check of the projection (:mod:`factmem.tuning.identification`, "Jointly needed"):
-    per budget, replay the best with its unidentified names reset together, and with them given back
-    one at a time (largest effect first); keep jointly the fewest that bring it within the minimum
-    effect of the best on the tuning data. One replay for every budget's points."""
-    chains = {k: [idents[k].project(res.params[b], baseline),
-                  *joint_restorations(idents[k], res.params[b], baseline)]
-              for k, b in bests.items() if idents[k].unidentified}
-    if not chains:
-        return res
-    res = _add_probes(job, res, [p for chain in chains.values() for p in chain])
-    row_of = _rows(res)
-    sign = -1.0 if job.objective.lower_is_better else 1.0
-    for k, chain in chains.items():
-        values = res.objective_values(job.tuning_part, k)
-        top = values[bests[k]]
-        within = [bool(sign * (top - values[row_of[p]]) <= job.promotion.min_effect) for p in chain]
-        # the chain ends at the best itself (every name given back): some step is within
-        restored = within.index(True) if True in within else len(chain) - 1
-        idents[k].keep_jointly(idents[k].restoration_order()[:restored])
-    return res
-
-
-def _rows(res: SweepResult) -> dict[MemoryParams, int]:
-    out: dict[MemoryParams, int] = {}
-    for i, p in enumerate(res.params):
-        out.setdefault(p, i)
-    return out
-
-
-def _add_probes(job: _Job, res: SweepResult, points: list[MemoryParams]) -> SweepResult:
-    """``res`` with ``points`` it does not hold yet replayed and appended as ``probe`` rows."""
-    have = set(res.params)
-    new = list(dict.fromkeys(p for p in points if p not in have))
-    if not new:
-        return res
-    more = sweep(job.P, new, base=job.base, schedule=job.schedule, objective=job.objective, holdout=job.holdout,
-                 compute=job.compute, include_baseline=False, calibration=job.calibration)
-    more.table["probe"] = True
-    return _concat(res, more)
-
-
 def _judge(job: _Job, res: SweepResult, folds: np.ndarray | None, search: Search, *, calibrate: bool,
            chosen: Mapping[int, tuple[int, int, list[int]]] | None = None
            ) -> tuple[SweepResult, dict[int, Recommendation]]:
     """The recommendation and its held-out judgement at every budget (``calibrate``: score the
     calibration metrics of the rows the report shows first, in the sweep returned). ``chosen``: per
-    budget (best candidate, the row to ship, each fold's row to judge) from :func:`_identify`."""
+    budget (best candidate, the row to ship, each fold's row to judge) from :func:`~factmem.tuning.probing.identify_choices`."""
     chosen = chosen or {}
     objective = job.objective
     i_base = 0
@@ -568,19 +488,12 @@ def _judge(job: _Job, res: SweepResult, folds: np.ndarray | None, search: Search
     if calibrate:
         shown = [i_base, i_def] + [i for i in (i_cur, i_start) if i is not None] + \
             [chosen[k][1] if k in chosen else res.best(job.tuning_part, k if objective.per_budget else None,
-                                                       rows=_choosable(res, job.tuning_part))
+                                                       rows=choosable(res, job.tuning_part))
              for k in objective.budgets]
         res = fill_calibration(res, shown, job.P)
     return res, {k: _recommend(res, k, job.tuning_part, job.eval_part, folds, i_base, i_def, i_cur, job.current,
                                search, job.holdout, i_start, job.promotion.min_effect, chosen.get(k), job.groups)
                  for k in objective.budgets}
-
-
-def _concat(a: SweepResult, b: SweepResult) -> SweepResult:
-    table = pd.concat([a.table, b.table], ignore_index=True)
-    ctx = {part: np.concatenate([a.context[part], b.context[part]]) for part in a.context}
-    return SweepResult(**{**a.__dict__, "table": table, "params": a.params + b.params, "context": ctx,
-                          "calibration": a.calibration and b.calibration})
 
 
 def _recommend(res: SweepResult, k: int, tuning_part: str, eval_part: str, folds: np.ndarray | None, i_base: int,
@@ -590,7 +503,7 @@ def _recommend(res: SweepResult, k: int, tuning_part: str, eval_part: str, folds
                groups: Mapping[str, np.ndarray] | None = None) -> Recommendation:
     obj = res.objective
     kk = k if obj.per_budget else None
-    best = candidate = res.best(tuning_part, kk, rows=_choosable(res, tuning_part))
+    best = candidate = res.best(tuning_part, kk, rows=choosable(res, tuning_part))
     projected_folds: list[int] = []
     if chosen is not None:  # identification: judge and ship the best projected onto the identified names
         candidate, best, projected_folds = chosen
@@ -603,7 +516,7 @@ def _recommend(res: SweepResult, k: int, tuning_part: str, eval_part: str, folds
         if folds is not None:
             # each fold chooses among the candidates its own study proposed (and the shared and fixed points)
             fold_choices = projected_folds if chosen is not None else \
-                [res.best(tuning_part, k, folds != f, rows=_choosable(res, f"fold-{f}"))
+                [res.best(tuning_part, k, folds != f, rows=choosable(res, f"fold-{f}"))
                  for f in range(holdout.folds)]
             chosen_rows = np.asarray(fold_choices)[folds]  # each subject scored by its fold's choice
             rec_rows = ctx[chosen_rows, np.arange(ctx.shape[1]), :]
@@ -621,7 +534,7 @@ def _recommend(res: SweepResult, k: int, tuning_part: str, eval_part: str, folds
         vs_cur = None if i_cur is None else versus(ctx[i_cur])
         stability = selection_stability(res, tuning_part, k, candidate, resamples=holdout.bootstrap, seed=seed + 1,
                                         groups=None if not groups else groups[tuning_part],
-                                        rows=_choosable(res, tuning_part))
+                                        rows=choosable(res, tuning_part))
         columns = {"recommended": rec_rows, "baseline": ctx[i_base], "seed defaults": ctx[i_def]}
         if i_cur is not None:
             columns["current"] = ctx[i_cur]
