@@ -13,18 +13,10 @@ import pytest
 from factmem.core.params import MemoryParams
 from factmem.errors import InputError
 from factmem.tuning.decision import Promotion
-from factmem.tuning.search import (
-    corner_points,
-    distributions,
-    in_space,
-    load_studies,
-    local_points,
-    make_sampler,
-    parameter_importances,
-    save_studies,
-)
+from factmem.tuning.search import corner_points, distributions, in_space, local_points, make_sampler
 from factmem.tuning.settings import DEFAULT_SPACE, Compute, Holdout, Objective, Search
 from factmem.tuning.space import Range, refine_points
+from factmem.tuning.studies import load_studies, parameter_importances, save_studies
 from factmem.tuning.tune import subject_folds, tune
 from tests.conftest import write_tiny
 

@@ -40,7 +40,7 @@ The job, on one log (default: the bundled ``small``):
 budget; ``params-k<K>.toml`` for each budget), figures, tables, the studies (``study.db``: open it
 with ``optuna-dashboard``; with ``search.npz`` it lets :func:`resume` continue the run) and a
 manifest (:mod:`factmem.tuning.report`). Each searched parameter's importance in the all-data study
-(PED-ANOVA, :func:`~factmem.tuning.search.parameter_importances`) is reported beside the
+(PED-ANOVA, :func:`~factmem.tuning.studies.parameter_importances`) is reported beside the
 identification.
 """
 
@@ -73,15 +73,9 @@ from factmem.tuning.references import EMPTY, REFERENCES
 from factmem.tuning.report import write_tune_run
 from factmem.tuning.restarts import RestartRun, apply_agreement, restart_searches
 from factmem.tuning.runs import default_run_dir, run_folder
-from factmem.tuning.search import (
-    ADAPTIVE,
-    SearchOutcome,
-    load_search,
-    parameter_importances,
-    run_search,
-    save_search,
-)
+from factmem.tuning.search import ADAPTIVE, SearchOutcome, run_search
 from factmem.tuning.settings import CALIBRATION_OBJECTIVES, CONTEXT_OBJECTIVES, Compute, Holdout, Objective, Search
+from factmem.tuning.studies import load_search, parameter_importances, save_search
 from factmem.tuning.sweep import SweepResult, baseline_rows, concat_results, fill_calibration, sweep
 from factmem.tuning.uncertainty import TOP_SHARE, Comparison, bootstrap_difference, selection_stability
 
@@ -161,7 +155,7 @@ class TuneResult:
     groups: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
     #: the Optuna studies of the first search and which rows each may choose (:mod:`factmem.tuning.search`)
     studies: SearchOutcome | None = field(default=None, repr=False)
-    #: each searched parameter's importance in the all-data study (:func:`~factmem.tuning.search.parameter_importances`)
+    #: each searched parameter's importance in the all-data study (:func:`~factmem.tuning.studies.parameter_importances`)
     importances: pd.DataFrame | None = field(default=None, repr=False)
 
     @property
