@@ -504,7 +504,9 @@ class ActiveState:
         c = self.col
         if self.sorted_hash is None and self.scans_left > 0:  # not sorted yet: a scan (SCANS_BEFORE_INDEX)
             self.scans_left -= 1
-            rows = np.flatnonzero(c["hash"][:self.n_sorted] == h).tolist()  # (row order: id order, as the index gives)
+            found = np.flatnonzero(c["hash"][:self.n_sorted] == h)
+            # in id order, as the index gives them (the table's row order need not be the ids')
+            rows = found[np.argsort(c["id"][found], kind="stable")].tolist()
         else:
             main, order = self._index()
             rows = order[int(main.searchsorted(h, "left")):int(main.searchsorted(h, "right"))].tolist()
