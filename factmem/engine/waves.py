@@ -30,7 +30,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from factmem.core.codes import OPEN, SECONDS_PER_DAY, EndReason
-from factmem.core.decay import effective_confidence, reinforce
+from factmem.core.compiled import njit, search_left
+from factmem.core.decay import effective_confidence
 from factmem.core.params import MemoryParams
 from factmem.core.timeutil import grid_index
 from factmem.errors import InputError
@@ -153,36 +154,23 @@ def effective_at(c, rate, at, last):
 def first_archive_time(c, rate, last, threshold, grid: np.ndarray, upto, *, known_archived: bool = False):
     """First consolidation time T in ``grid`` with ``last < T <= upto`` at which the effective
     confidence is below ``threshold``; OPEN where there is none. All arguments broadcast.
-    ``known_archived``: the caller has checked that such a T exists (saves one pass)."""
+    ``known_archived``: the caller has checked that such a T exists (saves one exponential each)."""
     c, rate, last, threshold, upto = np.broadcast_arrays(
         np.asarray(c, np.float64), np.asarray(rate, np.float64), np.asarray(last, np.int64),
         np.asarray(threshold, np.float64), np.asarray(upto, np.int64))
     shape = c.shape  # plain scalars broadcast to 0-d: worked on as one row, returned as 0-d
-    if not shape:
-        return first_archive_time(c.reshape(1), rate.reshape(1), last.reshape(1), threshold.reshape(1), grid,
-                                  upto.reshape(1), known_archived=known_archived).reshape(shape)
-    out = np.full(c.shape, OPEN, np.int64)
     if grid.size == 0 or c.size == 0:
-        return out
+        return np.full(shape, OPEN, np.int64)
+    c, rate, last, threshold, upto = (np.ascontiguousarray(a).reshape(-1) for a in (c, rate, last, threshold, upto))
     lo = grid_index(grid, last, "right")  # first T > last
     hi = grid_index(grid, upto, "right")  # past the last T <= upto
-    ii = np.nonzero(lo < hi)
-    if not ii[0].size:
-        return out
-    c, rate, last, threshold, lo, hi = c[ii], rate[ii], last[ii], threshold[ii], lo[ii], hi[ii]
-
-    def below(i, rows=slice(None)):  # the very expression consolidate evaluates (on some rows)
-        return effective_at(c[rows], rate[rows], grid[np.minimum(i, grid.size - 1)], last[rows]) < threshold[rows]
-
-    # decay is monotone: archived at all iff below at the last chance
-    ok = np.ones(c.shape, bool) if known_archived else below(hi - 1)
-    # the closed form lands on the answer or next to it; an exact check confirms it
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        days = np.log(c / threshold) / rate
-    t_guess = last + np.where(np.isfinite(days) & (days > 0), np.minimum(days, 1e12) * SECONDS_PER_DAY, 0.0)
-    g = np.clip(grid_index(grid, t_guess.astype(np.int64), "left"), lo, hi - 1)
-    done = ok & below(g) & ((g == lo) | ~below(g - 1))
-    todo = np.flatnonzero(ok & ~done)
+    # decay is monotone: archived at all iff below at the last chance (hi - 1). The closed form
+    # lands on the answer (g) or next to it: g is it when below there and not at g - 1. One compiled
+    # pass gives g and the exponents of those three checks; numpy's exp evaluates them, as
+    # effective_at does (its exp is not the C library's); a second pass decides.
+    g, exponents = _archive_guess(c, rate, last, threshold, grid, lo, hi)
+    np.exp(exponents, out=exponents)
+    out, todo = _archive_pick(c, threshold, grid, lo, hi, g, exponents, known_archived)
     if todo.size:  # rounding put the guess off (a few in a million): binary search (vectorized) on those
         lo_, hi_ = lo[todo], hi[todo] - 1
         while True:
@@ -190,30 +178,188 @@ def first_archive_time(c, rate, last, threshold, grid: np.ndarray, upto, *, know
             if not step.any():
                 break
             mid = (lo_ + hi_) // 2
-            b = below(mid, todo)
+            b = effective_at(c[todo], rate[todo], grid[mid], last[todo]) < threshold[todo]
             hi_ = np.where(step & b, mid, hi_)
             lo_ = np.where(step & ~b, mid + 1, lo_)
-        g[todo] = lo_
-    res = np.full(c.shape, OPEN, np.int64)
-    res[ok] = grid[g[ok]]
-    out[ii] = res
-    return out
+        out[todo] = grid[lo_]
+    return out.reshape(shape)
 
 
-def _archived_by(c, rate, last, upto, threshold, grid: np.ndarray):
-    """Whether a consolidation T with ``last < T <= upto`` archives a fact (c, rate, last).
+@njit
+def _archive_guess(c, rate, last, threshold, grid, lo, hi):  # pragma: no cover - compiled
+    """Per fact with a consolidation in ``(last, upto]`` (``lo < hi``): the guess ``g`` — the first
+    consolidation at or after ``last + ln(c / threshold) / rate`` days, within ``[lo, hi - 1]`` — and
+    the exponents ``−rate × max(0, age)`` of effective_at at ``hi − 1``, ``g`` and ``g − 1`` (rows 0-2)."""
+    n = len(c)
+    g = np.empty(n, np.int64)
+    exponents = np.zeros((3, n))
+    for i in range(n):
+        a, z = lo[i], hi[i]
+        if a >= z:
+            g[i] = a
+            continue
+        with_days = 0.0
+        if threshold[i] != 0.0 and rate[i] != 0.0:
+            days = np.log(c[i] / threshold[i]) / rate[i]
+            if np.isfinite(days) and days > 0:
+                with_days = min(days, 1e12) * SECONDS_PER_DAY
+        k = search_left(grid, a, z, np.int64(last[i] + with_days))
+        k = min(k, z - 1)
+        g[i] = k
+        for row, at in ((0, z - 1), (1, k), (2, max(k - 1, a))):
+            exponents[row, i] = -rate[i] * max(0.0, (grid[at] - last[i]) / SECONDS_PER_DAY)
+    return g, exponents
 
-    ``c``, ``rate``: (k, m); ``last``, ``upto``: (k,); ``threshold``: (m,). Effective confidence is
-    computed only for the rows a consolidation falls into."""
-    out = np.zeros(np.shape(c), bool)
-    if grid.size == 0:
-        return out
-    pos = grid_index(grid, upto, "right") - 1
-    tlast = np.where(pos >= 0, grid[np.maximum(pos, 0)], np.iinfo(np.int64).min)
-    rows = np.flatnonzero(tlast > last)
-    if rows.size:
-        out[rows] = effective_at(c[rows], rate[rows], tlast[rows, None], np.asarray(last)[rows, None]) < threshold
-    return out
+
+@njit
+def _archive_pick(c, threshold, grid, lo, hi, g, factors, known_archived):  # pragma: no cover - compiled
+    """The first archive times from the checks of :func:`_archive_guess` (``factors``: its exponents'
+    exp): OPEN where not archived, the guess's time where the checks confirm it, and the facts
+    whose guess is off (``todo``: their entries are left for a binary search)."""
+    n = len(c)
+    out = np.full(n, OPEN, np.int64)
+    off = np.zeros(n, np.bool_)
+    for i in range(n):
+        if lo[i] >= hi[i]:
+            continue
+        ok = known_archived or c[i] * factors[0, i] < threshold[i]
+        below_g = c[i] * factors[1, i] < threshold[i]
+        below_before = c[i] * factors[2, i] < threshold[i]
+        done = ok and below_g and (g[i] == lo[i] or not below_before)
+        if done:
+            out[i] = grid[g[i]]
+        elif ok:
+            off[i] = True
+    return out, np.flatnonzero(off)
+
+
+_REINFORCED, _SUPERSEDED, _ARCHIVED, _OPEN = (int(EndReason.REINFORCED), int(EndReason.SUPERSEDED),
+                                              int(EndReason.ARCHIVED), int(EndReason.OPEN))
+
+
+@njit
+def _candidates(first, run_start, rate_class, run_cont, init_has, row_of_event, n_classes):  # pragma: no cover - compiled
+    """The rate classes the fact current *before* each event may have (see :func:`replay_waves`), per
+    row: ``(start, classes, init)`` — row ``x``'s classes are ``classes[start[x]:start[x + 1]]`` (each
+    class once) and ``init[x]`` says whether it may be the key's initial fact.
+
+    Before an event inside a run the fact is the run's: inserted by one of the run's earlier events (a
+    class each) or, when the run continues the key's initial fact, that fact. Before a run's first
+    event it is the previous run's last fact (the same candidates, taken at the previous run's end);
+    before a key's first event, the initial fact if the key has one. Two passes: count, then fill."""
+    n = len(first)
+    start = np.zeros(n + 1, np.int64)
+    init = np.zeros(n, np.bool_)
+    classes = np.empty(0, np.int64)
+    cur = np.empty(n_classes, np.int64)  # the classes of the current run's events so far
+    prev = np.empty(n_classes, np.int64)  # ... of the previous run of the key
+    for phase in range(2):
+        n_cur, n_prev = 0, 0
+        cur_cont, prev_cont = False, False
+        for e in range(n):
+            x = row_of_event[e]
+            if first[e]:
+                n_cur, n_prev, cur_cont, prev_cont = 0, 0, False, False
+                cands, n_cands, with_init = cur, 0, init_has[e]
+            elif run_start[e]:
+                for k in range(n_cur):
+                    prev[k] = cur[k]
+                n_prev, prev_cont = n_cur, cur_cont
+                cands, n_cands, with_init = prev, n_prev, prev_cont
+            else:
+                cands, n_cands, with_init = cur, n_cur, cur_cont
+            if phase == 0:
+                start[x + 1] = n_cands
+                init[x] = with_init
+            else:
+                for k in range(n_cands):
+                    classes[start[x] + k] = cands[k]
+            if run_start[e]:
+                n_cur, cur_cont = 0, run_cont[e]
+            seen = False
+            for k in range(n_cur):
+                if cur[k] == rate_class[e]:
+                    seen = True
+            if not seen:
+                cur[n_cur] = rate_class[e]
+                n_cur += 1
+        if phase == 0:
+            for x in range(n):
+                start[x + 1] += start[x]
+            classes = np.empty(start[n], np.int64)
+    return start, classes, init
+
+
+@njit(inline=True)
+def _slot(classes, first, cls):  # pragma: no cover - compiled
+    """Where class ``cls`` sits among a row's candidate classes ``classes[first:]`` (it is there)."""
+    k = 0
+    while classes[first + k] != cls:
+        k += 1
+    return k
+
+
+@njit
+def _scan(nr_of, offset, t_row, ev_row, kind_row, class_row, class_of_event, first_row, run_key, run_cont, across_rows,
+          across_prev, init_has, init_conf, init_rate, arch_row, start, classes, arch_base, arch_init,
+          arch_table, eff_base, eff_init, eff_table, eff_col, gain, cap, thr, init_by_kind, rate_table,
+          conf, rate_out, origin_out, inserted, end, reason, init_end, init_reason):  # pragma: no cover - compiled
+    """The sequential part of :func:`replay_waves`, one parameter set at a time: the waves (rank ``r``
+    of every run, rows ``offset[r] …``), then each run's end where the next run of its key begins
+    (``across_rows``: those runs' first rows; ``across_prev``: the previous run's last rows)."""
+    m = len(gain)
+    n_runs = len(run_key)
+    c = np.empty(n_runs)
+    rate = np.empty(n_runs)
+    origin = np.empty(n_runs, np.int64)
+    cls = np.empty(n_runs, np.int64)
+    for j in range(m):
+        g, cp, th, ej = gain[j], cap[j], thr[j], eff_col[j]
+        for r in range(len(nr_of) - 1):
+            o = offset[r]
+            for i in range(nr_of[r]):
+                x = o + i
+                t = t_row[x]
+                alive = False
+                if r == 0:
+                    if first_row[x] and init_has[run_key[i]]:  # the key's initial fact meets its first event
+                        k = run_key[i]
+                        c[i], rate[i], origin[i], cls[i] = init_conf[k], init_rate[k], -1 - k, -1
+                        gone = arch_row[x] and init_conf[k] * arch_init[x] < th
+                        alive = run_cont[i] and not gone
+                        init_end[j, k] = t
+                        init_reason[j, k] = _ARCHIVED if gone else (_REINFORCED if run_cont[i] else _SUPERSEDED)
+                else:
+                    gone = arch_row[x] and c[i] * (arch_init[x] if cls[i] < 0 else
+                                                   arch_table[j, arch_base[x] + _slot(classes, start[x], cls[i])]) < th
+                    alive = not gone
+                    prev = offset[r - 1] + i
+                    end[j, prev] = t
+                    reason[j, prev] = _ARCHIVED if gone else _REINFORCED
+                if alive:
+                    base = c[i]
+                    if ej >= 0:  # reinforce_base "effective": the decayed confidence
+                        base = base * (eff_init[x] if cls[i] < 0 else
+                                       eff_table[ej, eff_base[x] + _slot(classes, start[x], cls[i])])
+                    grown = base + g * (1.0 - base)
+                    c[i] = grown if grown < cp else cp
+                else:
+                    c[i] = init_by_kind[kind_row[x], j]
+                    rate[i] = rate_table[class_row[x], j]
+                    origin[i] = ev_row[x]
+                    cls[i] = class_row[x]
+                conf[j, x] = c[i]
+                rate_out[j, x] = rate[i]
+                origin_out[j, x] = origin[i]
+                inserted[j, x] = not alive
+        for a in range(len(across_rows)):  # a run's last fact meets the next run's first event
+            x, prev = across_rows[a], across_prev[a]
+            o_prev = origin_out[j, prev]
+            pc = class_of_event[o_prev] if o_prev >= 0 else -1
+            gone = arch_row[x] and conf[j, prev] * (arch_init[x] if pc < 0 else
+                                                    arch_table[j, arch_base[x] + _slot(classes, start[x], pc)]) < th
+            end[j, prev] = t_row[x]
+            reason[j, prev] = _ARCHIVED if gone else _SUPERSEDED
 
 
 def replay_waves(key: np.ndarray, obj: np.ndarray, ts: np.ndarray, kind: np.ndarray, n_keys: int,
@@ -230,6 +376,8 @@ def replay_waves(key: np.ndarray, obj: np.ndarray, ts: np.ndarray, kind: np.ndar
     n = len(key)
     m = len(params)
     rate_table, rate_class = params.new_fact_rates(kind, predicate, predicate_names)
+    rate_table = np.ascontiguousarray(rate_table, dtype=np.float64)
+    rate_class = np.ascontiguousarray(rate_class, dtype=np.int64)
     grid = np.asarray(grid, dtype=np.int64)
     init = initial if initial is not None else InitialState.empty(n_keys)
     if horizon is None:
@@ -239,9 +387,10 @@ def replay_waves(key: np.ndarray, obj: np.ndarray, ts: np.ndarray, kind: np.ndar
     # (the previous one is superseded, or was archived), so the sequential scan only walks
     # within runs: wave r is the r-th event of every run, and runs longer than r form a prefix
     # of the runs sorted by length. Wave r's rows are written to one contiguous block of the
-    # output ("wave order"). The scan's state is [row, parameter set]; the outputs are [parameter
-    # set, row] from the start (each set's rows contiguous, as consumers read them): transposing
-    # them at the end cost as much as the scan, most of it in first touches of fresh memory.
+    # output ("wave order"); the outputs are [parameter set, row] (each set's rows contiguous, as
+    # consumers read them), so the scan writes every output sequentially.
+    key = np.asarray(key, dtype=np.int64)
+    ts = np.asarray(ts, dtype=np.int64)
     first = np.ones(n, bool)
     first[1:] = key[1:] != key[:-1]
     run_start = first.copy()
@@ -252,9 +401,9 @@ def replay_waves(key: np.ndarray, obj: np.ndarray, ts: np.ndarray, kind: np.ndar
     n_runs = len(rs)
     cont = first[rs] & init.has[run_key] & (init.obj[run_key] == obj[rs])  # continues the key's initial fact
     perm = np.argsort(-run_len, kind="stable")  # runs by length, descending
-    p_len, p_rs, pk = run_len[perm], rs[perm], run_key[perm]
+    p_len, pk = run_len[perm], run_key[perm]
     max_len = int(p_len[0]) if n_runs else 0
-    nr_of = np.searchsorted(-p_len, -np.arange(max_len + 1), side="left")  # runs longer than r
+    nr_of = np.searchsorted(-p_len, -np.arange(max_len + 1), side="left").astype(np.int64)  # runs longer than r
     offset = np.concatenate([[0], np.cumsum(nr_of[:-1])]).astype(np.int64)
     inv_perm = np.empty(n_runs, np.int64)
     inv_perm[perm] = np.arange(n_runs)
@@ -263,112 +412,108 @@ def replay_waves(key: np.ndarray, obj: np.ndarray, ts: np.ndarray, kind: np.ndar
     event = np.empty(n, np.int64)
     event[row_of_event] = np.arange(n)
     ts_row = ts[event]
+    key_row = key[event]
+    first_row = first[event]
 
-    alive = np.repeat(cont[perm][:, None], m, axis=1)
-    c = np.repeat(init.confidence[pk][:, None], m, axis=1)
-    lr = init.last_reinforced[pk].copy()  # every event sets last_reinforced, whatever the parameters
-    rate = np.repeat(init.decay_rate[pk][:, None], m, axis=1)
-    origin = np.repeat((-1 - pk.astype(np.int64))[:, None], m, axis=1)
+    # The fact current before each event (the scan's state) decays from the previous event of its
+    # key, or from the initial fact's last reinforcement. Its rate is the rate of the event that
+    # inserted it: one of few candidates per row (:func:`_candidates`). Every exponential the scan
+    # needs — ``exp(−rate × max(0, age))`` at the last consolidation before the event (archival) and
+    # at the event (the "effective" reinforcement base) — is computed here, by numpy, for every
+    # candidate: the very expression of ``effective_confidence``, whose ``np.exp`` may differ from the
+    # C library's (a compiled ``exp``) by one ulp. The scan multiplies and compares, as it did.
+    start, classes, init_cand = _candidates(first, run_start, rate_class, cont[rid], init.has[key], row_of_event,
+                                            rate_table.shape[0])
+    n_cands = np.diff(start)
+    has_prev = ~first_row | init.has[key_row]
+    last_row = np.where(first_row, init.last_reinforced[key_row], ts[np.maximum(event - 1, 0)])
+    init_rate_row = init.decay_rate[key_row]
+
+    by_set = np.ascontiguousarray(rate_table.T)  # [set, class]
+
+    def factors(rows: np.ndarray, at: np.ndarray, sets: np.ndarray | slice) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """For ``rows`` (at times ``at``): each row's first position in the table of factors, the
+        initial fact's factor per row (where it is a candidate) and the factors of every candidate
+        class under the parameter sets ``sets`` ([set, position])."""
+        age = np.maximum(0.0, (at - last_row[rows]) / SECONDS_PER_DAY)  # effective_at's age, then its max
+        base = np.zeros(n, np.int64)
+        counts = n_cands[rows]
+        first_pos = np.cumsum(counts) - counts
+        base[rows] = first_pos
+        from_init = np.zeros(n)
+        mine = init_cand[rows]
+        from_init[rows[mine]] = np.exp(-init_rate_row[rows[mine]] * age[mine])
+        pairs = np.repeat(start[rows] - first_pos, counts) + np.arange(int(counts.sum()))
+        # exp(-rate * age) as effective_confidence computes it, in place: negate, multiply, exp
+        table = by_set[sets][:, classes[pairs]]
+        np.negative(table, out=table)
+        np.multiply(table, np.repeat(age, counts)[None, :], out=table)
+        np.exp(table, out=table)
+        return base, from_init, table
+
+    arch_row = np.zeros(n, bool)
+    if grid.size:
+        pos = grid_index(grid, ts_row, "right") - 1  # the last consolidation at or before each event
+        t_last = np.where(pos >= 0, grid[np.maximum(pos, 0)], np.iinfo(np.int64).min)
+        arch_row = has_prev & (t_last > last_row)
+        ax = np.flatnonzero(arch_row)
+        arch_base, arch_init, arch_table = factors(ax, t_last[ax], slice(None))
+    else:
+        arch_base, arch_init, arch_table = np.zeros(n, np.int64), np.zeros(n), np.zeros((m, 0))
+    eff_cols = np.flatnonzero(params.effective)
+    eff_col = np.full(m, -1, np.int64)
+    eff_col[eff_cols] = np.arange(eff_cols.size)
+    if eff_cols.size:
+        # a reinforcement: inside a run, or a run's first event continuing the initial fact
+        ex = np.flatnonzero(~run_start[event] | (first_row & cont[rid][event]))
+        eff_base, eff_init, eff_table = factors(ex, ts_row[ex], eff_cols)
+    else:
+        eff_base, eff_init, eff_table = np.zeros(n, np.int64), np.zeros(n), np.zeros((1, 0))
 
     conf = np.empty((m, n))
     inserted = np.empty((m, n), bool)
     origin_out = np.empty((m, n), np.int64)
     rate_out = np.empty((m, n))
-    archived_before = np.zeros((m, n), bool)
-
-    gain, cap, thr = params.gain[None, :], params.cap[None, :], params.threshold[None, :]
-    init_by_kind = params.initial.T.copy()  # [kind, param]
-    eff_cols = np.flatnonzero(params.effective)
-    for r in range(max_len):  # over ranks within a run, never over events
-        nr, o = int(nr_of[r]), int(offset[r])
-        blk = slice(o, o + nr)
-        idx = p_rs[:nr] + r
-        t = ts_row[blk]
-        A = alive[:nr].copy()  # outlives the writes below
-        C, L, R = c[:nr], lr[:nr], rate[:nr]
-        if grid.size:
-            gone = A & _archived_by(C, R, L, t, thr, grid)
-            if gone.any():
-                A &= ~gone
-                archived_before[:, blk] = gone.T
-        base = C
-        if eff_cols.size:
-            base = C.copy()
-            base[:, eff_cols] = effective_at(C[:, eff_cols], R[:, eff_cols], t[:, None], L[:, None])
-        k = kind[idx]
-        newc = np.where(A, reinforce(base, gain, cap), init_by_kind[k])
-        R_new = np.where(A, R, rate_table[rate_class[idx]])
-        O_new = np.where(A, origin[:nr], idx[:, None])
-        c[:nr] = newc
-        conf[:, blk] = newc.T
-        lr[:nr] = t
-        rate[:nr] = R_new
-        rate_out[:, blk] = R_new.T
-        origin[:nr] = O_new
-        origin_out[:, blk] = O_new.T
-        alive[:nr] = True
-        inserted[:, blk] = ~A.T
-
-    # -- when each state ends -------------------------------------------------------------------
     end = np.empty((m, n), np.int64)
     reason = np.empty((m, n), np.int8)
+    init_end = np.full((m, n_keys), OPEN, np.int64)
+    init_reason = np.full((m, n_keys), EndReason.OPEN, np.int8)
+    across_rows = np.flatnonzero(run_start[event] & ~first_row)  # a run's first row, after a run of its key
+    across_prev = row_of_event[event[across_rows] - 1]
+    kind64 = np.asarray(kind, dtype=np.int64)
+    _scan(nr_of, offset, ts_row, event, kind64[event], rate_class[event], rate_class, first_row, pk, cont[perm],
+          across_rows, across_prev, init.has, np.asarray(init.confidence, np.float64),
+          np.asarray(init.decay_rate, np.float64), arch_row, start, classes, arch_base, arch_init, arch_table,
+          eff_base, eff_init, eff_table, eff_col, params.gain, params.cap, params.threshold,
+          np.ascontiguousarray(params.initial.T), rate_table, conf, rate_out, origin_out, inserted, end, reason,
+          init_end, init_reason)
+
+    # -- when each state ends (the scan gave every state followed by an event of its key) ---------
     thr1 = params.threshold
-    for r in range(max_len):  # the next event of the same run sits in the next wave's block
-        nxt = int(nr_of[r + 1])
-        a, b = int(offset[r]), int(offset[r + 1]) if r + 1 < max_len else 0
-        if nxt:
-            end[:, a:a + nxt] = ts_row[b:b + nxt][None, :]
-            reason[:, a:a + nxt] = np.where(archived_before[:, b:b + nxt], EndReason.ARCHIVED, EndReason.REINFORCED)
-    if n_runs:
-        last_row = offset[p_len - 1] + np.arange(n_runs)  # each run's last event, runs in length order
-        has_next_run = np.zeros(n_runs, bool)  # by original run index; perm maps length order to it
-        has_next_run[:-1] = run_key[1:] == run_key[:-1]
-        across = has_next_run[perm]
-        lr_a, nx = last_row[across], perm[across] + 1
-        t_next = ts[rs[nx]]
-        arch = _archived_by(conf[:, lr_a].T, rate_out[:, lr_a].T, ts_row[lr_a], t_next, thr, grid)
-        end[:, lr_a] = t_next[None, :]
-        reason[:, lr_a] = np.where(arch, EndReason.ARCHIVED, EndReason.SUPERSEDED).T
+    if n:
+        is_tail = np.zeros(n, bool)  # a key's last event
+        is_tail[row_of_event[np.append(np.flatnonzero(first)[1:], n) - 1]] = True
+        tail = np.flatnonzero(is_tail)
         # archived before its next event (same run or the next run): when exactly
-        is_tail = np.zeros(n, bool)
-        tail = last_row[~across]
-        is_tail[tail] = True
         pi, ri = np.nonzero((reason == EndReason.ARCHIVED) & ~is_tail[None, :])  # tail rows are set below
         if ri.size:
             end[pi, ri] = first_archive_time(conf[pi, ri], rate_out[pi, ri], ts_row[ri], thr1[pi], grid, end[pi, ri],
                                              known_archived=True)
         # a key's last event: consolidations up to the horizon
         if grid.size:
-            at = first_archive_time(conf[:, tail], rate_out[:, tail], ts_row[tail][None, :], thr.T, grid, horizon)
+            at = first_archive_time(conf[:, tail], rate_out[:, tail], ts_row[tail][None, :], thr1[:, None], grid,
+                                    horizon)
             end[:, tail] = at
             reason[:, tail] = np.where(at != OPEN, EndReason.ARCHIVED, EndReason.OPEN)
         else:
             end[:, tail], reason[:, tail] = OPEN, EndReason.OPEN
 
-    # -- the initial facts of keys with events --------------------------------------------------
-    init_end = np.full((n_keys, m), OPEN, np.int64)
-    init_reason = np.full((n_keys, m), EndReason.OPEN, np.int8)
-    counts = np.bincount(key, minlength=n_keys)
-    kk = np.flatnonzero(init.has & (counts > 0))
-    if kk.size:
-        fpos = np.flatnonzero(first)
-        f_of_key = np.full(n_keys, -1, np.int64)
-        f_of_key[key[fpos]] = fpos
-        fe = f_of_key[kk]
-        continues = (init.obj[kk] == obj[fe])[:, None]
-        arch_c = archived_before[:, row_of_event[fe]].T  # continuing: archived before its first event?
-        ic = np.repeat(init.confidence[kk][:, None], m, axis=1)
-        ir = np.repeat(init.decay_rate[kk][:, None], m, axis=1)
-        arch_s = _archived_by(ic, ir, init.last_reinforced[kk], ts[fe], thr, grid)
-        arch = np.where(continues, arch_c, arch_s)
-        init_end[kk] = ts[fe][:, None]
-        init_reason[kk] = np.where(arch, EndReason.ARCHIVED, np.where(continues, EndReason.REINFORCED, EndReason.SUPERSEDED))
-        ki, pi = np.nonzero(arch)
-        if ki.size:
-            kx = kk[ki]
-            init_end[kx, pi] = first_archive_time(init.confidence[kx], init.decay_rate[kx], init.last_reinforced[kx],
-                                                  thr1[pi], grid, ts[fe[ki]])
-    return WaveResult(conf, inserted, origin_out, end, reason, init_end.T, init_reason.T, rate_out, event, row_of_event)
+    # -- the initial facts archived before their key's first event: when exactly ---------------------
+    pi, kx = np.nonzero(init_reason == EndReason.ARCHIVED)
+    if kx.size:
+        init_end[pi, kx] = first_archive_time(init.confidence[kx], init.decay_rate[kx], init.last_reinforced[kx],
+                                              thr1[pi], grid, init_end[pi, kx])
+    return WaveResult(conf, inserted, origin_out, end, reason, init_end, init_reason, rate_out, event, row_of_event)
 
 
 def grid_between(start: int, end: int, every: int) -> np.ndarray:
