@@ -1,10 +1,18 @@
-"""Replay with consolidations, vectorized over events *and* over parameter sets.
+"""Replay with consolidations, for one or many parameter sets at once: the compiled wave scan.
 
 This is the engine of ``FactStore.replay`` (one parameter set, a store's initial state) and of
 parameter sweeps (many parameter sets, an empty memory). Events are sorted by key and global
-order; the scan runs in *waves*: wave ``r`` handles the ``r``-th event of every key, for every
-parameter set at once (2-D numpy arrays ``[param, key]``). The Python loop is over ranks, never
-over events, facts or parameter sets.
+order; the scan runs in *waves*: wave ``r`` handles the ``r``-th event of every run (of one object
+within a key), and its rows are one contiguous block of the output. The scan is compiled
+(:func:`factmem.core.compiled.njit`): one sequential pass over the rows per parameter set, no
+Python loop over events, facts or parameter sets.
+
+The scan multiplies, adds and compares as :mod:`factmem.core.decay` does, in the same order of
+operations; the only function it does not evaluate itself is ``exp``: numpy's (which
+``effective_confidence`` calls) differs from the C library's (a compiled ``exp``) by one ulp in
+about 5% of arguments, so every factor ``exp(−rate × max(0, age))`` the scan may need is computed
+by numpy before it runs — for each rate the fact before an event may have (a few candidates per
+row) — and the scan reads them. :func:`first_archive_time` does the same around its checks.
 
 Between the previous event of a key (or its initial fact) at ``lr`` and the next event at ``t``,
 consolidations at times ``T`` in ``(lr, t]`` may archive the key's fact. Effective confidence is
@@ -15,10 +23,10 @@ consolidation. Events at exactly ``T`` come *after* consolidate(T), as in a repl
 A new fact's decay rate depends on its parameter set, its kind and — with per-predicate rates
 (``MemoryParams.decay_rate_by_predicate``) — its predicate: :meth:`ParamArrays.new_fact_rates` builds
 a small ``(rate class, parameter set)`` table (a class is a kind, or a kind with one of the predicates
-that some set gives its own rate) and a class per event, so a wave looks rates up with one fancy
-index and no ``(event, parameter set)`` array is ever built.
+that some set gives its own rate) and a class per event, so the scan looks a new fact's rate up in
+the table and no ``(event, parameter set)`` array of rates is built.
 
-Every number is computed with the functions of :mod:`factmem.core.decay` in the same order of
+Every number is computed as by the functions of :mod:`factmem.core.decay`, in the same order of
 operations as ``remember``/``ingest`` and the SQL of ``consolidate``, so the results are identical.
 """
 
