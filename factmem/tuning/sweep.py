@@ -67,6 +67,7 @@ from factmem.tuning.settings import OBJECTIVES, Compute, Holdout, Objective, Sea
 from factmem.tuning.space import ALIASES, assign, grid_points, random_points
 
 __all__ = ["SUMMARY_METRICS", "CONTEXT_METRICS", "run_id", "SweepResult", "score_chunk", "sweep", "dask_executor",
+           "load_kernels",
            "calibration_columns", "fill_calibration",
            "plan_parts", "baseline_rows", "concat_results", "OBJECTIVES"]
 
@@ -221,6 +222,31 @@ def _forks() -> bool:
     import multiprocessing
 
     return multiprocessing.get_start_method(allow_none=False) == "fork"
+
+
+_KERNELS_LOADED = False
+
+
+def load_kernels(objective: Objective | None = None) -> None:
+    """Load the scoring kernels into this process — from Numba's cache, compiling those it lacks — by
+    replaying and scoring a generated ``tiny`` log once (a few hundred mentions): worker processes
+    forked afterwards inherit them. Each worker loaded them itself before, ~1.8 s of its time (most
+    of it Numba's own start-up, paid by the first kernel a process runs). Once per process."""
+    global _KERNELS_LOADED
+    if _KERNELS_LOADED:
+        return
+    from factmem.data.generate import generate
+
+    obj = (objective or Objective()).to_dict()
+    P = prepare(generate("tiny", seed=3))
+    schedule = default_schedule(P)
+    p = MemoryParams(multi_valued_predicates=P.dataset.multi_valued_predicates)
+    beliefs = kernel_belief_arrays(P, [p], schedule.consolidations(P.start, P.end))[0]
+    cps = schedule.checkpoints(P.start, P.end)
+    P.evaluator(cps).score_parts(beliefs, p.retrieval_threshold, {"all": (0, len(cps))}, calibration=True)
+    ContextEvaluator(P, budgets=obj["budgets"], needed=obj["needed"], costs=obj["costs"],
+                     max_points_per_subject=obj["max_points_per_subject"]).score(beliefs, p)
+    _KERNELS_LOADED = True
 
 
 def _build_evaluators(log_ref: Any, hold_ref: Any, schedule: Schedule, objective: Objective,
@@ -433,6 +459,8 @@ def sweep(log: Any, space: Mapping[str, Any] | Sequence[MemoryParams], *, base: 
     built, encoded = _build_evaluators(log_ref, hold_ref, schedule, objective, holdout,
                                        _shared_predicate_sets([points[c[0]] for c in chunks])) \
         if executor is None or (own is not None and _forks()) else ([], [])
+    if own is not None and _forks():
+        load_kernels(objective)  # before the first task forks the workers: they inherit the kernels
     try:
         if executor is None:
             for c in chunks:
