@@ -22,10 +22,12 @@ against the port's, a ratio the load moves much less, and how busy the workers' 
 
 **Cold and warm.** The scorers' loops are compiled (Numba, ``factmem.core.compiled``) on their first
 call and cached on disk. This run starts with an empty cache of its own (``NUMBA_CACHE_DIR`` in a
-temporary folder, unless ``--keep-cache``): the first sweep (*cold*) pays the compilation in each
-worker process; the same sweep again (*warm*) runs in new worker processes that load the cache, as every
-later run does. The compile cost alone is measured first, in fresh processes: scoring the bundled
-``tiny``-sized log with an empty cache (cold) and then with the cache it left (warm).
+temporary folder, unless ``--keep-cache``): the first sweep (*cold*) pays the compilation, once, in
+this process before its workers fork (``factmem.tuning.sweep.load_kernels``: the workers inherit the
+kernels); the same sweep again (*warm*) runs in new worker processes, forked from a process that has
+them loaded, as every later sweep of a process does (a new process loads them from the cache: ~1 s).
+The compile cost alone is measured first, in fresh processes: scoring the bundled ``tiny``-sized log
+with an empty cache (cold) and then with the cache it left (warm).
 
     python benchmarks/bench_sweep.py                 # generates the large preset in a temporary folder
     python benchmarks/bench_sweep.py --log DIR       # an existing dataset
@@ -198,8 +200,8 @@ def main() -> None:
 
         results = {}
         for label, objective, calibration in (
-                ("every session start (cold: compiling in each worker)", Objective(), True),
-                ("every session start (warm: the kernels from the cache)", Objective(), True),
+                ("every session start (cold: compiling once, before the workers fork)", Objective(), True),
+                ("every session start (warm: the kernels loaded, inherited by the workers)", Objective(), True),
                 (f"<= {args.max_points} session starts per subject (sampled, seeded)",
                  Objective(max_points_per_subject=args.max_points), True),
                 ("every session start, calibration skipped as tune does for candidates", Objective(), False),
