@@ -240,6 +240,8 @@ class ContextEvaluator:
         self._v_index = v
         self._v_key = self._pt_key[v]
         self._v_t = self._pt_t[v]
+        self._v_needed = self._pt_needed[v]
+        self._v_cell = self._pt_part[v] * len(self.subjects) + self._pt_subject[v]  # the row of the sums
         # one past each subject's last scored point
         self._v_subject_end = np.searchsorted(self._pt_subject[v], np.arange(len(self.subjects)), "right")
         self._set_triple_rank()
@@ -408,12 +410,12 @@ class ContextEvaluator:
         cf, rt = conf[sel], rate[sel]
         first_seen = group_min(fact, start)[sel]  # of each selected state's fact (a tie key)
 
-        n_v, n_b = len(self._v_index), len(self.budgets)
+        n_b = len(self.budgets)
         curve_k = self.curve_k if curve and self.curve_k else 0
         ks = list(self.budgets) + ([curve_k] if curve_k else [])
         n_parts, n_subj = len(self.parts), len(self.subjects)
         per_rank = np.zeros((n_parts, n_subj, curve_k)) if curve_k else None
-        N = self._pt_needed[self._v_index]
+        N = self._v_needed
 
         states_by_point = self.needed_mode != "truth"  # flags that depend on the point, not only its time
         # the top k of every point, in one compiled pass over the (state, point) pairs; the budgets are
@@ -424,15 +426,21 @@ class ContextEvaluator:
         # the flags of the selected pairs: their state's where they cannot change over its points, else
         # computed per pair (the "varying" pairs, listed in the selection's order)
         state_flags, varying = self._state_flags(shared, has, tr, lo, cnt)
-        vpe, vpb = _varying_pairs(ranked.best, ranked.held, varying)
-        v_needed, v_code, v_true = self._flags(self._v_index[vpe] if states_by_point else None, tr[vpb],
-                                               self._v_t[vpe], params)
         s_needed, s_code, s_true = state_flags
-        counts, LL = _point_sums(ranked.best, ranked.value, ranked.held, s_code, s_true, varying, v_code, v_true,
-                                 np.array(self.budgets, np.int64), _EPS)
-        H = counts[:, :, 1]
-        K = counts[:, :, 2:].transpose(0, 2, 1)
-        C = counts.sum(axis=2)
+        inline = self.needed_mode == "truth"  # the varying pairs' flags computed in the kernel, from truth
+        if not inline or collect is not None or per_rank is not None:
+            vpe, vpb = _varying_pairs(ranked.best, ranked.held, varying)
+            v_needed, v_code, v_true = self._flags(self._v_index[vpe] if states_by_point else None, tr[vpb],
+                                                   self._v_t[vpe], params)
+        if inline:
+            pair_code, pair_true = np.zeros(0, np.int64), np.zeros(0, bool)
+        else:
+            pair_code, pair_true = v_code, v_true
+        sums = np.zeros((n_parts * n_subj, n_b, len(FIELDS)))
+        _context_sums(ranked.best, ranked.value, ranked.held, s_code, s_true, varying, tr, pair_code, pair_true,
+                      inline, self._truth_arrays() if inline else _NO_TRUTH, self._v_t, np.array(self.budgets, np.int64),
+                      _EPS, self._v_needed, self._v_cell, np.array(self.costs.vector()), _SLOTS, sums)
+        sums = sums.reshape(n_parts, n_subj, n_b, len(FIELDS))
         if collect is not None or per_rank is not None:
             pe, rank, pb, eff = ranked.pairs()  # (scored point, rank, state, effective confidence)
             vary = varying[pb]  # the varying pairs come in this order too
@@ -447,26 +455,6 @@ class ContextEvaluator:
                 vp = self._v_index[pe[m]]
                 gain = (needed[m].astype(np.float64) - self._code_cost[code[m]]) / np.maximum(1.0, N[pe[m]])
                 np.add.at(per_rank, (self._pt_part[vp], self._pt_subject[vp], rank[m]), gain)
-
-        sums = np.zeros((n_parts, n_subj, n_b, len(FIELDS)))
-        cell = self._pt_part[self._v_index] * n_subj + self._pt_subject[self._v_index]
-        npts_cells = n_parts * n_subj
-        for bi in range(n_b):
-            h, c = H[bi], C[bi]
-            cs, ce, cf, cu = self.costs.vector()
-            kinds = K[bi]
-            s = cs * kinds[0] + ce * kinds[1] + cf * kinds[2] + cu * kinds[3]
-            with np.errstate(invalid="ignore", divide="ignore"):
-                util = (h - s) / np.maximum(1.0, N)
-                rec = np.where(N > 0, h / np.maximum(N, 1.0), 0.0)
-                prec = np.where(c > 0, h / np.maximum(c, 1.0), 0.0)
-            vals: dict[str, np.ndarray] = {
-                "points": np.ones(n_v), "needed": N, "hits": h, "context": c, "charged": s,
-                **{kind: kinds[i] for i, kind in enumerate(CHARGE_KINDS)}, "utility": util, "recall": rec,
-                "precision": prec, "precise": (c > 0).astype(np.float64), "log_loss": LL[bi], "scored": c,
-            }
-            for name, v in vals.items():
-                sums[:, :, bi, FIELD_INDEX[name]] = np.bincount(cell, weights=v, minlength=npts_cells).reshape(n_parts, n_subj)
         curve_arr = np.cumsum(per_rank, axis=2) if per_rank is not None else None
         return ContextScores(self.budgets, self.parts, self.subjects, sums, curve_arr)
 
@@ -640,33 +628,73 @@ def _varying_pairs(best, held, varying):  # pragma: no cover - compiled
     return point, state
 
 
+#: the fields :func:`_context_sums` writes, in its order (their places in FIELDS: ``_SLOTS``)
+_SUM_FIELDS = ("points", "needed", "hits", "context", "charged", *CHARGE_KINDS, "utility", "recall", "precision",
+               "precise", "log_loss", "scored")
+_SLOTS = np.array([FIELD_INDEX[f] for f in _SUM_FIELDS], np.int64)
+_NO_TRUTH = (np.zeros(1, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64),
+             np.zeros(1, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64),
+             np.zeros(0, np.bool_))  # the truth arrays' types, for a log scored without truth
+
+
 @njit
-def _point_sums(best, value, held, code, true_now, varying, pair_code, pair_true, budgets, eps
-                ):  # pragma: no cover - compiled
-    """Per budget and scored point: the context's facts counted by code (0 nothing, 1 hit, 2 + charge
-    kind), and its log loss ``-(y log p + (1 - y) log(1 - p))`` with ``p`` the effective confidence
-    clipped to ``[eps, 1 - eps]`` and ``y`` true and relevant now — summed by point in rank order.
-    A selected pair's code and label are its state's (``code``, ``true_now``) unless the state is
-    ``varying``: then the next of ``pair_code``/``pair_true`` (the varying pairs, in this order)."""
+def _context_sums(best, value, held, code, true_now, varying, tr, pair_code, pair_true, inline, truth, t, budgets,
+                  eps, needed, cell, costs, slots, sums):  # pragma: no cover - compiled
+    """The per-point metrics of :meth:`ContextEvaluator.score`, summed into ``sums[cell, budget, field]``
+    (``cell`` = part × subjects + subject of each scored point; points in order, so each cell's sums
+    add its points in order). Per budget ``k`` and point (``N = needed[p]``): the first ``k`` selected
+    facts counted by code (0 nothing, 1 hit, 2 + charge kind), ``H`` the hits, ``C`` the facts, the
+    charge ``S = Σ costs[kind] · count(kind)``, ``utility = (H − S) / max(1, N)``, ``recall = H / N``
+    (0 when ``N = 0``), ``precision = H / C`` and ``precise = 1`` when ``C > 0``, and the log loss
+    ``-(y log p + (1 - y) log(1 - p))`` with ``p`` the effective confidence clipped to
+    ``[eps, 1 - eps]`` and ``y`` true and relevant now, summed in rank order. A selected fact's code
+    and label are its state's (``code``, ``true_now``) unless the state is ``varying``: then, with
+    ``inline``, :func:`_truth_flag` of its triple at the point's time (``truth``: the truth arrays),
+    else the next of ``pair_code``/``pair_true`` (the varying pairs, in the selection's order)."""
     n_b, n_points = len(budgets), len(held)
-    counts = np.zeros((n_b, n_points, 6))
-    loss = np.zeros((n_b, n_points))
+    counts = np.zeros((n_b, 6))
+    loss = np.zeros(n_b)
     i = 0
     for p in range(n_points):
+        counts[:] = 0.0
+        loss[:] = 0.0
+        tp = t[p]
         for r in range(held[p]):
             s = best[p, r]
-            if varying[s]:
+            if not varying[s]:
+                c, y = code[s], true_now[s]
+            elif inline:
+                _, c, y = _truth_flag(tr[s], tp, *truth)
+            else:
                 c, y = pair_code[i], pair_true[i]
                 i += 1
-            else:
-                c, y = code[s], true_now[s]
             q = min(max(value[p, r], eps), 1.0 - eps)
             ll = -np.log(q) if y else -np.log1p(-q)
             for b in range(n_b):
                 if r < budgets[b]:
-                    counts[b, p, c] += 1.0
-                    loss[b, p] += ll
-    return counts, loss
+                    counts[b, c] += 1.0
+                    loss[b] += ll
+        n = needed[p]
+        row = cell[p]
+        for b in range(n_b):
+            h = counts[b, 1]
+            ctx = counts[b].sum()
+            charged = costs[0] * counts[b, 2] + costs[1] * counts[b, 3] + costs[2] * counts[b, 4] + \
+                costs[3] * counts[b, 5]
+            out = sums[row, b]
+            out[slots[0]] += 1.0
+            out[slots[1]] += n
+            out[slots[2]] += h
+            out[slots[3]] += ctx
+            out[slots[4]] += charged
+            for j in range(4):
+                out[slots[5 + j]] += counts[b, 2 + j]
+            out[slots[9]] += (h - charged) / max(1.0, n)
+            out[slots[10]] += h / max(n, 1.0) if n > 0 else 0.0
+            out[slots[11]] += h / max(ctx, 1.0) if ctx > 0 else 0.0
+            out[slots[12]] += 1.0 if ctx > 0 else 0.0
+            out[slots[13]] += loss[b]
+            out[slots[14]] += ctx
 
 
 def _canonical_order(subject: np.ndarray, local: np.ndarray, start: np.ndarray

@@ -131,17 +131,29 @@ def _select_states(lo, cnt, confidence, rate, start, keys, t, threshold, day, be
     nxt = 0  # the next state to arrive: states come sorted by their first point
     for p in range(n_points):
         tp = t[p]
-        # the held states: values at tp, the gone dropped (order kept)
+        # the held states: values at tp, the gone dropped (order kept); once k of them are at or
+        # above the threshold, a state whose last value (with a rate >= 0, a bound on its value
+        # now) is below the least of those k cannot be among the point's k best: it keeps its
+        # last value, not recomputed (a relative margin of 1e-12 covers an exponential rounded
+        # the other way)
         m = 0
+        n_ok = 0
+        floor = np.inf
         for j in range(n_cur):
             s = cur[j]
             if p >= lo[s] + cnt[s]:
                 continue
-            e = confidence[s] * np.exp(-rate[s] * max(0.0, (tp - start[s]) / day))
-            if not e >= threshold:
-                if rate[s] >= 0:
-                    continue
-                e = -1.0  # below for now; a negative rate may bring it back
+            if n_ok >= k and val[j] * (1.0 + 1e-12) < floor and rate[s] >= 0:
+                e = val[j]
+            else:
+                e = confidence[s] * np.exp(-rate[s] * max(0.0, (tp - start[s]) / day))
+                if not e >= threshold:
+                    if rate[s] >= 0:
+                        continue
+                    e = -1.0  # below for now; a negative rate may bring it back
+                elif n_ok < k:
+                    n_ok += 1
+                    floor = min(floor, e)
             cur[m] = s
             val[m] = e
             m += 1
