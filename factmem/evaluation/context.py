@@ -68,14 +68,21 @@ import numpy as np
 import pandas as pd
 
 from factmem.core.codes import OPEN, EndReason
-from factmem.core.compiled import njit, search_left, search_right
 from factmem.core.context_rule import context_order, context_tie_columns, ranks_within
 from factmem.core.params import MemoryParams
 from factmem.errors import InputError
 from factmem.evaluation.arrays import cover_count, group_min, lexicographic_rank, member
-from factmem.evaluation.charges import CHARGE_KINDS, ChargeCosts
+from factmem.evaluation.charges import ChargeCosts
+from factmem.evaluation.context_kernels import (
+    NO_TRUTH,
+    SLOTS,
+    breaks_within,
+    context_sums,
+    held_states,
+    truth_flags,
+    varying_pairs,
+)
 from factmem.evaluation.context_scores import (
-    FIELD_INDEX,
     FIELDS,
     NEEDED_MODES,
     ContextScores,
@@ -109,7 +116,8 @@ class _SharedRows:
     triple: np.ndarray
     start: np.ndarray
     lo: np.ndarray
-    #: with truth, each row's flags at its first scored point (``_truth_flag``), computed when first needed
+    #: with truth, each row's flags at its first scored point
+    #: (:func:`~factmem.evaluation.context_kernels.truth_flag`), computed when first needed
     first_flags: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
 
 
@@ -387,12 +395,14 @@ class ContextEvaluator:
         are enumerated and the top ``k`` of each point selected in one compiled pass,
         :func:`factmem.evaluation.topk.context_top_k` (exact ties; no pair array is built, memory is
         points × the widest budget); truth flags are computed once per state where they cannot change
-        over the state's points, per selected pair elsewhere."""
+        over the state's points, elsewhere per selected pair (with truth, in the kernel that sums the
+        points, :func:`context_sums`, once per stretch between the triple's breakpoints)."""
         b = {c: np.asarray(beliefs[c]) for c in ("triple", "start", "end", "reason", "confidence", "rate", "fact")}
-        start, end = b["start"].astype(np.int64), b["end"].astype(np.int64)
-        reason = b["reason"].astype(np.int64)
-        conf, rate = b["confidence"].astype(np.float64), b["rate"].astype(np.float64)
-        fact = b["fact"].astype(np.int64)
+        # read only: columns already of these types are used as they are, not copied
+        start, end = np.asarray(b["start"], np.int64), np.asarray(b["end"], np.int64)
+        reason = np.asarray(b["reason"], np.int64)
+        conf, rate = np.asarray(b["confidence"], np.float64), np.asarray(b["rate"], np.float64)
+        fact = np.asarray(b["fact"], np.int64)
         thr = context_threshold(params)
 
         # a canonical order of the states (subject, start, triple, end, confidence, rate), so that sums
@@ -403,7 +413,7 @@ class ContextEvaluator:
         order = settle_ties(shared.order, shared.pos, shared.group, lambda rows: (rate[rows], conf[rows], end[rows]))
         # the scored points each state is held at: a range [lo, lo + cnt) of the valid points; the
         # states held at one or more (``has``, in the canonical order; ``sel``, their rows)
-        has, cnt = _held_states(order, shared.lo, self._v_subject_end[shared.subject], end, reason, self._v_t,
+        has, cnt = held_states(order, shared.lo, self._v_subject_end[shared.subject], end, reason, self._v_t,
                                 OPEN, int(EndReason.REINFORCED), int(EndReason.SUPERSEDED))
         sel = order[has]
         tr, st, lo = shared.triple[has], shared.start[has], shared.lo[has]
@@ -429,18 +439,20 @@ class ContextEvaluator:
         s_needed, s_code, s_true = state_flags
         inline = self.needed_mode == "truth"  # the varying pairs' flags computed in the kernel, from truth
         if not inline or collect is not None or per_rank is not None:
-            vpe, vpb = _varying_pairs(ranked.best, ranked.held, varying)
+            vpe, vpb = varying_pairs(ranked.best, ranked.held, varying)
             v_needed, v_code, v_true = self._flags(self._v_index[vpe] if states_by_point else None, tr[vpb],
                                                    self._v_t[vpe], params)
         if inline:
             pair_code, pair_true = np.zeros(0, np.int64), np.zeros(0, bool)
         else:
             pair_code, pair_true = v_code, v_true
-        sums = np.zeros((n_parts * n_subj, n_b, len(FIELDS)))
-        _context_sums(ranked.best, ranked.value, ranked.held, s_code, s_true, varying, tr, pair_code, pair_true,
-                      inline, self._truth_arrays() if inline else _NO_TRUTH, self._v_t, np.array(self.budgets, np.int64),
-                      _EPS, self._v_needed, self._v_cell, np.array(self.costs.vector()), _SLOTS, sums)
-        sums = sums.reshape(n_parts, n_subj, n_b, len(FIELDS))
+        by_cell = np.zeros((n_parts * n_subj, n_b, len(FIELDS)))
+        context_sums(ranked.best, ranked.value, ranked.held, s_code, s_true, varying, tr, pair_code, pair_true,
+                      inline, self._truth_arrays() if inline else NO_TRUTH,
+                      (self._bp_off, self._bp_t) if inline and len(self._v_index) else NO_TRUTH[:2], self._v_t,
+                      np.array(self.budgets, np.int64),
+                      _EPS, self._v_needed, self._v_cell, np.array(self.costs.vector()), SLOTS, by_cell)
+        sums = by_cell.reshape(n_parts, n_subj, n_b, len(FIELDS))
         if collect is not None or per_rank is not None:
             pe, rank, pb, eff = ranked.pairs()  # (scored point, rank, state, effective confidence)
             vary = varying[pb]  # the varying pairs come in this order too
@@ -499,9 +511,9 @@ class ContextEvaluator:
             return (np.zeros(n, bool), np.zeros(n, np.int64), np.zeros(n, bool)), np.ones(n, bool)
         if shared.first_flags is None:
             first_t = self._v_t[np.minimum(shared.lo, len(self._v_t) - 1)]  # rows past the last point: never held
-            shared.first_flags = _truth_flags(shared.triple, first_t, *self._truth_arrays())
+            shared.first_flags = truth_flags(shared.triple, first_t, *self._truth_arrays())
         flags = tuple(f[has] for f in shared.first_flags)
-        return flags, _breaks_within(tr, self._v_t[lo], self._v_t[lo + cnt - 1], self._bp_off, self._bp_t)
+        return flags, breaks_within(tr, self._v_t[lo], self._v_t[lo + cnt - 1], self._bp_off, self._bp_t)
 
     def _truth_arrays(self) -> tuple[np.ndarray, ...]:
         return (self._tt_off, self._tt_from, self._tt_end, self._tt_nfrom, self._tv_off, self._tv_from, self._tv_end,
@@ -511,9 +523,9 @@ class ContextEvaluator:
         """Per (point, context fact): whether it is needed, its code (1 needed, else 2 + its kind's
         index in :data:`~factmem.evaluation.charges.CHARGE_KINDS`: 2 stale, 3 expired, 4 false,
         5 unneeded), and whether it is true and relevant now (the log loss's label). With truth, the
-        rule is :func:`_truth_flag`'s."""
+        rule is :func:`~factmem.evaluation.context_kernels.truth_flag`'s."""
         if self.needed_mode == "truth":
-            return _truth_flags(np.asarray(tr, np.int64), np.asarray(t, np.int64), *self._truth_arrays())
+            return truth_flags(np.asarray(tr, np.int64), np.asarray(t, np.int64), *self._truth_arrays())
         assert pe is not None  # next-session flags depend on the point, not only on its time
         if self._proxy is not None:
             return self._proxy.flags(pe, tr, t, params, np.asarray(self._predicates, dtype=object))
@@ -576,127 +588,6 @@ class ContextEvaluator:
 # -- helpers --------------------------------------------------------------------------------------------
 
 
-@njit
-def _held_states(order, lo, end_point, end, reason, t, open_end, reinforced, superseded):  # pragma: no cover - compiled
-    """The states (positions in the canonical ``order`` of the rows) held at one or more scored points,
-    and how many: state ``i`` (row ``order[i]``) is held from its first point ``lo[i]`` up to its
-    subject's last (``end_point[i]`` is one past it, times ``t`` ascending) while the point comes
-    before its visible end — its ``end``, or just after it when an event ended it (reinforced or
-    superseded: the event is seen only after its instant); open states to the end.
-
-    Two passes: the rows' visible ends gathered first (``order`` is far from the rows' order: the
-    gathers miss the cache, and with nothing waiting on them many misses are in flight at once),
-    then the searches over that sequential array (run together, each search stalled on its miss:
-    1.6x the time)."""
-    n = len(order)
-    has = np.empty(n, np.int64)
-    cnt = np.empty(n, np.int64)
-    visible = np.empty(n, np.int64)
-    for i in range(n):
-        row = order[i]
-        e, why = end[row], reason[row]
-        visible[i] = open_end if e == open_end else (e + 1 if why == reinforced or why == superseded else e)
-    m = 0
-    for i in range(n):
-        first = lo[i]
-        a = search_left(t, first, end_point[i], visible[i])  # the first point at or after the visible end
-        if a > first:
-            has[m] = i
-            cnt[m] = a - first
-            m += 1
-    return has[:m].copy(), cnt[:m].copy()
-
-
-@njit
-def _varying_pairs(best, held, varying):  # pragma: no cover - compiled
-    """(point, state) of the selected pairs whose state's flags may change over its points, in the
-    selection's order (point, then rank)."""
-    n = 0
-    for p in range(len(held)):
-        for r in range(held[p]):
-            n += varying[best[p, r]]
-    point = np.empty(n, np.int64)
-    state = np.empty(n, np.int64)
-    i = 0
-    for p in range(len(held)):
-        for r in range(held[p]):
-            s = best[p, r]
-            if varying[s]:
-                point[i] = p
-                state[i] = s
-                i += 1
-    return point, state
-
-
-#: the fields :func:`_context_sums` writes, in its order (their places in FIELDS: ``_SLOTS``)
-_SUM_FIELDS = ("points", "needed", "hits", "context", "charged", *CHARGE_KINDS, "utility", "recall", "precision",
-               "precise", "log_loss", "scored")
-_SLOTS = np.array([FIELD_INDEX[f] for f in _SUM_FIELDS], np.int64)
-_NO_TRUTH = (np.zeros(1, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64),
-             np.zeros(1, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64),
-             np.zeros(0, np.bool_))  # the truth arrays' types, for a log scored without truth
-
-
-@njit
-def _context_sums(best, value, held, code, true_now, varying, tr, pair_code, pair_true, inline, truth, t, budgets,
-                  eps, needed, cell, costs, slots, sums):  # pragma: no cover - compiled
-    """The per-point metrics of :meth:`ContextEvaluator.score`, summed into ``sums[cell, budget, field]``
-    (``cell`` = part × subjects + subject of each scored point; points in order, so each cell's sums
-    add its points in order). Per budget ``k`` and point (``N = needed[p]``): the first ``k`` selected
-    facts counted by code (0 nothing, 1 hit, 2 + charge kind), ``H`` the hits, ``C`` the facts, the
-    charge ``S = Σ costs[kind] · count(kind)``, ``utility = (H − S) / max(1, N)``, ``recall = H / N``
-    (0 when ``N = 0``), ``precision = H / C`` and ``precise = 1`` when ``C > 0``, and the log loss
-    ``-(y log p + (1 - y) log(1 - p))`` with ``p`` the effective confidence clipped to
-    ``[eps, 1 - eps]`` and ``y`` true and relevant now, summed in rank order. A selected fact's code
-    and label are its state's (``code``, ``true_now``) unless the state is ``varying``: then, with
-    ``inline``, :func:`_truth_flag` of its triple at the point's time (``truth``: the truth arrays),
-    else the next of ``pair_code``/``pair_true`` (the varying pairs, in the selection's order)."""
-    n_b, n_points = len(budgets), len(held)
-    counts = np.zeros((n_b, 6))
-    loss = np.zeros(n_b)
-    i = 0
-    for p in range(n_points):
-        counts[:] = 0.0
-        loss[:] = 0.0
-        tp = t[p]
-        for r in range(held[p]):
-            s = best[p, r]
-            if not varying[s]:
-                c, y = code[s], true_now[s]
-            elif inline:
-                _, c, y = _truth_flag(tr[s], tp, *truth)
-            else:
-                c, y = pair_code[i], pair_true[i]
-                i += 1
-            q = min(max(value[p, r], eps), 1.0 - eps)
-            ll = -np.log(q) if y else -np.log1p(-q)
-            for b in range(n_b):
-                if r < budgets[b]:
-                    counts[b, c] += 1.0
-                    loss[b] += ll
-        n = needed[p]
-        row = cell[p]
-        for b in range(n_b):
-            h = counts[b, 1]
-            ctx = counts[b].sum()
-            charged = costs[0] * counts[b, 2] + costs[1] * counts[b, 3] + costs[2] * counts[b, 4] + \
-                costs[3] * counts[b, 5]
-            out = sums[row, b]
-            out[slots[0]] += 1.0
-            out[slots[1]] += n
-            out[slots[2]] += h
-            out[slots[3]] += ctx
-            out[slots[4]] += charged
-            for j in range(4):
-                out[slots[5 + j]] += counts[b, 2 + j]
-            out[slots[9]] += (h - charged) / max(1.0, n)
-            out[slots[10]] += h / max(n, 1.0) if n > 0 else 0.0
-            out[slots[11]] += h / max(ctx, 1.0) if ctx > 0 else 0.0
-            out[slots[12]] += 1.0 if ctx > 0 else 0.0
-            out[slots[13]] += loss[b]
-            out[slots[14]] += ctx
-
-
 def _canonical_order(subject: np.ndarray, local: np.ndarray, start: np.ndarray
                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """An order of belief states that depends only on their contents — by subject, start, ``local``
@@ -721,67 +612,6 @@ def _canonical_order(subject: np.ndarray, local: np.ndarray, start: np.ndarray
     rank[order] = np.cumsum(new) - 1
     return packed_order(rank)
 
-
-
-@njit
-def _last_from(off, frm, tr, t):  # pragma: no cover - compiled
-    """Index of the last of triple ``tr``'s intervals (``off[tr] … off[tr + 1]`` of the sorted starts
-    ``frm``) that starts at or before ``t``; -1 when none does (or the triple has none)."""
-    if tr >= len(off) - 1:
-        return -1
-    first = off[tr]
-    a = search_right(frm, first, off[tr + 1], t)
-    return a - 1 if a > first else -1
-
-
-@njit
-def _truth_flag(tr, t, tt_off, tt_from, tt_end, tt_nfrom, tv_off, tv_from, tv_end, first_true, passing
-                ):  # pragma: no cover - compiled
-    """(needed, code, true and relevant now) of triple ``tr`` at ``t``, from truth: true and relevant
-    when one of its true-and-relevant intervals ``[from, end)`` covers ``t``, needed when also past
-    that interval's needed-from; otherwise its code is 5 (unneeded) when true and relevant or true and
-    said in passing, 3 (expired) when true, 2 (stale) when it was true before ``t``, 4 (false) when
-    never."""
-    i = _last_from(tt_off, tt_from, tr, t)
-    true_now = i >= 0 and t < tt_end[i]
-    needed = true_now and tt_nfrom[i] <= t
-    if needed:
-        return True, 1, True
-    j = _last_from(tv_off, tv_from, tr, t)
-    known = tr < len(first_true)
-    if j >= 0 and t < tv_end[j]:
-        return False, 5 if (true_now or (known and passing[tr])) else 3, true_now
-    return False, 2 if (known and first_true[tr] < t) else 4, true_now
-
-
-@njit
-def _truth_flags(tr, t, tt_off, tt_from, tt_end, tt_nfrom, tv_off, tv_from, tv_end, first_true, passing
-                 ):  # pragma: no cover - compiled
-    """:func:`_truth_flag` of each (``tr[i]``, ``t[i]``)."""
-    n = len(tr)
-    needed = np.empty(n, np.bool_)
-    code = np.empty(n, np.int64)
-    true_now = np.empty(n, np.bool_)
-    for i in range(n):
-        needed[i], code[i], true_now[i] = _truth_flag(tr[i], t[i], tt_off, tt_from, tt_end, tt_nfrom, tv_off,
-                                                      tv_from, tv_end, first_true, passing)
-    return needed, code, true_now
-
-
-@njit
-def _breaks_within(tr, t0, t1, bp_off, bp_t):  # pragma: no cover - compiled
-    """Per state: whether one of its triple's breakpoints (``bp_off[tr] … bp_off[tr + 1]`` of the
-    sorted ``bp_t``) falls after ``t0`` (its first point's time) and at or before ``t1`` (its last's)."""
-    n = len(tr)
-    varying = np.zeros(n, np.bool_)
-    for s in range(n):
-        x = tr[s]
-        if x < len(bp_off) - 1:
-            j = _last_from(bp_off, bp_t, x, t0[s]) + 1  # the first breakpoint after t0
-            if j == 0:
-                j = bp_off[x]
-            varying[s] = j < bp_off[x + 1] and bp_t[j] <= t1[s]
-    return varying
 
 
 def _session_ranks(sessions) -> tuple[np.ndarray, np.ndarray]:

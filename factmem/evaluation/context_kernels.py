@@ -1,0 +1,239 @@
+"""The compiled passes of the budgeted context metrics (:mod:`factmem.evaluation.context`), over
+states and selected (point, state) pairs:
+
+* :func:`held_states` — which belief states are held at one or more scored points, and at how many;
+* the truth flags of a triple at a time (:func:`truth_flag`, the rule of "needed from truth":
+  needed, the charge kind's code, true and relevant now), :func:`breaks_within` (whether a state's
+  flags may change over its points) and :func:`next_break` (until when flags computed at a time hold);
+* :func:`context_sums` — the per-point metrics of the selected contexts, summed per (part, subject)
+  row: counts by code, charge, utility, recall, precision and the log loss;
+* :func:`varying_pairs` — the selected pairs whose flags are computed per pair, for the proxies of
+  "needed" that depend on the point and for the contexts listed one by one.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from factmem.core.compiled import njit, search_left, search_right
+from factmem.evaluation.charges import CHARGE_KINDS
+from factmem.evaluation.context_scores import FIELD_INDEX
+
+__all__ = ["held_states", "varying_pairs", "context_sums", "truth_flag", "truth_flags", "breaks_within", "next_break",
+           "SLOTS", "NO_TRUTH"]
+
+
+@njit
+def held_states(order, lo, end_point, end, reason, t, open_end, reinforced, superseded):  # pragma: no cover - compiled
+    """The states (positions in the canonical ``order`` of the rows) held at one or more scored points,
+    and how many: state ``i`` (row ``order[i]``) is held from its first point ``lo[i]`` up to its
+    subject's last (``end_point[i]`` is one past it, times ``t`` ascending) while the point comes
+    before its visible end — its ``end``, or just after it when an event ended it (reinforced or
+    superseded: the event is seen only after its instant); open states to the end.
+
+    Two passes: the rows' visible ends gathered first (``order`` is far from the rows' order: the
+    gathers miss the cache, and with nothing waiting on them many misses are in flight at once),
+    then the searches over that sequential array (run together, each search stalled on its miss:
+    1.6x the time)."""
+    n = len(order)
+    has = np.empty(n, np.int64)
+    cnt = np.empty(n, np.int64)
+    visible = np.empty(n, np.int64)
+    for i in range(n):
+        row = order[i]
+        e, why = end[row], reason[row]
+        visible[i] = open_end if e == open_end else (e + 1 if why == reinforced or why == superseded else e)
+    m = 0
+    for i in range(n):
+        first = lo[i]
+        a = search_left(t, first, end_point[i], visible[i])  # the first point at or after the visible end
+        if a > first:
+            has[m] = i
+            cnt[m] = a - first
+            m += 1
+    return has[:m].copy(), cnt[:m].copy()
+
+
+@njit
+def varying_pairs(best, held, varying):  # pragma: no cover - compiled
+    """(point, state) of the selected pairs whose state's flags may change over its points, in the
+    selection's order (point, then rank)."""
+    n = 0
+    for p in range(len(held)):
+        for r in range(held[p]):
+            n += varying[best[p, r]]
+    point = np.empty(n, np.int64)
+    state = np.empty(n, np.int64)
+    i = 0
+    for p in range(len(held)):
+        for r in range(held[p]):
+            s = best[p, r]
+            if varying[s]:
+                point[i] = p
+                state[i] = s
+                i += 1
+    return point, state
+
+
+#: the fields :func:`context_sums` writes, in its order (their places in FIELDS: ``SLOTS``)
+SUM_FIELDS = ("points", "needed", "hits", "context", "charged", *CHARGE_KINDS, "utility", "recall", "precision",
+               "precise", "log_loss", "scored")
+SLOTS = np.array([FIELD_INDEX[f] for f in SUM_FIELDS], np.int64)
+NO_TRUTH = (np.zeros(1, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64),
+             np.zeros(1, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64),
+             np.zeros(0, np.bool_))  # the truth arrays' types, for a log scored without truth
+
+
+@njit
+def context_sums(best, value, held, code, true_now, varying, tr, pair_code, pair_true, inline, truth, breaks, t,
+                  budgets, eps, needed, cell, costs, slots, sums):  # pragma: no cover - compiled
+    """The per-point metrics of :meth:`ContextEvaluator.score`, summed into ``sums[cell, budget, field]``
+    (``cell`` = part × subjects + subject of each scored point; points in order, so each cell's sums
+    add its points in order). Per budget ``k`` and point (``N = needed[p]``): the first ``k`` selected
+    facts counted by code (0 nothing, 1 hit, 2 + charge kind), ``H`` the hits, ``C`` the facts, the
+    charge ``S = Σ costs[kind] · count(kind)``, ``utility = (H − S) / max(1, N)``, ``recall = H / N``
+    (0 when ``N = 0``), ``precision = H / C`` and ``precise = 1`` when ``C > 0``, and the log loss
+    ``-(y log p + (1 - y) log(1 - p))`` with ``p`` the effective confidence clipped to
+    ``[eps, 1 - eps]`` and ``y`` true and relevant now, summed in rank order — a fact's loss is
+    ``-log f`` (``f = p`` or ``1 - p``), and where ``f <= 0.989`` (a loss of at least 0.011) the ``f`` are
+    multiplied and the product's log taken once per budget: a log is most of the cost of a fact, and
+    the product's rounding (one ulp a factor) is then at most 1e-14 of the loss it carries, so the
+    sums match a sum of logs to 1e-12 (relative), as the tests require. A selected fact's code
+    and label are its state's (``code``, ``true_now``) unless the state is ``varying``: then, with
+    ``inline``, :func:`truth_flag` of its triple at the point's time (``truth``: the truth arrays),
+    kept until the triple's next breakpoint (``breaks``: ``_bp_off``, ``_bp_t``) — a state's points come
+    in time order — else the next of ``pair_code``/``pair_true`` (the varying pairs, in the
+    selection's order)."""
+    n_b, n_points = len(budgets), len(held)
+    n_states = len(varying) if inline else 0
+    until = np.full(n_states, np.iinfo(np.int64).min)  # the flags below hold at times before this
+    known_code = np.empty(n_states, np.int64)
+    known_true = np.empty(n_states, np.bool_)
+    counts = np.zeros((n_b, 6))
+    loss = np.zeros(n_b)
+    i = 0
+    for p in range(n_points):
+        counts[:] = 0.0
+        acc, prod = 0.0, 1.0  # the log loss of the facts so far: acc - log(prod)
+        tp = t[p]
+        for r in range(held[p]):
+            s = best[p, r]
+            if not varying[s]:
+                c, y = code[s], true_now[s]
+            elif inline:
+                if not tp < until[s]:  # flags are constant up to the triple's next breakpoint
+                    _, known_code[s], known_true[s] = truth_flag(tr[s], tp, *truth)
+                    until[s] = next_break(breaks[0], breaks[1], tr[s], tp)
+                c, y = known_code[s], known_true[s]
+            else:
+                c, y = pair_code[i], pair_true[i]
+                i += 1
+            q = min(max(value[p, r], eps), 1.0 - eps)
+            f = q if y else 1.0 - q  # the fact's loss is -log f
+            if f <= 0.989:  # a loss of at least 0.011: into the product, its log taken once
+                prod *= f
+                if prod < 1e-280:  # factors are >= eps: the product stays a normal number
+                    acc -= np.log(prod)
+                    prod = 1.0
+            else:
+                acc += -np.log(q) if y else -np.log1p(-q)
+            for b in range(n_b):
+                if r < budgets[b]:
+                    counts[b, c] += 1.0
+                if r + 1 == budgets[b]:
+                    loss[b] = acc - np.log(prod)
+        for b in range(n_b):
+            if budgets[b] > held[p]:
+                loss[b] = acc - np.log(prod)
+        n = needed[p]
+        row = cell[p]
+        for b in range(n_b):
+            h = counts[b, 1]
+            ctx = counts[b].sum()
+            charged = costs[0] * counts[b, 2] + costs[1] * counts[b, 3] + costs[2] * counts[b, 4] + \
+                costs[3] * counts[b, 5]
+            out = sums[row, b]
+            out[slots[0]] += 1.0
+            out[slots[1]] += n
+            out[slots[2]] += h
+            out[slots[3]] += ctx
+            out[slots[4]] += charged
+            for j in range(4):
+                out[slots[5 + j]] += counts[b, 2 + j]
+            out[slots[9]] += (h - charged) / max(1.0, n)
+            out[slots[10]] += h / max(n, 1.0) if n > 0 else 0.0
+            out[slots[11]] += h / max(ctx, 1.0) if ctx > 0 else 0.0
+            out[slots[12]] += 1.0 if ctx > 0 else 0.0
+            out[slots[13]] += loss[b]
+            out[slots[14]] += ctx
+
+
+@njit
+def last_from(off, frm, tr, t):  # pragma: no cover - compiled
+    """Index of the last of triple ``tr``'s intervals (``off[tr] … off[tr + 1]`` of the sorted starts
+    ``frm``) that starts at or before ``t``; -1 when none does (or the triple has none)."""
+    if tr >= len(off) - 1:
+        return -1
+    first = off[tr]
+    a = search_right(frm, first, off[tr + 1], t)
+    return a - 1 if a > first else -1
+
+
+@njit
+def next_break(bp_off, bp_t, tr, t):  # pragma: no cover - compiled
+    """The first of triple ``tr``'s breakpoints after ``t`` (:meth:`ContextEvaluator._prepare_breakpoints`;
+    the largest int64 when none): its flags at ``t`` hold at every scored time before it."""
+    if tr >= len(bp_off) - 1:
+        return np.iinfo(np.int64).max
+    j = search_right(bp_t, bp_off[tr], bp_off[tr + 1], t)
+    return bp_t[j] if j < bp_off[tr + 1] else np.iinfo(np.int64).max
+
+
+@njit
+def truth_flag(tr, t, tt_off, tt_from, tt_end, tt_nfrom, tv_off, tv_from, tv_end, first_true, passing
+                ):  # pragma: no cover - compiled
+    """(needed, code, true and relevant now) of triple ``tr`` at ``t``, from truth: true and relevant
+    when one of its true-and-relevant intervals ``[from, end)`` covers ``t``, needed when also past
+    that interval's needed-from; otherwise its code is 5 (unneeded) when true and relevant or true and
+    said in passing, 3 (expired) when true, 2 (stale) when it was true before ``t``, 4 (false) when
+    never."""
+    i = last_from(tt_off, tt_from, tr, t)
+    true_now = i >= 0 and t < tt_end[i]
+    needed = true_now and tt_nfrom[i] <= t
+    if needed:
+        return True, 1, True
+    j = last_from(tv_off, tv_from, tr, t)
+    known = tr < len(first_true)
+    if j >= 0 and t < tv_end[j]:
+        return False, 5 if (true_now or (known and passing[tr])) else 3, true_now
+    return False, 2 if (known and first_true[tr] < t) else 4, true_now
+
+
+@njit
+def truth_flags(tr, t, tt_off, tt_from, tt_end, tt_nfrom, tv_off, tv_from, tv_end, first_true, passing
+                 ):  # pragma: no cover - compiled
+    """:func:`truth_flag` of each (``tr[i]``, ``t[i]``)."""
+    n = len(tr)
+    needed = np.empty(n, np.bool_)
+    code = np.empty(n, np.int64)
+    true_now = np.empty(n, np.bool_)
+    for i in range(n):
+        needed[i], code[i], true_now[i] = truth_flag(tr[i], t[i], tt_off, tt_from, tt_end, tt_nfrom, tv_off,
+                                                      tv_from, tv_end, first_true, passing)
+    return needed, code, true_now
+
+
+@njit
+def breaks_within(tr, t0, t1, bp_off, bp_t):  # pragma: no cover - compiled
+    """Per state: whether one of its triple's breakpoints (``bp_off[tr] … bp_off[tr + 1]`` of the
+    sorted ``bp_t``) falls after ``t0`` (its first point's time) and at or before ``t1`` (its last's)."""
+    n = len(tr)
+    varying = np.zeros(n, np.bool_)
+    for s in range(n):
+        x = tr[s]
+        if x < len(bp_off) - 1:
+            j = last_from(bp_off, bp_t, x, t0[s]) + 1  # the first breakpoint after t0
+            if j == 0:
+                j = bp_off[x]
+            varying[s] = j < bp_off[x + 1] and bp_t[j] <= t1[s]
+    return varying
