@@ -168,6 +168,8 @@ def _select_states(lo, cnt, confidence, rate, start, keys, t, threshold, day, be
             m += 1
         n_cur = m
         for j in range(1, n_cur):  # repair the order: insertion sort of a nearly sorted run
+            if val[j] < val[j - 1]:
+                continue  # in order already (a lower value ranks after): the common case, no call
             _insert(cur, val, j, cur[j], val[j], keys)
         # the arrivals, sorted among themselves
         n_new = 0
