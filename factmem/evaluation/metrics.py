@@ -47,10 +47,11 @@ import numpy as np
 import pandas as pd
 
 from factmem.core.codes import KINDS, OPEN, SECONDS_PER_DAY, EndReason
-from factmem.core.compiled import njit, search_right
+from factmem.core.compiled import njit
 from factmem.core.timeutil import grid_index
 from factmem.errors import InputError
 from factmem.evaluation.arrays import cover_count
+from factmem.evaluation.metrics_kernels import believed_until, by_label_and_kind, calibration_pass, coverage
 
 __all__ = ["EPS", "AGE_EDGES_DAYS", "BELIEF_COLUMNS", "CALIBRATION_METRICS", "packed_order", "settle_ties", "true_intervals", "weighted_auc",
            "Evaluation", "Evaluator"]
@@ -318,7 +319,7 @@ class Evaluator:
 
         # per checkpoint: believed, and of it true, needed, stale — pairs (state, truth row) of the same
         # triple: pb, pt (one compiled pass over states and pairs)
-        believed, true_believed, hit_needed, stale = _coverage(
+        believed, true_believed, hit_needed, stale = coverage(
             n, *(np.asarray(a, np.int64) for a in (k0, kb, me, pb, pt, self.t_k0, self.t_k1, self.t_needed_k0)))
         lost_all = self._lost(triple, kind, start, end, reason)
         lost_at = lost_all["archived_at"].to_numpy(np.int64)
@@ -391,7 +392,7 @@ class Evaluator:
     def _believed_until(self, conf, rate, start, k0, k1, thr) -> np.ndarray:
         """Index one past the last checkpoint in [k0, k1) where the state is believed (effective
         confidence at least ``thr``; rates are >= 0, so the checkpoints it is believed at are a prefix)."""
-        return _believed_until(self.cp.astype(np.int64), conf, rate, start, k0.astype(np.int64), k1.astype(np.int64),
+        return believed_until(self.cp.astype(np.int64), conf, rate, start, k0.astype(np.int64), k1.astype(np.int64),
                                float(thr), float(SECONDS_PER_DAY))
 
     def _lost(self, triple, kind, start, end, reason) -> pd.DataFrame:
@@ -454,8 +455,8 @@ class Evaluator:
             raise InputError(f"belief states: kind codes must lie in 0..{len(KINDS) - 1}, got {int(kind.min())}.."
                              f"{int(kind.max())}")
         # every held sample (state, calibration checkpoint) in one compiled pass: its prediction, label,
-        # loss and the sums the metrics read (see _calibration_pass)
-        sums = _calibration_pass(r0, r1, pair_start, tr0, tr1, self.cp[cal_idx], start, conf, rate,
+        # loss and the sums the metrics read (see metrics_kernels.calibration_pass)
+        sums = calibration_pass(r0, r1, pair_start, tr0, tr1, self.cp[cal_idx], start, conf, rate,
                                  kind.astype(np.int64), held_tk, first_mention, self.eps, float(SECONDS_PER_DAY),
                                  AGE_EDGES_DAYS, len(KINDS), _RELIABILITY_BINS)
         (pc, group, ck_loss, ck_n, held_n, held_true, held_n_k, held_true_k, kind_sums, bins, rel, rel_all) = sums
@@ -465,7 +466,7 @@ class Evaluator:
         # all kinds') and each (label, kind) slice sorted in place — no masks, no index sort (an argsort
         # of every prediction then a split cost 3x the ten sorts of masked copies it replaced)
         n_kinds = len(KINDS)
-        parts, bounds = _by_label_and_kind(pc, group, n_kinds)
+        parts, bounds = by_label_and_kind(pc, group, n_kinds)
         neg_all, pos_all = np.sort(parts[:bounds[n_kinds]]), np.sort(parts[bounds[n_kinds]:])
         for slot in range(2 * n_kinds):
             parts[bounds[slot]:bounds[slot + 1]].sort()
@@ -531,170 +532,6 @@ class Evaluator:
 _RELIABILITY_BINS = 10
 
 
-@njit
-def _believed_until(cp, conf, rate, start, k0, k1, thr, day):  # pragma: no cover - compiled
-    """Per state: one past the last checkpoint ``k`` in ``[k0, k1)`` with
-    ``conf × exp(−rate × max(0, (cp[k] − start) / day)) >= thr`` (at least ``k0``). The boundary is
-    guessed from ``log(conf / thr) / rate`` and then moved checkpoint by checkpoint until exact."""
-    n = len(conf)
-    out = np.empty(n, np.int64)
-    for s in range(n):
-        a, z = k0[s], k1[s]
-        c, r, st = conf[s], rate[s], start[s]
-        if z <= a:
-            out[s] = a
-            continue
-        if c < thr:
-            kb = a
-        elif r > 0 and thr > 0:
-            bound = st + min(np.log(c / thr) / r, 1e12) * day  # the boundary's time, roughly
-            kb = search_right(cp, a, z, bound)  # the first checkpoint past it, in [a, z]
-        else:
-            kb = z
-        while kb > a and not c * np.exp(-r * max(0.0, (cp[kb - 1] - st) / day)) >= thr:
-            kb -= 1
-        while kb < z and c * np.exp(-r * max(0.0, (cp[kb] - st) / day)) >= thr:
-            kb += 1
-        out[s] = kb
-    return out
-
-
-@njit
-def _coverage(n, k0, kb, me, pb, pt, t_k0, t_k1, t_needed_k0):  # pragma: no cover - compiled
-    """Per checkpoint ``0 … n − 1`` (float64 counts): states believed (``[k0, kb)``), and of them true
-    (a truth row of the triple covers the checkpoint: ``[max(k0, t_k0), min(kb, t_k1))`` over the
-    (state, truth row) pairs ``pb``, ``pt``), needed (from ``t_needed_k0``) and stale (from ``me``,
-    the triple's earliest truth end, and not true) — each :func:`cover_count` of those ranges."""
-    d = np.zeros((5, n + 1), np.int64)  # believed, true, needed, stale (all), stale (true)
-
-    def add(row, lo, hi):
-        if hi > lo:
-            if lo <= n:
-                d[row, lo] += 1
-            if hi <= n:
-                d[row, hi] -= 1
-
-    for s in range(len(k0)):
-        add(0, k0[s], kb[s])
-        add(3, max(k0[s], me[s]), kb[s])
-    for q in range(len(pb)):
-        s, t = pb[q], pt[q]
-        lo, hi = max(k0[s], t_k0[t]), min(kb[s], t_k1[t])
-        add(1, lo, hi)
-        add(2, max(k0[s], t_needed_k0[t]), hi)
-        add(4, max(lo, me[s]), hi)
-    out = np.zeros((5, n))
-    for row in range(5):
-        run = 0
-        for k in range(n):
-            run += d[row, k]
-            out[row, k] = run
-    return out[0], out[1], out[2], out[3] - out[4]
-
-
-@njit
-def _by_label_and_kind(values, group, n_kinds):  # pragma: no cover - compiled
-    """``values`` laid out by (label, kind), each block in input order — slot ``label × n_kinds + kind``
-    for ``group = 2 × kind + label`` — and the slots' bounds: slot ``i`` is ``parts[bounds[i]:bounds[i + 1]]``
-    (negatives first, then positives)."""
-    bounds = np.zeros(2 * n_kinds + 1, np.int64)
-    for i in range(len(group)):
-        g = group[i]
-        bounds[(g % 2) * n_kinds + g // 2 + 1] += 1
-    for slot in range(2 * n_kinds):
-        bounds[slot + 1] += bounds[slot]
-    fill = bounds[:-1].copy()
-    parts = np.empty(len(values))
-    for i in range(len(values)):
-        g = group[i]
-        slot = (g % 2) * n_kinds + g // 2
-        parts[fill[slot]] = values[i]
-        fill[slot] += 1
-    return parts, bounds
-
-
-@njit
-def _calibration_pass(r0, r1, pair_start, tr0, tr1, t_cal, start, conf, rate, kind, held_tk, first_mention, eps,
-                      day, age_edges, n_kinds, n_rel):  # pragma: no cover - compiled
-    """One pass over the held samples — state ``s`` at calibration checkpoints ``r0[s] … r1[s] − 1``
-    (times ``t_cal``), in that order — and the sums calibration reads from them.
-
-    Per sample: the prediction ``p = confidence × exp(−rate × max(0, age))`` clipped to ``[eps, 1 − eps]``
-    (``pc``); the label ``y``: a true-and-relevant interval of the state's triple covers the checkpoint
-    (its truth rows ``pair_start[s] …``, as calibration ranks ``[tr0, tr1)``); the loss
-    ``−(y log pc + (1 − y) log(1 − pc))``; ``group`` = 2 × kind + y (for the AUC's sorts).
-    Sums: per checkpoint the loss, the samples, those of mentioned triples and of them the true ones
-    (also by the triple's kind); per kind (held samples, loss, Brier); RMSE(bins) counts, predictions
-    and labels per (kind, age bucket); reliability per (kind, bin) and over all kinds."""
-    n_states = len(r0)
-    total = 0
-    for s in range(n_states):
-        if r1[s] > r0[s]:
-            total += r1[s] - r0[s]
-    m_cal = len(t_cal)
-    n_edges = len(age_edges)
-    pc = np.empty(total)
-    group = np.empty(total, np.int8)
-    ck_loss = np.zeros(m_cal)
-    ck_n = np.zeros(m_cal)
-    held_n = np.zeros(m_cal)
-    held_true = np.zeros(m_cal)
-    held_n_k = np.zeros((n_kinds, m_cal))
-    held_true_k = np.zeros((n_kinds, m_cal))
-    kind_sums = np.zeros((n_kinds, 3))  # held, loss, brier
-    bin_n = np.zeros(n_kinds * n_edges, np.int64)
-    bin_p = np.zeros(n_kinds * n_edges)
-    bin_y = np.zeros(n_kinds * n_edges)
-    rel = np.zeros((3, n_kinds, n_rel))  # n, p, y
-    rel_all = np.zeros((3, n_rel))
-    i = 0
-    for s in range(n_states):
-        k = kind[s]
-        tk = held_tk[s]
-        for r in range(r0[s], r1[s]):
-            t = t_cal[r]
-            age = (t - start[s]) / day
-            p = conf[s] * np.exp(-rate[s] * max(0.0, age))
-            y = 0
-            for j in range(pair_start[s], pair_start[s + 1]):
-                if tr0[j] <= r < tr1[j]:
-                    y = 1
-                    break
-            q = min(max(p, eps), 1.0 - eps)
-            loss = -np.log(q) if y else -np.log1p(-q)
-            pc[i] = q
-            group[i] = 2 * k + y
-            i += 1
-            ck_loss[r] += loss
-            ck_n[r] += 1.0
-            if first_mention[s] < t:
-                held_n[r] += 1.0
-                held_true[r] += y
-                if 0 <= tk < n_kinds:
-                    held_n_k[tk, r] += 1.0
-                    held_true_k[tk, r] += y
-            kind_sums[k, 0] += 1.0
-            kind_sums[k, 1] += loss
-            kind_sums[k, 2] += (q - y) ** 2
-            # RMSE(bins): the age bucket (edges[a] <= age < edges[a + 1]; the last one open)
-            a = 0
-            while a < n_edges - 2 and age >= age_edges[a + 1]:
-                a += 1
-            cell = k * n_edges + a
-            bin_n[cell] += 1
-            bin_p[cell] += q
-            bin_y[cell] += y
-            b = min(int(q * n_rel), n_rel - 1)
-            rel[0, k, b] += 1.0
-            rel[1, k, b] += q
-            rel[2, k, b] += y
-            rel_all[0, b] += 1.0
-            rel_all[1, b] += q
-            rel_all[2, b] += y
-    return (pc, group, ck_loss, ck_n, held_n, held_true, held_n_k, held_true_k, kind_sums,
-            (bin_n, bin_p, bin_y), rel, rel_all)
-
-
 def _no_calibration(n_checkpoints: int) -> dict:
     """What ``_calibration`` returns, when calibration is not scored."""
     summary: dict[str, Any] = {m: float("nan") for m in CALIBRATION_METRICS}
@@ -734,7 +571,7 @@ def _lookup(per_triple: np.ndarray, triple: np.ndarray, missing: int) -> np.ndar
 class _RmseBins:
     """FSRS-style RMSE(bins): predictions grouped by kind × age bucket (:data:`AGE_EDGES_DAYS`), each
     bin weighted by its size — from the bins' counts and sums of predictions and labels (kind-major,
-    as :func:`_calibration_pass` counts them): the RMSE over all kinds and the RMSE of one kind (its
+    as :func:`~factmem.evaluation.metrics_kernels.calibration_pass` counts them): the RMSE over all kinds and the RMSE of one kind (its
     bins only)."""
 
     def __init__(self, n: np.ndarray, p: np.ndarray, y: np.ndarray):
@@ -752,7 +589,7 @@ class _RmseBins:
 
 def _reliability(by_kind: np.ndarray, overall: np.ndarray) -> pd.DataFrame:
     """Reliability-diagram bins over held states: mean predicted vs observed frequency, over all kinds
-    and per kind, from the bins' (count, prediction sum, label sum) as :func:`_calibration_pass`
+    and per kind, from the bins' (count, prediction sum, label sum) as :func:`~factmem.evaluation.metrics_kernels.calibration_pass`
     counts them (``overall``: 3 × bins; ``by_kind``: 3 × kinds × bins)."""
     cols = ["kind", "bin", "p_mean", "y_mean", "n"]
     n_bins = overall.shape[1]
