@@ -238,14 +238,15 @@ def load_kernels(objective: Objective | None = None) -> None:
     from factmem.data.generate import generate
 
     obj = (objective or Objective()).to_dict()
-    P = prepare(generate("tiny", seed=3))
-    schedule = default_schedule(P)
-    p = MemoryParams(multi_valued_predicates=P.dataset.multi_valued_predicates)
-    beliefs = kernel_belief_arrays(P, [p], schedule.consolidations(P.start, P.end))[0]
-    cps = schedule.checkpoints(P.start, P.end)
-    P.evaluator(cps).score_parts(beliefs, p.retrieval_threshold, {"all": (0, len(cps))}, calibration=True)
-    ContextEvaluator(P, budgets=obj["budgets"], needed=obj["needed"], costs=obj["costs"],
-                     max_points_per_subject=obj["max_points_per_subject"]).score(beliefs, p)
+    prepared = prepare(generate("tiny", seed=3))
+    schedule = default_schedule(prepared)
+    params = MemoryParams(multi_valued_predicates=prepared.dataset.multi_valued_predicates)
+    beliefs = kernel_belief_arrays(prepared, [params], schedule.consolidations(prepared.start, prepared.end))[0]
+    checkpoints = schedule.checkpoints(prepared.start, prepared.end)
+    prepared.evaluator(checkpoints).score_parts(beliefs, params.retrieval_threshold, {"all": (0, len(checkpoints))},
+                                               calibration=True)
+    ContextEvaluator(prepared, budgets=obj["budgets"], needed=obj["needed"], costs=obj["costs"],
+                     max_points_per_subject=obj["max_points_per_subject"]).score(beliefs, params)
     _KERNELS_LOADED = True
 
 
