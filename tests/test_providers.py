@@ -616,7 +616,9 @@ def test_cassette_key_is_sha256_of_canonical_json():
 def test_cassette_record_then_replay_offline(api, llm_server, tmp_path):
     path = tmp_path / "cassette.jsonl"
     llm_server.reply("answer 0", "```json\n[]\n```", Reply.hang(30), Reply.http(503, "overloaded"), "answer 4")
-    rec = Cassette(make(api, llm_server.url), path, mode="record")
+    # a longer client timeout than FAST: the answers before and after the hang must not time out on a
+    # machine loaded by other work (this test once saw "answer 0" time out under a load of 5-7)
+    rec = Cassette(make(api, llm_server.url, timeout=3 * FAST), path, mode="record")
     recorded = []
     for i in range(5):
         try:
