@@ -27,7 +27,6 @@ from factmem.fitting.models import (
     exponential_rate,
     fit_seed_model,
     fit_two_state,
-    kaplan_meier,
     p_true_silent,
     percentile_interval,
     two_state_curves,
@@ -44,12 +43,13 @@ from factmem.fitting.populations import (
 
 __all__ = [
     "FitContext",
-    "curve_table",
     "empirical_silent_rows",
+    "group_sums",
     "lifetime_rows",
+    "model_silent_sums",
     "predicate_rate_rows",
     "seed_rows",
-    "survival_curves",
+    "silent_population",
     "two_state_rows",
 ]
 
@@ -257,21 +257,6 @@ def lifetime_rows(ctx: FitContext, life: Lifetimes) -> list[dict]:
     return rows
 
 
-def survival_curves(life: Lifetimes) -> pd.DataFrame:
-    """Kaplan–Meier survival (delayed entry) of the lifetimes per kind and per predicate."""
-    f = life.frame
-    parts = []
-    groups = [("kind", k, (f["kind"] == k).to_numpy()) for k in KINDS if (f["kind"] == k).any()]
-    groups += [("predicate", p, (f["predicate"] == p).to_numpy()) for p in sorted(pd.unique(f["predicate"]))]
-    for scope, name, sel in groups:
-        part = f[sel]
-        times, surv, at_risk = kaplan_meier(part["entry"].to_numpy(), part["exit"].to_numpy(), part["event"].to_numpy())
-        parts.append(pd.DataFrame({"scope": scope, "name": name, "days": np.r_[0.0, times], "survival": np.r_[1.0, surv],
-                                   "at_risk": np.r_[int((part["entry"] <= 0).sum()), at_risk]}))
-    columns = ["scope", "name", "days", "survival", "at_risk"]
-    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=columns)
-
-
 # -- identification ------------------------------------------------------------------------------------
 
 #: a fitted value within this relative distance of an optimisation bound is at the bound
@@ -422,7 +407,7 @@ def predicate_rate_rows(ctx: FitContext, outcome: np.ndarray, source: str, kind_
 # -- truth: empirical P(true | silent d) --------------------------------------------------------------
 
 
-def _silent_population(ctx: FitContext, days: float) -> tuple[np.ndarray, np.ndarray]:
+def silent_population(ctx: FitContext, days: float) -> tuple[np.ndarray, np.ndarray]:
     """Spells held and silent for more than ``days`` (their day ``days`` then lies inside the log), and
     the time of that day."""
     idx = np.flatnonzero(ctx.days > days)
@@ -436,7 +421,7 @@ def empirical_silent_rows(ctx: FitContext) -> list[dict]:
     rows = []
     n_sub = len(ctx.subject_index)
     for d in ctx.settings["silent_days"]:
-        idx, t = _silent_population(ctx, d)
+        idx, t = silent_population(ctx, d)
         y = lookup(spell_triple[idx], t).astype(np.float64)
         subj = ctx.spell_subject[idx]
         for scope, name, sel in ctx.groups(ctx.kind[idx], ctx.predicate[idx]):
@@ -500,7 +485,7 @@ def _group_matrix(ctx: FitContext, idx: np.ndarray, names: list[tuple[str, str]]
     return out
 
 
-def _group_sums(ctx: FitContext, idx: np.ndarray, names: list[tuple[str, str]], values: np.ndarray) -> np.ndarray:
+def group_sums(ctx: FitContext, idx: np.ndarray, names: list[tuple[str, str]], values: np.ndarray) -> np.ndarray:
     """Σ ``values`` over the spells ``idx`` of each group in ``names`` (a spell counts for its kind's
     group and its predicate's group)."""
     kind_col, pred_col = (c[idx] for c in ctx.columns(names))
@@ -511,7 +496,7 @@ def _group_sums(ctx: FitContext, idx: np.ndarray, names: list[tuple[str, str]], 
     return out
 
 
-def _model_silent_sums(ctx: FitContext, days: float, names: list[tuple[str, str]], resamples: bool
+def model_silent_sums(ctx: FitContext, days: float, names: list[tuple[str, str]], resamples: bool
                        ) -> tuple[np.ndarray, np.ndarray]:
     """Σ S_T and Σ S per group over the spells that can be silent for ``days`` inside the log, for
     the point fits (one row) or every bootstrap resample (subject-weighted)."""
@@ -520,8 +505,8 @@ def _model_silent_sums(ctx: FitContext, days: float, names: list[tuple[str, str]
     sessions = ctx.spells.sessions_between(ctx.subject_code[idx], ctx.start[idx], ctx.start[idx] + int(round(days * DAY)))
     if not resamples:
         s_true, s_all = ctx.model_curves(idx, np.float64(days), sessions, ctx.param_table(keys, None), spell_key)
-        return _group_sums(ctx, idx, names, np.nan_to_num(s_true[0]))[None, :], \
-            _group_sums(ctx, idx, names, np.nan_to_num(s_all[0]))[None, :]
+        return group_sums(ctx, idx, names, np.nan_to_num(s_true[0]))[None, :], \
+            group_sums(ctx, idx, names, np.nan_to_num(s_all[0]))[None, :]
     groups = _group_matrix(ctx, idx, names)
     n_boot = len(ctx.weights)
     num, den = np.zeros((n_boot, len(names))), np.zeros((n_boot, len(names)))
@@ -543,8 +528,8 @@ def _model_silent_rows(ctx: FitContext) -> list[dict]:
     if not names:
         return rows
     for d in ctx.settings["silent_days"]:
-        num, den = _model_silent_sums(ctx, d, names, resamples=False)
-        boot_num, boot_den = _model_silent_sums(ctx, d, names, resamples=True)
+        num, den = model_silent_sums(ctx, d, names, resamples=False)
+        boot_num, boot_den = model_silent_sums(ctx, d, names, resamples=True)
         observed = ctx.days > d
         for j, (scope, name) in enumerate(names):
             members = observed & ((ctx.kind == name) if scope == "kind" else (ctx.predicate == name))
@@ -556,53 +541,3 @@ def _model_silent_rows(ctx: FitContext) -> list[dict]:
             rows.append(_row(scope, name, quantity, num[0, j] / den[0, j], *percentile_interval(reps),
                              int(members.sum()), "log"))
     return rows
-
-
-# -- curves for the figures ---------------------------------------------------------------------------
-
-
-def curve_days(log_days: float, max_days: int = 180) -> np.ndarray:
-    """Days at which the curves are drawn: daily for two weeks, every 3 days to 60, then every 6."""
-    top = int(min(max_days, log_days))
-    days = np.r_[np.arange(0, 15), np.arange(15, 61, 3), np.arange(66, max_days + 1, 6)]
-    return days[days <= top].astype(np.float64)
-
-
-def curve_table(ctx: FitContext, rows: list[dict], sources: tuple[str, ...]) -> pd.DataFrame:
-    """P(true | silent d days) by day, per kind and predicate: ``empirical`` (truth), ``model``
-    (two-state, log), ``seed_model_truth`` / ``seed_model_log`` (c0·e^{−λd}); ``n`` = spells silent d days."""
-    days = curve_days(ctx.max_span_days)
-    seed: dict[tuple[str, str, str], dict[str, float]] = {}
-    for r in rows:
-        if r["quantity"] in ("seed_lambda", "initial_confidence"):
-            seed.setdefault((r["scope"], r["name"], r["source"]), {})[r["quantity"]] = r["estimate"]
-    names = [("kind", k) for k in KINDS if (ctx.kind == k).any()] + [("predicate", p) for p in sorted(pd.unique(ctx.predicate))]
-    lookup = ctx.lookup() if "truth" in sources else None
-    spell_triple = ctx.triples()[0] if lookup is not None else None
-    model_names = [key for key in names if key in ctx.two_state or (key[0] == "kind" and ("kind", key[1]) in ctx.two_state)]
-    out = []
-    for d in days:
-        idx, t = _silent_population(ctx, d)
-        count = _group_sums(ctx, idx, names, np.ones(len(idx)))
-        if lookup is not None and spell_triple is not None:
-            y = lookup(spell_triple[idx], t).astype(np.float64)
-            with np.errstate(invalid="ignore", divide="ignore"):
-                empirical = _group_sums(ctx, idx, names, y) / count
-        else:
-            empirical = np.full(len(names), np.nan)
-        model = np.full(len(names), np.nan)
-        if "log" in sources and model_names:
-            num, den = _model_silent_sums(ctx, d, model_names, resamples=False)
-            with np.errstate(invalid="ignore", divide="ignore"):
-                ratio = num[0] / den[0]
-            for j, key in enumerate(model_names):
-                model[names.index(key)] = ratio[j]
-        for j, (scope, name) in enumerate(names):
-            row = {"scope": scope, "name": name, "days": float(d), "n": int(count[j]),
-                   "empirical": float(empirical[j]) if count[j] > 0 else np.nan, "model": float(model[j])}
-            for src in ("truth", "log"):
-                par = seed.get((scope, name, src), {})
-                row[f"seed_model_{src}"] = (par["initial_confidence"] * np.exp(-par["seed_lambda"] * d)
-                                            if len(par) == 2 else np.nan)
-            out.append(row)
-    return pd.DataFrame(out)

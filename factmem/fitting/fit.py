@@ -123,14 +123,13 @@ from factmem.core.params import KINDS, MemoryParams
 from factmem.data.logs import Dataset, load
 from factmem.errors import InputError
 from factmem.evaluation.cardinality import log_registry
+from factmem.fitting.curves import curve_table, survival_curves
 from factmem.fitting.estimates import (
     FitContext,
-    curve_table,
     empirical_silent_rows,
     lifetime_rows,
     predicate_rate_rows,
     seed_rows,
-    survival_curves,
     two_state_rows,
 )
 from factmem.fitting.models import LEVEL
