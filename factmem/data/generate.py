@@ -55,6 +55,7 @@ from factmem.data.draws import (
     string_column,
 )
 from factmem.data.logs import Dataset, make_dataset, save
+from factmem.data.names import FIRST_NAMES, LAST_NAMES
 from factmem.data.presets import PRESETS, preset, resolve
 from factmem.data.scenario import Scenario
 from factmem.errors import InputError
@@ -66,19 +67,6 @@ _NA = NA  # "no end" sentinel for relative times
 # One random stream per stage (SeedSequence children by position): a new stage goes at the end, so
 # the streams of the others, and the bytes of scenarios that do not use it, stay as they were.
 _STAGES = ("personas", "sessions", "timelines", "episodes", "mentions", "noise", "layout", "text", "extraction")
-
-FIRST_NAMES = [
-    "ava", "ben", "chloe", "dev", "elena", "farid", "grace", "hiro", "ines", "jonas", "kemi", "liam", "maya",
-    "noah", "olga", "pablo", "quinn", "rosa", "sami", "tara", "umar", "vera", "wen", "xavier", "yara", "zane",
-    "amir", "bea", "carlos", "dana", "emil", "freya", "goran", "hana", "ivan", "jade", "kai", "lena", "mateo",
-    "nina", "omar", "priya", "rafael", "sofia", "theo", "uma", "viktor", "willa", "yusuf", "zoe",
-]
-LAST_NAMES = [
-    "brooks", "costa", "dubois", "eriksen", "fischer", "garcia", "haddad", "ito", "jensen", "kowalski", "lopez",
-    "moreau", "nakamura", "okafor", "petrov", "quist", "rossi", "silva", "tanaka", "ueda", "varga", "walsh",
-    "xu", "yilmaz", "zhang", "abbott", "bauer", "chen", "diaz", "evans", "ferreira", "gupta", "hughes", "ivanova",
-    "kim", "larsen", "mensah", "novak", "olsen", "park", "reyes", "schmidt", "torres", "vogel", "weber",
-]
 
 CORRECTION_NOTE = "corrects an earlier misstatement"
 
