@@ -187,33 +187,33 @@ def _resolve(log: Any) -> PreparedLog:
     return _CACHE[key]
 
 
-def _context_key(P: PreparedLog, objective: dict, parts: dict[str, tuple[int, int]], seed: int) -> tuple:
-    # id(P) is unique while the entry lives: the evaluator holds P. (Not P.sha256: hashing a 1M-mention
+def _context_key(prepared: PreparedLog, objective: dict, parts: dict[str, tuple[int, int]], seed: int) -> tuple:
+    # id(prepared) is unique while the entry lives: the evaluator holds prepared. (Not prepared.sha256: hashing a 1M-mention
     # log costs ~5 s, which every worker process paid before scoring its first set.)
-    return (id(P), json.dumps(objective, sort_keys=True), tuple(parts.items()), seed)
+    return (id(prepared), json.dumps(objective, sort_keys=True), tuple(parts.items()), seed)
 
 
-def _context_evaluator(P: PreparedLog, objective: dict, parts: dict[str, tuple[int, int]], seed: int) -> ContextEvaluator:
-    key = _context_key(P, objective, parts, seed)
+def _context_evaluator(prepared: PreparedLog, objective: dict, parts: dict[str, tuple[int, int]], seed: int) -> ContextEvaluator:
+    key = _context_key(prepared, objective, parts, seed)
     if key not in _CONTEXT:
-        _CONTEXT[key] = ContextEvaluator(P, budgets=objective["budgets"], needed=objective["needed"],
+        _CONTEXT[key] = ContextEvaluator(prepared, budgets=objective["budgets"], needed=objective["needed"],
                                          costs=objective["costs"], parts=parts,
                                          max_points_per_subject=objective["max_points_per_subject"], seed=seed)
     return _CONTEXT[key]
 
 
-def _encoded(P: PreparedLog, multi_valued: frozenset[str], keep: bool = False) -> EncodedEvents:
-    """The events of ``P`` encoded for the kernel (:func:`encode_events`) for a set of multi-valued
+def _encoded(prepared: PreparedLog, multi_valued: frozenset[str], keep: bool = False) -> EncodedEvents:
+    """The events of ``prepared`` encoded for the kernel (:func:`encode_events`) for a set of multi-valued
     predicates: the one in ``_ENCODED`` if built (``keep``: build and keep it there). A sweep builds
     those its chunks share before its workers start: the chunks replay one encoding (each encoded it
     again: ~0.7 s a chunk on `large`) and forked workers inherit it."""
-    key = (id(P), frozenset(multi_valued))
+    key = (id(prepared), frozenset(multi_valued))
     hit = _ENCODED.get(key)
-    if hit is not None and hit[0] is P:  # (the entry holds P: its id is not reused while it lives)
+    if hit is not None and hit[0] is prepared:  # (the entry holds prepared: its id is not reused while it lives)
         return hit[1]
-    enc = encode_events(P, multi_valued)
+    enc = encode_events(prepared, multi_valued)
     if keep:
-        _ENCODED[key] = (P, enc)
+        _ENCODED[key] = (prepared, enc)
     return enc
 
 
@@ -256,9 +256,9 @@ def _build_evaluators(log_ref: Any, hold_ref: Any, schedule: Schedule, objective
     """Build the checkpoint and context evaluators :func:`score_chunk` will ask for, and the events'
     encodings for the sets of multi-valued predicates given (those several chunks share), in this process (cached: on the
     prepared log, in ``_CONTEXT`` and ``_ENCODED``); returns the ``_CONTEXT`` and ``_ENCODED`` keys it added."""
-    P = _resolve(log_ref)
-    H = None if hold_ref is None else _resolve(hold_ref)
-    plan, _ = plan_parts(P, H, schedule, holdout)
+    prepared = _resolve(log_ref)
+    held_out = None if hold_ref is None else _resolve(hold_ref)
+    plan, _ = plan_parts(prepared, held_out, schedule, holdout)
     added, encoded = [], []
     obj = objective.to_dict()
     for prep, _, time_ranges in plan:
@@ -284,28 +284,28 @@ def _shared_predicate_sets(firsts: Sequence[MemoryParams]) -> list[frozenset[str
     return [mv for mv, n in seen.items() if n > 1]
 
 
-def plan_parts(P: PreparedLog, H: PreparedLog | None, schedule: Schedule, holdout: Holdout
+def plan_parts(prepared: PreparedLog, held_out: PreparedLog | None, schedule: Schedule, holdout: Holdout
                ) -> tuple[list[tuple[PreparedLog, dict[str, tuple[int, int]], dict[str, tuple[int, int]]]], int | None]:
     """Per log: (log, checkpoint index ranges by part, time ranges by part), and the split time."""
-    cps = schedule.checkpoints(P.start, P.end)
+    checkpoints = schedule.checkpoints(prepared.start, prepared.end)
     everything = (np.iinfo(np.int64).min, np.iinfo(np.int64).max)
     if holdout.mode == "log":
-        assert H is not None
-        hc = schedule.checkpoints(H.start, H.end)
-        return [(P, {"train": (0, len(cps))}, {"train": everything}),
-                (H, {"test": (0, len(hc))}, {"test": everything})], None
+        assert held_out is not None
+        held_out_checkpoints = schedule.checkpoints(held_out.start, held_out.end)
+        return [(prepared, {"train": (0, len(checkpoints))}, {"train": everything}),
+                (held_out, {"test": (0, len(held_out_checkpoints))}, {"test": everything})], None
     if holdout.mode == "time":
         split = holdout.split
-        split_at = int(split) if split > 1 else int(P.start + split * (P.end - P.start))
-        if not P.start < split_at < P.end:
-            raise InputError(f"split at {split_at} is outside the log ({P.start}..{P.end})")
-        cut = int(np.searchsorted(cps, split_at, "left"))
-        for label, (a, b) in (("train", (0, cut)), ("test", (cut, len(cps)))):
+        split_at = int(split) if split > 1 else int(prepared.start + split * (prepared.end - prepared.start))
+        if not prepared.start < split_at < prepared.end:
+            raise InputError(f"split at {split_at} is outside the log ({prepared.start}..{prepared.end})")
+        cut = int(np.searchsorted(checkpoints, split_at, "left"))
+        for label, (a, b) in (("train", (0, cut)), ("test", (cut, len(checkpoints)))):
             if b <= a:
                 raise InputError(f"the {label} part has no checkpoints; change the split or the schedule")
-        return [(P, {"train": (0, cut), "test": (cut, len(cps))},
+        return [(prepared, {"train": (0, cut), "test": (cut, len(checkpoints))},
                  {"train": (everything[0], split_at), "test": (split_at, everything[1])})], split_at
-    return [(P, {"all": (0, len(cps))}, {"all": everything})], None
+    return [(prepared, {"all": (0, len(checkpoints))}, {"all": everything})], None
 
 
 def score_chunk(log: Any, holdout_log: Any, params: list[dict], schedule: dict, objective: dict,
@@ -316,8 +316,8 @@ def score_chunk(log: Any, holdout_log: Any, params: list[dict], schedule: dict, 
 
     Returns the table rows, the per-subject context sums per part (stacked over the chunk), the
     subjects of each part, and (points scored, points before sampling) per part."""
-    P = _resolve(log)
-    H = None if holdout_log is None else _resolve(holdout_log)
+    prepared = _resolve(log)
+    held_out = None if holdout_log is None else _resolve(holdout_log)
     sched = Schedule(**schedule)
     ho = Holdout(**{k: v for k, v in holdout.items() if k != "log"}, log=holdout_log) if holdout["mode"] == "log" \
         else Holdout(**{k: v for k, v in holdout.items() if k != "log"})
@@ -326,12 +326,12 @@ def score_chunk(log: Any, holdout_log: Any, params: list[dict], schedule: dict, 
     sums: dict[str, list[np.ndarray]] = {}
     subjects: dict[str, np.ndarray] = {}
     points: dict[str, tuple[int, int]] = {}
-    plan, _ = plan_parts(P, H, sched, ho)
+    plan, _ = plan_parts(prepared, held_out, sched, ho)
     for prep, cp_ranges, time_ranges in plan:
-        cps = sched.checkpoints(prep.start, prep.end)
+        checkpoints = sched.checkpoints(prep.start, prep.end)
         beliefs = kernel_belief_arrays(prep, ps, sched.consolidations(prep.start, prep.end),
                                        _encoded(prep, frozenset(ps[0].multi_valued_predicates)))
-        ev = prep.evaluator(cps)
+        ev = prep.evaluator(checkpoints)
         ctx = _context_evaluator(prep, objective, time_ranges, ho.seed)
         for part in time_ranges:
             subjects[part] = ctx.subjects
@@ -392,12 +392,12 @@ def sweep(log: Any, space: Mapping[str, Any] | Sequence[MemoryParams], *, base: 
     holdout = holdout or Holdout()
     compute = compute or Compute()
     search = search or Search(method="grid")
-    P = log if isinstance(log, PreparedLog) else prepare(log)
-    schedule = schedule or default_schedule(P)
-    H = None
+    prepared = log if isinstance(log, PreparedLog) else prepare(log)
+    schedule = schedule or default_schedule(prepared)
+    held_out = None
     if holdout.mode == "log":
-        H = holdout.log if isinstance(holdout.log, PreparedLog) else prepare(holdout.log)
-    base = base or MemoryParams(multi_valued_predicates=P.dataset.multi_valued_predicates)
+        held_out = holdout.log if isinstance(holdout.log, PreparedLog) else prepare(holdout.log)
+    base = base or MemoryParams(multi_valued_predicates=prepared.dataset.multi_valued_predicates)
     if isinstance(space, Mapping):
         if search.method not in ("grid", "random"):
             raise InputError(f"a sweep draws a grid or random points, not {search.method!r}: the adaptive samplers "
@@ -415,7 +415,7 @@ def sweep(log: Any, space: Mapping[str, Any] | Sequence[MemoryParams], *, base: 
     n_candidates = len(points)
     if with_refs:  # replayed with the candidates (it joins a chunk), split off below
         points = points + [keep_everything(base)]
-    _, split_at = plan_parts(P, H, schedule, holdout)
+    _, split_at = plan_parts(prepared, held_out, schedule, holdout)
 
     # chunks of parameter sets sharing multi-valued predicates (the kernel's keys depend on them)
     order = sorted(range(len(points)), key=lambda i: (sorted(points[i].multi_valued_predicates), i))
@@ -426,7 +426,7 @@ def sweep(log: Any, space: Mapping[str, Any] | Sequence[MemoryParams], *, base: 
             chunks[-1].append(i)
         else:
             chunks.append([i])
-    log_ref, hold_ref = _log_ref(P), (None if H is None else _log_ref(H))
+    log_ref, hold_ref = _log_ref(prepared), (None if held_out is None else _log_ref(held_out))
     args = (schedule.to_dict(), objective.to_dict(), {**holdout.to_dict(), "log": None}, bool(calibration))
     rows: list[dict] = [{} for _ in points]
     sums: dict[str, np.ndarray] = {}
@@ -447,7 +447,7 @@ def sweep(log: Any, space: Mapping[str, Any] | Sequence[MemoryParams], *, base: 
     # the logs already prepared here serve this process's chunks and, where worker processes are
     # forked (Linux), theirs: without this each worker parsed the log again (~10 s for `large`)
     lent = []
-    for ref, prep in ((log_ref, P), (hold_ref, H)):
+    for ref, prep in ((log_ref, prepared), (hold_ref, held_out)):
         if isinstance(ref, str) and prep is not None and ref not in _CACHE:
             _CACHE[ref] = prep
             lent.append(ref)
@@ -496,9 +496,9 @@ def sweep(log: Any, space: Mapping[str, Any] | Sequence[MemoryParams], *, base: 
         sums = {part: a[:n_candidates] for part, a in sums.items()}
         ref_params = {KEEP_EVERYTHING: keep}
         ref_table = _reference_table(refs, keep, keep_row, objective, subjects)
-    table = _table(points, rows, include_baseline, P.sha256, schedule)
+    table = _table(points, rows, include_baseline, prepared.sha256, schedule)
     return SweepResult(table=table, params=points, schedule=schedule, objective=objective, holdout=holdout,
-                       dataset_sha256=P.sha256, holdout_sha256=None if H is None else H.sha256, split_at=split_at,
+                       dataset_sha256=prepared.sha256, holdout_sha256=None if held_out is None else held_out.sha256, split_at=split_at,
                        context=sums, subjects=subjects, points={k: v[0] for k, v in npoints.items()},
                        sampled_from={k: v[1] for k, v in npoints.items()}, calibration=bool(calibration),
                        references=refs, reference_table=ref_table, reference_params=ref_params)
