@@ -188,7 +188,7 @@ def _resolve(log: Any) -> PreparedLog:
 
 
 def _context_key(prepared: PreparedLog, objective: dict, parts: dict[str, tuple[int, int]], seed: int) -> tuple:
-    # id(prepared) is unique while the entry lives: the evaluator holds prepared. (Not prepared.sha256: hashing a 1M-mention
+    # the log's id is unique while the entry lives: the evaluator holds the log. (Not its sha256: hashing a 1M-mention
     # log costs ~5 s, which every worker process paid before scoring its first set.)
     return (id(prepared), json.dumps(objective, sort_keys=True), tuple(parts.items()), seed)
 
@@ -209,7 +209,7 @@ def _encoded(prepared: PreparedLog, multi_valued: frozenset[str], keep: bool = F
     again: ~0.7 s a chunk on `large`) and forked workers inherit it."""
     key = (id(prepared), frozenset(multi_valued))
     hit = _ENCODED.get(key)
-    if hit is not None and hit[0] is prepared:  # (the entry holds prepared: its id is not reused while it lives)
+    if hit is not None and hit[0] is prepared:  # (the entry holds the log: its id is not reused while it lives)
         return hit[1]
     enc = encode_events(prepared, multi_valued)
     if keep:
