@@ -6,9 +6,10 @@ the search with a smaller budget *is* the first rounds of the larger one). Only 
 (``factmem.tuning.tune._search``: no identification probes, no restarts), on tune's folds (groups of
 people who share sessions kept together). A **budget** is the number of candidates replayed:
 
-* ``tpe``, ``cmaes`` (adaptive): one study per selection set (all tuning data and each of the 3
-  folds' training people) after a start shared by all (``--startup`` draws: they look at no score),
-  so each study proposes (budget − startup) / 4 of its own. ``+corners``: the shared start opens with
+* ``tpe``, ``cmaes`` (adaptive): tune's layout — one study per fold's people (each told only the
+  scores of its own fold's people) after a start shared by all (``--startup`` draws: they look at no
+  score), so each study proposes (budget − startup) / 3 of its own; fold ``f`` chooses, by its
+  training people's score, among the shared rows and the other folds' studies' proposals. ``+corners``: the shared start opens with
   the space's corners (``factmem.tuning.search.corner_points``: one kind shown and never decaying,
   the others starting below the threshold; everything kept; the centre), scored beside the studies
   (any may choose one, none is told them), the rest random. ``+local``: half of each round's own
@@ -68,8 +69,8 @@ from factmem.tuning.space import refine_points  # noqa: E402
 from factmem.tuning.sweep import SweepResult, concat_results, sweep  # noqa: E402
 from factmem.tuning.tune import _Job, _search, base_params  # noqa: E402
 
-STUDIES = 4  # all tuning data + 3 folds
 FOLDS = 3
+STUDIES = FOLDS  # one study per fold's people (tune's layout)
 BUDGET_K = 20
 OBJECTIVE = Objective(budgets=(BUDGET_K,))
 HOLDOUT = Holdout(bootstrap=0)
@@ -115,7 +116,7 @@ def parse_method(name: str, startup: int) -> tuple[str, bool, float, int]:
 def optuna_curve(P, name: str, seed: int, budgets: list[int], startup: int, compute: Compute
                  ) -> tuple[dict[int, float], SweepResult, np.ndarray]:
     """One search at the largest budget; each smaller budget is its prefix. An adaptive sampler's
-    budget ``b`` is its shared start (``min(b, start)``) plus ``(b - start) / 4`` of each study's
+    budget ``b`` is its shared start (``min(b, start)``) plus ``(b - start) / 3`` of each study's
     own; a random search's is ``b`` shared draws."""
     method, corners, local, start = parse_method(name, startup)
     top = max(budgets)
@@ -131,8 +132,9 @@ def optuna_curve(P, name: str, seed: int, budgets: list[int], startup: int, comp
         shared = b if method == "random" else min(b, start)
         own = 0 if method == "random" else max(0, (b - start) // STUDIES)
         choice = []
-        for f in range(FOLDS):
-            trials = out.studies[f"fold-{f}"].get_trials(deepcopy=False)
+        heads, pools, owns = [], [], []
+        for g in range(FOLDS):
+            trials = out.studies[f"people-{g}"].get_trials(deepcopy=False)
             # the baseline (enqueued), the shared draws (enqueued), then the study's own proposals
             # (its sampler's and its local draws, which are enqueued too but marked ``local``)
             pooled = [t.user_attrs["row"] for t in trials[1:]
@@ -141,11 +143,17 @@ def optuna_curve(P, name: str, seed: int, budgets: list[int], startup: int, comp
                     if "fixed_params" not in t.system_attrs or t.user_attrs.get("local")]
             # the rows before the first shared draw: the baseline, the seed defaults (never chosen when
             # they differ: SweepResult.eligible) and the corners, scored beside the studies (part of the start)
-            head = pooled[0] if pooled else len(sw.params)
+            heads.append(pooled[0] if pooled else len(sw.params))
+            pools.append(pooled)
+            owns.append(mine[:own])
+        for f in range(FOLDS):
+            # fold f chooses among the shared rows and what the other folds' people's studies proposed
             elig = np.zeros(len(sw.params), bool)
-            elig[:head] = True
-            elig[pooled[:max(0, shared - (head - 2))]] = True
-            elig[mine[:own]] = True
+            elig[:heads[f]] = True
+            elig[pools[f][:max(0, shared - (heads[f] - 2))]] = True
+            for g in range(FOLDS):
+                if g != f:
+                    elig[owns[g]] = True
             choice.append(best(sw, folds != f, elig))
         curve[b] = heldout_utility(sw, choice, folds)
     return curve, sw, folds
@@ -176,7 +184,7 @@ def legacy_curves(P, random_sweep: SweepResult, folds: np.ndarray, seed: int, bu
             centres += [p for p in top3(keep, sel) if p not in centres]
         leaky = refine_points(DEFAULT_SPACE, centres, n_refine, seed + 1)
         # honest: each selection set refines around its own best, with a quarter of the refinement
-        own = [refine_points(DEFAULT_SPACE, top3(keep, sel), n_refine // STUDIES, seed + 1 + s)
+        own = [refine_points(DEFAULT_SPACE, top3(keep, sel), n_refine // len(sels), seed + 1 + s)
                for s, sel in enumerate(sels)]
         points = list(dict.fromkeys([*leaky, *[p for ps in own for p in ps]]))
         have = set(random_sweep.params)
@@ -213,7 +221,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seeds", type=int, default=5)
     ap.add_argument("--first-seed", type=int, default=0)
     ap.add_argument("--personas", type=int, default=12)
-    ap.add_argument("--startup", type=int, default=64, help="adaptive samplers: shared draws first")
+    ap.add_argument("--startup", type=int, default=48, help="adaptive samplers: shared draws first")
     ap.add_argument("--workers", type=int, default=None)
     ap.add_argument("--csv", metavar="FILE", help="also write every (log, sampler, seed, budget) row here")
     ap.add_argument("--quick", action="store_true")

@@ -1,4 +1,4 @@
-"""The search on Optuna: samplers, one study per selection set (no fold sees its held-out people),
+"""The search on Optuna: samplers, one study per fold's people (no fold's choice sees its held-out people),
 study.db readable by Optuna and equal to sweep.parquet, seeded and reproducible, Dask, importances."""
 
 from __future__ import annotations
@@ -72,7 +72,9 @@ def test_the_shared_start_opens_with_the_corners(run):
     (centre,) = corner_points(SPACE, res.baseline)
     row = res.sweep.params.index(centre)
     assert res.sweep.table.loc[row, "study"] == "" and Search().corners and not Search(corners=False).corners
-    assert all(t.user_attrs["row"] != row for s in res.studies.studies.values() for t in s.trials)
+    assert all(t.user_attrs["row"] != row for n, s in res.studies.studies.items() if n != "all" for t in s.trials)
+    # the summary study (all tuning data, proposes nothing) holds it with its all-data score
+    assert row in [t.user_attrs["row"] for t in res.studies.studies["all"].trials]
 
 
 def test_local_draws_refine_each_studys_own_best(run):
@@ -92,6 +94,9 @@ def test_local_draws_refine_each_studys_own_best(run):
     res, _ = run
     table = res.sweep.table
     for name, study in res.studies.studies.items():
+        if name == "all":  # the summary study proposes nothing
+            assert not any(t.user_attrs.get("local") for t in study.trials)
+            continue
         local = [t for t in study.trials if t.user_attrs.get("local")]
         assert len(local) == 3 and all(name in table.loc[t.user_attrs["row"], "study"].split(",") for t in local)
     assert Search().local == 0.5 and Search.from_dict({**Search().to_dict(), "local": 0.25}).local == 0.25
@@ -120,17 +125,24 @@ def test_every_study_in_study_db_matches_sweep_parquet(run):
     table = load_run(out).table("sweep")  # sweep.parquet, its columns read back under the library's names
     pd.testing.assert_frame_equal(table, res.sweep.table)
     names = [s.study_name for s in optuna.get_all_study_summaries(f"sqlite:///{out / 'study.db'}")]
-    assert names == ["all", "fold-0", "fold-1", "fold-2"]
+    assert names == ["all", "people-0", "people-1", "people-2"]
     folds = subject_folds(len(res.sweep.subjects["all"]), 3, 0)
+    searched_rows = [i for i in np.flatnonzero(~table["probe"].to_numpy() & res.sweep.eligible())
+                     if in_space(SPACE, res.sweep.params[i])]
     for name in names:
         study = optuna.load_study(study_name=name, storage=f"sqlite:///{out / 'study.db'}")
         trials = study.get_trials(states=[optuna.trial.TrialState.COMPLETE])
         assert study.user_attrs["budget"] == 5 and study.user_attrs["sampler"] == "tpe"
-        subjects = None if name == "all" else folds != int(name[-1])
+        subjects = None if name == "all" else folds == int(name[-1])  # a study is told its own fold's people
         values = res.sweep.objective_values("all", 5, subjects)
-        # the fixed points first (baseline enqueued), then the start's 2 shared random draws (its third point,
-        # the space's centre, is scored beside the studies) and 6 proposals of its own, every one a row of sweep.parquet
-        assert len(trials) == 1 + 2 + 6 and trials[0].user_attrs["row"] == 0
+        if name == "all":
+            # the summary: every searched candidate in the space (fixed, corners, shared, every study's own)
+            assert [t.user_attrs["row"] for t in trials] == searched_rows
+        else:
+            # the fixed points first (baseline enqueued), then the start's 2 shared random draws (its third point,
+            # the space's centre, is scored beside the studies) and 6 proposals of its own, every one a row of
+            # sweep.parquet
+            assert len(trials) == 1 + 2 + 6 and trials[0].user_attrs["row"] == 0
         for t in trials:
             row = table.iloc[t.user_attrs["row"]]
             assert t.user_attrs["run_id"] == row["run_id"]
@@ -139,12 +151,14 @@ def test_every_study_in_study_db_matches_sweep_parquet(run):
             assert t.value == values[t.user_attrs["row"]] == t.user_attrs["utility@5"]
             if name == "all":
                 assert t.value == row["all.utility@5"] and t.user_attrs["recall@20"] == row["all.recall@20"]
-            # a proposed row belongs to the study that proposed it (the fixed and shared rows to every study)
-            assert (row["study"] == "") == (t.number < 3) and (t.number < 3 or name in row["study"].split(","))
+                assert t.user_attrs["study"] == row["study"]
+            else:
+                # a proposed row belongs to the study that proposed it (the fixed and shared rows to every study)
+                assert (row["study"] == "") == (t.number < 3) and (t.number < 3 or name in row["study"].split(","))
     searched = ~table["probe"]  # the identification probes come after the search, chosen by no study
     assert table["study"][searched].map(lambda s: isinstance(s, str)).all() and table["study"][~searched].isna().all()
     proposed = table["study"][searched & (table["study"] != "")]
-    assert len(proposed) == 4 * 6 or proposed.str.contains(",").any()
+    assert len(proposed) == 3 * 6 or proposed.str.contains(",").any()
     assert np.array_equal(res.importances["parameter"], sorted(SPACE))
     assert list(res.importances.columns) == ["parameter", "all", "max", "identified"]  # the all-data study's
     report = (out / "report.md").read_text()
@@ -153,14 +167,22 @@ def test_every_study_in_study_db_matches_sweep_parquet(run):
     assert f"`{res.importances.sort_values('max', ascending=False)['parameter'].iloc[0]}` |" in report
 
 
-def test_no_fold_chooses_a_candidate_another_study_proposed(run):
+def test_no_fold_chooses_a_candidate_its_own_peoples_study_alone_proposed(run):
     res, _ = run
     studies = res.sweep.table["study"]
     for rec in res.recommendations.values():
         assert rec.identification is not None and not rec.identification.unidentified
         for f, row in enumerate(rec.fold_choices):
-            assert studies[row] == "" or f"fold-{f}" in studies[row].split(",")
-        assert studies[rec.index] == "" or "all" in studies[rec.index].split(",")
+            # shared, or proposed by a study told only other folds' people (perhaps also by fold f's)
+            assert studies[row] == "" or any(o != f"people-{f}" for o in studies[row].split(","))
+        assert isinstance(studies[rec.index], str)  # the recommendation: any searched candidate
+    from factmem.tuning.search import study_rows
+
+    table = pd.DataFrame({"study": ["", "people-0", "people-1", "people-0,people-2", None]})
+    assert study_rows(table, "people-0").tolist() == [True, True, False, True, False]
+    assert study_rows(table, "fold-0").tolist() == [True, False, True, True, False]
+    assert study_rows(table, "fold-1").tolist() == [True, True, False, True, False]
+    assert study_rows(table, "all").tolist() == [True, True, True, True, False]
 
 
 def test_the_search_is_seeded_and_reproducible(tiny_dir, run):
@@ -176,13 +198,14 @@ def test_the_search_is_seeded_and_reproducible(tiny_dir, run):
 
 
 @pytest.mark.parametrize("sampler", ["cmaes", "random", "grid"])
-def test_each_sampler_runs_with_studies_per_selection(tiny_dir, sampler):
+def test_each_sampler_runs_with_a_study_per_folds_people(tiny_dir, sampler):
     space = {"decay_rate.explicit": [0.001, 0.02, 0.3], "reinforce_gain": [0.2, 0.6]} if sampler == "grid" else SPACE
     res = tune(tiny_dir, search=Search(space=space, method=sampler, n=5, startup=2, seed=3), holdout=Holdout(bootstrap=0),
                compute=LOCAL, write=False, promotion=Promotion(restarts=1))
     studies = res.studies
-    assert studies is not None and list(studies.studies) == ["all", "fold-0", "fold-1", "fold-2"]
-    counts = {n: len(s.get_trials(states=[optuna.trial.TrialState.COMPLETE])) for n, s in studies.studies.items()}
+    assert studies is not None and list(studies.studies) == ["all", "people-0", "people-1", "people-2"]
+    counts = {n: len(s.get_trials(states=[optuna.trial.TrialState.COMPLETE])) for n, s in studies.studies.items()
+              if n != "all"}
     searched = res.sweep.table[~res.sweep.table["probe"]]  # the identification probes come after the search
     if sampler == "grid":  # exact: every combination, shared by every study (the baseline is not on the grid)
         assert set(counts.values()) == {6} and len(searched) == 6 + 2

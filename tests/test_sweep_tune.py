@@ -260,18 +260,21 @@ def test_tune_end_to_end(tiny_dir, tmp_path):
     pd.testing.assert_frame_equal(run.table("sweep"), res.sweep.table)
     # the recommendation is the best candidate on every subject's data; each fold's choice is the best
     # without that fold's subjects; the held-out number pools each subject under its fold's choice
-    # (among the candidates its own study proposed, and the fixed points)
+    # (the recommendation among every searched candidate; fold f among the shared and fixed points and
+    # what the studies of the other folds' people proposed)
     rec = res.recommendations[20]
     sw = res.sweep
     studies = sw.table["study"]
-    mine = {name: np.asarray([isinstance(s, str) and (s == "" or name in s.split(",")) for s in studies])
-            for name in ["all", "fold-0", "fold-1", "fold-2"]}
+    mine = {"all": np.asarray([isinstance(s, str) for s in studies])}
+    for f in range(3):
+        mine[f"fold-{f}"] = np.asarray([isinstance(s, str) and (s == "" or any(o != f"people-{f}" for o in s.split(",")))
+                                        for s in studies])
     ok = sw.eligible()
     assert rec.candidate == int(np.argmax(np.where(ok & mine["all"], sw.objective_values("all", 20), -np.inf)))
     assert sw.table["probe"].any() and not sw.eligible()[sw.table["probe"].to_numpy()].any()
     folds = subject_folds(len(sw.subjects["all"]), 3, 0)
     unidentified = rec.identification.unidentified
-    for f, choice in enumerate(rec.fold_choices):  # each fold's best among its own study's, projected
+    for f, choice in enumerate(rec.fold_choices):  # each fold's best among the others' studies', projected
         best_f = int(np.argmax(np.where(ok & mine[f"fold-{f}"], sw.objective_values("all", 20, folds != f), -np.inf)))
         assert sw.params[choice] == rec.identification.project(sw.params[best_f], res.baseline)
     assert rec.params == rec.identification.project(sw.params[rec.candidate], res.baseline)

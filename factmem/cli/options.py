@@ -63,7 +63,7 @@ def search_args(p: argparse.ArgumentParser, *, method: str = "random") -> None:
                        help=f"Optuna sampler: tpe, cmaes, gp (needs torch), random, or grid (every combination of "
                             f"the listed values) (default {default.method})")
         g.add_argument("--n", type=int, default=None,
-                       help=f"candidates each study proposes (one study for all tuning data and one per fold; "
+                       help=f"candidates each study proposes (holding out by people, one study per fold's people; "
                             f"default {default.n}; with --resume: how many more)")
         g.add_argument("--startup", type=int, default=default.startup,
                        help=f"tpe, cmaes, gp: random draws shared by every study before they adapt "

@@ -23,7 +23,9 @@ __all__ = ["choosable", "identify_choices", "add_probes", "rows_of"]
 
 
 def choosable(res: SweepResult, name: str) -> np.ndarray:
-    """The rows study ``name`` may choose (its own proposals, the shared and fixed points)."""
+    """The rows a choice made under ``name`` may choose (:func:`~factmem.tuning.search.study_rows`:
+    the tuning part every searched row, ``fold-f`` the other folds' studies' proposals, and always the
+    shared and fixed points)."""
     return study_rows(res.table, name)
 
 

@@ -33,7 +33,7 @@ from factmem.tuning.identification import identification_lines
 from factmem.tuning.references import reference_labels
 from factmem.tuning.restarts import searched_values
 from factmem.tuning.runs import manifest, write_run
-from factmem.tuning.search import IDENTIFIED_SHARE
+from factmem.tuning.search import IDENTIFIED_SHARE, SearchOutcome
 from factmem.tuning.settings import CONTEXT_OBJECTIVES
 
 if TYPE_CHECKING:
@@ -540,6 +540,23 @@ def importance_lines(result: TuneResult) -> list[str]:
     return L
 
 
+def studies_sentence(out: SearchOutcome) -> str:
+    """Which studies the search ran and what each choice is made among, in words."""
+    names = list(out.studies)
+    people = [n for n in names if n.startswith("people-")]
+    if not people:
+        return (f"one study ({', '.join(f'`{n}`' for n in names)}) of all tuning data; the recommendation is "
+                "chosen among its candidates and the fixed points (baseline, seed defaults, current, start)")
+    summary = [n for n in names if n not in people]
+    return (f"one study per fold's people ({', '.join(f'`{n}`' for n in people)}), each told only the scores of "
+            "its own fold's people; each fold chooses, by its training people's score, among the candidates "
+            "the other folds' studies proposed, the shared ones and the fixed points (baseline, seed defaults, "
+            "current, start) — never one proposed by the study told its own people's scores; the "
+            "recommendation is chosen among every candidate on all tuning data"
+            + (f" (study `{summary[0]}` holds them all with that score, for the importances and the "
+               "dashboard; it proposes nothing)" if summary else ""))
+
+
 def search_section(result: TuneResult) -> list[str]:
     """The report's account of the search: sampler, studies, budget, the search's notes."""
     out = result.studies
@@ -558,13 +575,11 @@ def search_section(result: TuneResult) -> list[str]:
     else:
         start = f"{out.proposed} candidates shared by every study"
     L = ["## The search", "",
-         f"Optuna sampler `{s.method}` (seed {s.seed}), one study per selection set "
-         f"({', '.join(f'`{n}`' for n in out.studies)}): each fold's study is told only the scores of its training "
-         f"people, and each fold chooses among its own study's candidates, the shared ones and the fixed points "
-         f"(baseline, seed defaults, current, start): {start} ({out.proposed} per study, in {out.rounds} rounds); "
-         f"{n_rows} distinct parameter sets replayed by the search (the identification probes and the restarts "
-         "come on top). The studies are in `study.db` (open them with `optuna-dashboard study.db`; every trial "
-         "carries its `sweep.parquet` row and factmem's metrics as user attributes).", ""]
+         f"Optuna sampler `{s.method}` (seed {s.seed}), {studies_sentence(out)}: {start} ({out.proposed} per study, "
+         f"in {out.rounds} rounds); {n_rows} distinct parameter sets replayed by the search (the identification "
+         "probes and the restarts come on top). The studies are in `study.db` (open them with "
+         "`optuna-dashboard study.db`; every trial carries its `sweep.parquet` row and factmem's metrics as user "
+         "attributes).", ""]
     for n in result.notes:
         L += [f"- {n}"]
     if result.notes:

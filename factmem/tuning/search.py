@@ -9,11 +9,20 @@ does not do — replaying many parameter sets in one pass over the events and ju
 :func:`round_seed` ``(seed, s, r)``, so a run's proposals depend only on the seed and the trials told
 before — which is what lets ``--resume`` continue a run exactly.
 
-**Studies** (:func:`selections`): one per selection set — the whole tuning data (``all``, or
-``train`` for a time split or another log) and, holding out by subjects, each fold's training
-subjects (``fold-0`` …): a fold's sampler is told only the scores of the people it is not judged on,
-and that fold's choice is made among the candidates its own study proposed (and the fixed points),
-so no fold's choice has seen its held-out people. What is proposed without looking at any score
+**Studies** (:func:`selections`). Holding out by subjects, one study per fold's **people**
+(``people-0`` …), each told only the scores of that fold's subjects. Fold ``f``'s choice is made among
+the candidates the *other* folds' studies proposed (and the shared and fixed points), by the score of
+its training people (:func:`study_rows` ``fold-f``): no fold's choice, nor any sampler whose proposals
+it chooses among, has seen the people it is judged on. The recommendation is chosen among every
+candidate on all tuning data; after the search a **summary study** named after the tuning part
+(``all``, :func:`summary_study`) holds every searched candidate with its all-data score — it proposes
+nothing; the importances and the dashboard's all-data view read it. Every proposal serves a fold's
+choice twice over (two folds' training people include each fold's people), where one study of all
+data and one per fold's training subjects spent a quarter of the budget on a study no fold may
+choose from — measured in ``benchmarks/bench_search.py`` at the default budget of 384: the held-out
+choice rose on ``small`` and the drift preset and stayed level on the long-absence and
+conversation-like presets. With a time or log hold-out there is one study, of all tuning data
+(``train``). What is proposed without looking at any score
 is shared — every study holds it, told its own selection's score: a ``random`` search's draws, a
 ``grid``, and an adaptive sampler's start of ``startup`` points, seeded random draws — which costs
 one study's candidates instead of one per selection. With ``Search.corners`` (the default) the start
@@ -74,7 +83,7 @@ if TYPE_CHECKING:
     from factmem.tuning.sweep import SweepResult
 
 __all__ = ["SAMPLERS", "ADAPTIVE", "IDENTIFIED_SHARE", "STUDY_FILE", "STATE_FILE", "Selection", "SearchOutcome",
-           "selections", "study_rows", "corner_points", "local_points", "distributions", "in_space", "make_sampler", "round_seed", "run_search",
+           "selections", "study_rows", "choice_rows", "summary_study", "corner_points", "local_points", "distributions", "in_space", "make_sampler", "round_seed", "run_search",
            "study_attrs"]
 
 SAMPLERS = SEARCH_MODES
@@ -104,22 +113,87 @@ class Selection:
 
 
 def selections(holdout: Holdout, folds: np.ndarray | None, part: str) -> list[Selection]:
-    """One selection per study: all tuning data, then each fold's training subjects (``folds``: the
-    fold of each subject of ``part``, as the judgement uses them — people who share sessions in one
-    fold; None: no folds, e.g. a time or log hold-out)."""
-    out = [Selection(part, part)]
+    """One selection per study. Holding out by subjects (``folds``: the fold of each subject of
+    ``part``, as the judgement uses them — people who share sessions in one fold), one per fold's
+    **people** (``people-0`` …: the subjects of that fold); without folds (a time or log hold-out)
+    one of all tuning data."""
     if holdout.mode == "subjects" and folds is not None:
-        out += [Selection(f"fold-{f}", part, folds != f) for f in range(holdout.folds)]
-    return out
+        return [Selection(f"people-{f}", part, folds == f) for f in range(holdout.folds)]
+    return [Selection(part, part)]
+
+
+def _fold_of(name: str, prefix: str) -> int | None:
+    head, _, tail = name.partition("-")
+    return int(tail) if head == prefix and tail.isdigit() else None
 
 
 def study_rows(table: pd.DataFrame, name: str) -> np.ndarray:
-    """Which rows of a sweep table the study ``name`` may choose: the rows it proposed and those every
-    study holds (column ``study`` empty: the fixed points, a shared pool). Rows added after the
-    search (identification probes, no ``study`` text) are not among them."""
+    """Which rows of a sweep table a choice may be made among, by the name it is made under:
+
+    - ``people-g`` (a study): the rows it proposed;
+    - ``fold-f`` (fold ``f``'s choice): the rows any ``people-g`` study with ``g != f`` proposed —
+      never those of the study told the scores of fold ``f``'s own people;
+    - any other name (the tuning part, ``all`` or ``train``: the recommendation): every searched row;
+
+    and in every case the rows every study holds (column ``study`` empty: the fixed points, the
+    corners, a shared pool). Rows added after the search (identification probes, no ``study`` text)
+    are never among them."""
     if "study" not in table.columns:
         return np.ones(len(table), bool)
-    return np.asarray([isinstance(c, str) and (c == "" or name in c.split(",")) for c in table["study"]], bool)
+    people, fold = _fold_of(name, "people"), _fold_of(name, "fold")
+
+    def ok(label: Any) -> bool:
+        if not isinstance(label, str):
+            return False
+        if label == "":
+            return True
+        owners = label.split(",")
+        if people is not None:
+            return name in owners
+        if fold is not None:
+            return any((g := _fold_of(o, "people")) is not None and g != fold for o in owners)
+        return True
+
+    return np.asarray([ok(c) for c in table["study"]], bool)
+
+
+def choice_rows(table: pd.DataFrame, studies: Sequence[str], folds: int) -> dict[str, np.ndarray]:
+    """:func:`study_rows` of every study and of every fold's choice (``fold-0`` … when the studies
+    are per fold's people)."""
+    names = list(studies)
+    if any(_fold_of(n, "people") is not None for n in names):
+        names += [f"fold-{f}" for f in range(folds)]
+    return {n: study_rows(table, n) for n in names}
+
+
+def summary_study(res: SweepResult, part: str, objective: Objective, space: Mapping[str, Any],
+                  attrs: Mapping[str, Any]) -> Any:
+    """A study over all tuning data that proposes nothing: every searched row of the sweep that lies
+    in the space, as a completed trial (``optuna.trial.create_trial``) with its all-data objective,
+    ``row``, ``run_id``, ``study`` (who proposed it) and factmem's metrics as user attributes. The
+    importances of the recommendation's data and the dashboard's all-data view read it."""
+    optuna = _optuna()
+    dists = distributions(space)
+    study = optuna.create_study(study_name=part, storage=optuna.storages.InMemoryStorage(),
+                                direction="minimize" if objective.lower_is_better else "maximize")
+    for k, v in attrs.items():
+        study.set_user_attr(k, v)
+    rows = np.flatnonzero(study_rows(res.table, part) & res.eligible()[: len(res.table)])
+    rows = np.asarray([i for i in rows if in_space(space, res.params[int(i)])], dtype=np.int64)
+    values = res.objective_values(part, objective.budgets[0] if objective.per_budget else None, None)
+    metrics = _selection_metrics(res, Selection(part, part), rows)
+    labels = res.table["study"] if "study" in res.table.columns else pd.Series([""] * len(res.table))
+    trials = []
+    for i in rows:
+        v = float(values[int(i)])
+        if not math.isfinite(v):
+            continue
+        user = {"row": int(i), "run_id": str(res.table["run_id"].iloc[int(i)]), "study": str(labels.iloc[int(i)]),
+                **{k: (None if not math.isfinite(m) else m) for k, m in metrics[int(i)].items()}}
+        trials.append(optuna.trial.create_trial(params=_values(space, res.params[int(i)]), distributions=dists,
+                                                value=v, user_attrs=user))
+    study.add_trials(trials)
+    return study
 
 
 def _optuna() -> Any:
@@ -233,8 +307,8 @@ def corner_points(space: Mapping[str, Any], base: MemoryParams) -> list[MemoryPa
 def local_points(study: Any, params_of_row: Sequence[MemoryParams], space: Mapping[str, Any], n: int, seed: int,
                  ) -> list[MemoryParams]:
     """``n`` draws around the study's own best: its :data:`LOCAL_CENTRES` best completed trials (by the
-    value it was told — its own selection's score, so a fold's local draws never look at its held-out
-    people; ties by trial number), each trial's parameter set read from ``params_of_row`` (its ``row``
+    value it was told — its own selection's score: a ``people-g`` study's draws look only at fold
+    ``g``'s people, whose choice never reads them; ties by trial number), each trial's parameter set read from ``params_of_row`` (its ``row``
     user attribute: the scored set, non-searched parameters included), then
     :func:`~factmem.tuning.space.refine_points` with :data:`LOCAL_SCALE`. Seeded; [] before any trial
     is complete."""
@@ -323,7 +397,8 @@ def study_attrs(search: Search, objective: Objective, sel: Selection, n_subjects
     return {"sampler": search.method, "seed": search.seed, "objective": objective.name,
             "budget": objective.budgets[0] if objective.per_budget else None, "part": sel.part,
             "subjects": int(n_subjects if sel.subjects is None else sel.subjects.sum()),
-            "selection": "all tuning data" if sel.subjects is None else f"training subjects of {sel.name}"}
+            "selection": "all tuning data" if sel.subjects is None else
+            f"the people of fold {sel.name.split('-', 1)[1]} (the other folds' choices read it)"}
 
 
 def run_search(search: Search, *, base: MemoryParams, fixed: Sequence[MemoryParams], objective: Objective,
@@ -385,9 +460,14 @@ def run_search(search: Search, *, base: MemoryParams, fixed: Sequence[MemoryPara
             else search.n
         todo = search.n if adaptive else 0
     else:
-        res, studies = previous.sweep, previous.studies
+        res, studies = previous.sweep, dict(previous.studies)
         n_subj = len(res.subjects[tuning_part])
         sels = selections(holdout, fold_array(res), tuning_part)
+        missing = [s.name for s in sels if s.name not in studies]
+        if missing:
+            raise InputError(f"the run's studies ({', '.join(studies)}) are not this search's "
+                             f"({', '.join(s.name for s in sels)}): it was written by an older factmem with another "
+                             "layout of studies; run tune afresh")
         labels = [[] if not s else s.split(",") for s in res.table["study"]]
         fixed_rows = {i for i, lab in enumerate(labels) if not lab}
         rounds, proposed, queue = previous.rounds, previous.proposed, []
@@ -475,5 +555,12 @@ def run_search(search: Search, *, base: MemoryParams, fixed: Sequence[MemoryPara
     table = res.table.drop(columns=["study"], errors="ignore")
     table.insert(table.columns.get_loc("seed_defaults") + 1, "study", column)
     res = type(res)(**{**res.__dict__, "table": table})
-    eligible = {s.name: study_rows(table, s.name) for s in sels}
+    if holdout.mode == "subjects" and sels[0].name != tuning_part:
+        # the recommendation is chosen on all tuning data: a study of every searched row, told nothing
+        # while the search ran, holds that view for the importances and the dashboard
+        summary = summary_study(res, tuning_part, objective, space,
+                                study_attrs(search, objective, Selection(tuning_part, tuning_part), n_subj)
+                                | {"proposes": "nothing: every searched row, scored on all tuning data"})
+        studies = {tuning_part: summary, **{s.name: studies[s.name] for s in sels}}
+    eligible = choice_rows(table, list(studies), holdout.folds)
     return SearchOutcome(res, studies, eligible, rounds, proposed, notes)

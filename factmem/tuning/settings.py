@@ -205,12 +205,13 @@ class Search:
     gp: the space's corners when ``corners``, scored beside the studies, then random draws; of each
     round's own proposals the share ``local`` are drawn around the study's own best so far, the rest by
     its sampler), or the random draws (random; a grid proposes all of its points); ``seed`` seeds the
-    samplers. The default (tpe, 64 + 80 per study, 4 studies) replays 384 candidates."""
+    samplers. The default (tpe, 48 + 112 per study, 3 studies: one per fold's people) replays 384
+    candidates."""
 
     space: Mapping[str, Any] | None = None
     method: SearchMode = "tpe"
-    n: int = 80
-    startup: int = 64
+    n: int = 112
+    startup: int = 48
     seed: int = 0
     #: tpe, cmaes, gp: open the shared start with the space's corners (:func:`~factmem.tuning.search.corner_points`),
     #: scored beside the studies (measured in benchmarks/bench_search.py: they lift the choice at small budgets)

@@ -19,7 +19,7 @@ import pandas as pd
 
 from factmem.core.params import MemoryParams
 from factmem.errors import InputError
-from factmem.tuning.search import IDENTIFIED_SHARE, STATE_FILE, STUDY_FILE, SearchOutcome, _optuna, study_rows
+from factmem.tuning.search import IDENTIFIED_SHARE, STATE_FILE, STUDY_FILE, SearchOutcome, _optuna, choice_rows
 from factmem.tuning.settings import Holdout, Objective
 
 if TYPE_CHECKING:
@@ -175,7 +175,7 @@ def load_search(folder: str | os.PathLike, table: pd.DataFrame, reference_table:
                       reference_params={k: MemoryParams.from_dict(v)
                                         for k, v in state.get("reference_params", {}).items()})
     studies = load_studies(folder / STUDY_FILE)
-    eligible = {name: study_rows(table, name) for name in studies}
+    eligible = choice_rows(table, list(studies), holdout.folds)
     return SearchOutcome(res, studies, eligible, int(state["rounds"]), int(state["proposed"]),
                          list(state["notes"])), groups
 

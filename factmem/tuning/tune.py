@@ -8,15 +8,17 @@ The job, on one log (default: the bundled ``small``):
    that same base: it differs from every candidate only in what was searched. The pure seed defaults
    (no registry) are reported beside it.
 2. **Search** (:class:`~factmem.tuning.settings.Search`, :mod:`factmem.tuning.search`): Optuna
-   studies — one per selection set (the whole tuning data and each fold's training subjects, folds
-   of whole groups of people, so no fold's sampler sees the people it is judged on) — propose
-   candidates over the :data:`~factmem.tuning.settings.DEFAULT_SPACE` (decay rate and initial
-   confidence per kind, gain, the tied archive/retrieval threshold) with the seeded sampler (TPE by
-   default) after a shared random start, asked in batches the kernel replays together; the
-   baseline, ``current`` and ``start`` (e.g. fitted parameters) are enqueued first.
+   studies — holding out by subjects, one per fold's people (folds of whole groups of people), each
+   told only its own fold's scores — propose candidates over the
+   :data:`~factmem.tuning.settings.DEFAULT_SPACE` (decay rate and initial confidence per kind, gain,
+   the tied archive/retrieval threshold) with the seeded sampler (TPE by default) after a shared
+   random start, asked in batches the kernel replays together; the baseline, ``current`` and
+   ``start`` (e.g. fitted parameters) are enqueued first.
 3. **Choice**, per budget ``k`` of the :class:`~factmem.tuning.settings.Objective` (utility@k by
-   default): the best candidate on the tuning data among those its study may choose (its own
-   proposals and the shared ones); each fold's choice likewise among its own study's.
+   default): the recommendation is the best candidate on all tuning data among every candidate;
+   each fold's choice is the best on its training people among the candidates the other folds'
+   studies proposed and the shared ones — never one proposed by the study told its own people's
+   scores.
 4. **Held-out judgement** (:class:`~factmem.tuning.settings.Holdout`): with ``subjects`` (default),
    k-fold over subjects — each subject is scored by the choice made on the other folds, so every
    subject's held-out number comes from a choice made without it; with ``time`` the choice made
@@ -406,7 +408,9 @@ def _previous_search(job: _Job, run: Path, search: Search) -> SearchOutcome:
     if not before.sweep.calibration:  # the report's rows get theirs again; the others hold none
         before.sweep.table.loc[:, calibration_columns(before.sweep.table)] = np.nan
     first_n = int(prior.manifest["search"]["n"])
-    batch = job.compute.chunk_size * (len(before.studies) if search.method == "random" else 1)
+    # a random search's pool is drawn for every proposing study at once (not the summary study)
+    proposing = [n for n in before.studies if n != job.tuning_part or job.holdout.mode != "subjects"]
+    batch = job.compute.chunk_size * (len(proposing) if search.method == "random" else 1)
     if first_n % batch and search.method != "grid":
         before.notes.append(
             f"Resumed after a first run of {first_n} candidates per study, not a whole number of batches of "
@@ -428,7 +432,7 @@ def _run_of(search: Search, res: SweepResult, recs: dict[int, Recommendation]) -
 def _search(job: _Job, search: Search, previous: SearchOutcome | None = None, more: int | None = None
             ) -> tuple[SweepResult, np.ndarray | None, SearchOutcome]:
     """The candidates of one search, scored: the Optuna studies of :func:`~factmem.tuning.search.run_search`
-    (one per selection set: the tuning data and each fold's training subjects), every batch replayed by
+    (one per fold's people, or one of the tuning data), every batch replayed by
     :func:`sweep` on one pool of worker processes kept for the whole search (or the given executor).
     ``previous``/``more``: continue a resumed search by ``more`` candidates per study. Returns the
     sweep (column ``study``: which studies may choose each row), the subject folds and the outcome."""
@@ -508,7 +512,7 @@ def _recommend(res: SweepResult, k: int, tuning_part: str, eval_part: str, folds
     if obj.per_budget:
         ctx = res.context[eval_part][:, :, b, :]  # candidate × subject × field
         if folds is not None:
-            # each fold chooses among the candidates its own study proposed (and the shared and fixed points)
+            # each fold chooses among the candidates the other folds' studies proposed (and the shared and fixed points)
             fold_choices = projected_folds if chosen is not None else \
                 [res.best(tuning_part, k, folds != f, rows=choosable(res, f"fold-{f}"))
                  for f in range(holdout.folds)]
