@@ -7,8 +7,8 @@ import pyarrow as pa
 from hypothesis import given
 from hypothesis import strategies as st
 
-from factmem.store.active import key_hashes, pair_hashes, state_keys
 from factmem.store.calls import state_key
+from factmem.store.keyhash import key_hashes, pair_hashes, state_keys
 
 texts = st.text(st.characters(blacklist_categories=("Cs",)), max_size=12)
 

@@ -3,8 +3,8 @@ active fact's key, object, confidence, count, last reinforcement and decay rate 
 every fact the calls since touched or created, and the evidence rows they added.
 
 Rows ``[0, n_sorted)`` are found through a sorted index beside them (``sorted_hash``, ``sorted_row``:
-the rows in order of (hash, id)), the hash of (subject, predicate) being :func:`key_hashes` (a
-polynomial over the UTF-8 bytes of the length-prefixed key :func:`~factmem.store.calls.state_key`
+the rows in order of (hash, id)), the hash of (subject, predicate) being
+:func:`~factmem.store.keyhash.key_hashes` (a polynomial over the UTF-8 bytes of the length-prefixed key :func:`~factmem.store.calls.state_key`
 modulo 2**64, then SplitMix64's finalizer — the same in every process, computed from an Arrow
 array's buffers or from a Python string alike); rows appended since stay where they are and are
 found through a small sorted (hash, row) index of their own, the last few by comparing hashes
@@ -15,10 +15,10 @@ key string, so a hash collision cannot mix two keys.
 
 **Opening makes no Python object per fact, and moves no row.** The state is built from the Arrow
 columns DuckDB returns, in the table's order: the hashes put together from the subject and
-predicate dictionaries (:func:`pair_hashes`: each distinct subject and predicate hashed once from
-its buffers), the numbers copied into numpy as they come, the text columns (key, object) kept as
-the Arrow arrays read (:class:`_Texts`: a call reads its few rows from them, spelled then); the
-index is sorted only when first needed — a batch's lookup, or the single call after
+predicate dictionaries (:func:`~factmem.store.keyhash.pair_hashes`: each distinct subject and
+predicate hashed once from its buffers), the numbers copied into numpy as they come, the text
+columns (key, object) kept as the Arrow arrays read (:class:`~factmem.store.texts.Texts`: a call
+reads its few rows from them, spelled then); the index is sorted only when first needed — a batch's lookup, or the single call after
 ``SCANS_BEFORE_INDEX`` calls that scanned the hashes instead — so a process that opens a store for
 one call never sorts. At a million active facts, warm, the query costs ~0.07 s of CPU, the hashes
 ~0.06, the sort ~0.06 (packed (hash, row) pairs sorted as numbers: numpy's argsort took 0.10);
@@ -37,15 +37,15 @@ from typing import Any
 import duckdb
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from factmem.core.codes import NO_TIME, SECONDS_PER_DAY, Status
 from factmem.core.decay import days_to_threshold
 from factmem.engine.waves import effective_at
 from factmem.errors import StoreError
-from factmem.store.batch import encode
 from factmem.store.calls import state_key
+from factmem.store.keyhash import key_hashes, pair_hashes, state_keys
 from factmem.store.schema import KIND_LABELS, REASON_LABELS, STATUS_LABELS, text_column
+from factmem.store.texts import KeyTexts, Texts
 
 __all__ = ["ActiveState", "key_hashes", "state_keys"]
 
@@ -58,239 +58,6 @@ def _expand(sorted_values: np.ndarray, wanted: np.ndarray) -> tuple[np.ndarray, 
     which = np.repeat(np.arange(len(wanted)), counts)
     start = np.repeat(lo - (np.cumsum(counts) - counts), counts)
     return which, start + np.arange(total)
-
-
-#: the key hash: a polynomial over the key's UTF-8 bytes modulo 2**64, then SplitMix64's finalizer
-_HASH_BASE = 0x100000001B3
-_MIX1, _MIX2 = 0xBF58476D1CE4E5B9, 0x94D049BB133111EB
-_MASK = (1 << 64) - 1
-_HASH_CHUNK = 1 << 14  # keys hashed at once: per-byte temporaries under a few MB (4x faster than 1M at once)
-_KEPT_POWERS = 1 << 20  # power tables up to this long are kept between calls (16 MB); longer ones are not
-
-
-def key_hashes(keys: pa.Array | pa.ChunkedArray | np.ndarray | list[str]) -> np.ndarray:
-    """int64 hashes of :func:`~factmem.store.calls.state_key` strings — an Arrow string array (vectorized
-    over its bytes, no Python string made) or a few Python strings (a ``remember`` call); both give
-    the same numbers, in every process: h = sum(byte_i * B**(len-1-i)) mod 2**64, then mixed."""
-    if not isinstance(keys, (pa.Array, pa.ChunkedArray)):
-        if len(keys) <= 4:  # a call's key: a loop over a few bytes beats a dozen numpy calls
-            return np.array([_key_hash(k) for k in keys], np.uint64).view(np.int64)
-        keys = pa.array(np.asarray(keys, object), pa.string())
-    return _mix(_polys(keys)).view(np.int64)
-
-
-def pair_hashes(subjects: pa.Array | pa.ChunkedArray, predicates: pa.Array | pa.ChunkedArray) -> np.ndarray:
-    """``key_hashes(state_keys(subjects, predicates))`` without spelling the keys: the polynomial of a
-    concatenation is ``poly(a) * B**len(b) + poly(b)``, so the key's is put together from the
-    length prefix's, the subject's and the predicate's (the NULs between them are zero bytes):
-    ``h = (poly(prefix) * B**len(s)) * B**(len(p)+2) + poly(s) * B**(len(p)+1) + poly(p)``, each factor
-    computed once per distinct subject or predicate (a store's million facts share tens of thousands
-    of subjects and a few dozen predicates), then gathered."""
-    s_codes, s_words = encode(subjects)
-    p_codes, p_words = encode(predicates)
-    h_s, h_p = _polys(s_words), _polys(p_words)
-    n_s = np.asarray(pc.binary_length(s_words), np.int64)
-    n_p = np.asarray(pc.binary_length(p_words), np.int64)
-    chars = np.asarray(pc.utf8_length(s_words), np.int64)  # the prefix: the subject's length in code points
-    prefix = np.zeros(int(chars.max()) + 1 if len(chars) else 0, np.uint64)  # poly(str(length)), per length
-    for c in np.flatnonzero(np.bincount(chars)):  # the lengths present (a few)
-        prefix[c] = _poly(str(int(c)).encode())
-    top = max(int(n_s.max()) if len(n_s) else 0, int(n_p.max()) + 2 if len(n_p) else 0)
-    powers = _powers(top + 1)
-    lead = prefix[chars] * powers[n_s]  # per subject (uint64: wraps modulo 2**64)
-    h = lead[s_codes] * powers[n_p + 2][p_codes] + h_s[s_codes] * powers[n_p + 1][p_codes] + h_p[p_codes]
-    return _mix(h).view(np.int64)
-
-
-def _poly(data: bytes) -> int:
-    h = 0
-    for byte in data:
-        h = (h * _HASH_BASE + byte) & _MASK
-    return h
-
-
-def _powers(n: int, base: int = _HASH_BASE) -> np.ndarray:
-    """base**0 .. base**(n-1) modulo 2**64."""
-    if n <= 1:
-        return np.ones(max(n, 0), np.uint64)
-    return np.concatenate([np.ones(1, np.uint64), np.cumprod(np.full(n - 1, base, np.uint64))])
-
-
-def _polys(keys: pa.Array | pa.ChunkedArray) -> np.ndarray:
-    """The polynomial part of the hashes of these strings, a chunk at a time (no copy of the strings)."""
-    out = np.empty(len(keys), np.uint64)
-    at = 0
-    for chunk in keys.chunks if isinstance(keys, pa.ChunkedArray) else [keys]:
-        for lo in range(0, len(chunk), _HASH_CHUNK):
-            part = chunk.slice(lo, _HASH_CHUNK)
-            out[at:at + len(part)] = _poly_hashes(part)
-            at += len(part)
-    return out
-
-
-def _key_hash(key: str) -> int:
-    h = _poly(key.encode("utf-8"))
-    h = ((h ^ (h >> 30)) * _MIX1) & _MASK
-    h = ((h ^ (h >> 27)) * _MIX2) & _MASK
-    return h ^ (h >> 31)
-
-
-def _mix(h: np.ndarray) -> np.ndarray:
-    h = (h ^ (h >> np.uint64(30))) * np.uint64(_MIX1)  # uint64 arithmetic wraps modulo 2**64
-    h = (h ^ (h >> np.uint64(27))) * np.uint64(_MIX2)
-    return h ^ (h >> np.uint64(31))
-
-
-def _poly_hashes(keys: pa.Array) -> np.ndarray:
-    """The polynomial part of :func:`key_hashes` of one Arrow string array, from its buffers."""
-    if keys.null_count:
-        raise StoreError("internal: a null key in the write-behind state")
-    n = len(keys)
-    if pa.types.is_large_string(keys.type):
-        off_type: Any = np.int64
-    else:
-        keys = keys.cast(pa.string())
-        off_type = np.int32
-    buffers = keys.buffers()
-    offsets = np.frombuffer(buffers[1], off_type)[keys.offset:keys.offset + n + 1].astype(np.int64)
-    lo, hi = int(offsets[0]), int(offsets[-1])
-    out = np.zeros(n, np.uint64)
-    if hi == lo:
-        return out
-    data = np.frombuffer(buffers[2], np.uint8)[lo:hi]
-    # with S the running sum of byte_j * B**-j (B is odd: invertible modulo 2**64), the string over bytes
-    # [start, end) hashes to B**(end-1) * (S[end] - S[start]): three passes over the bytes, none gathered
-    up, down = _power_tables(hi - lo + 1)
-    running = np.zeros(hi - lo + 1, np.uint64)
-    np.cumsum(data * down[:hi - lo], out=running[1:])  # (uint8 * uint64: uint64, wrapping)
-    start, end = offsets[:-1] - lo, offsets[1:] - lo
-    return up[np.maximum(end - 1, 0)] * (running[end] - running[start])  # an empty string: 0
-
-
-_TABLES: list[np.ndarray] = [np.ones(1, np.uint64), np.ones(1, np.uint64)]
-
-
-def _power_tables(n: int) -> tuple[np.ndarray, np.ndarray]:
-    """B**k and B**-k modulo 2**64 for k < n (kept, grown as needed, up to ``_KEPT_POWERS``: a chunk
-    holding a very long key gets tables of its own)."""
-    if len(_TABLES[0]) < n:
-        size = max(n, min(2 * len(_TABLES[0]), _KEPT_POWERS))
-        tables = [_powers(size, _HASH_BASE), _powers(size, pow(_HASH_BASE, -1, 1 << 64))]
-        if size > _KEPT_POWERS:
-            return tables[0], tables[1]
-        _TABLES[:] = tables
-    return _TABLES[0], _TABLES[1]
-
-
-class _Texts:
-    """A text column of the state: rows ``[0, n_base)`` in Arrow (read from the table as it is, in the
-    table's order: opening makes no Python string a row; ``order`` maps a row to its place there),
-    rows after them Python strings (``extra``, appended by calls). Indexed like a numpy column: one
-    row gives a ``str``, an array of rows an object array."""
-
-    def __init__(self, base: pa.Array | pa.ChunkedArray, capacity: int, order: np.ndarray | None = None):
-        self.base = base
-        self.order = None if order is None else np.asarray(order, np.int64)  # None: the identity
-        self.n_base = len(base)
-        self.extra = np.empty(max(capacity - self.n_base, 0), object)  # (an empty object array holds None)
-
-    def _at(self, rows: np.ndarray) -> pa.Array:
-        return pa.array(rows if self.order is None else self.order[rows])
-
-    def _base_take(self, rows: np.ndarray) -> pa.Array:
-        """The base's strings of these rows (all below n_base)."""
-        taken = self.base.take(self._at(rows)).cast(pa.string())
-        return _flat(taken) if isinstance(taken, pa.ChunkedArray) else taken
-
-    def _base_one(self, r: int) -> str:
-        return self.base[r if self.order is None else int(self.order[r])].as_py()
-
-    def __len__(self) -> int:
-        return self.n_base + len(self.extra)
-
-    def __getitem__(self, rows: Any) -> Any:
-        if isinstance(rows, (int, np.integer)):
-            r = int(rows)
-            return self.extra[r - self.n_base] if r >= self.n_base else self._base_one(r)
-        rows = np.asarray(rows, np.int64)
-        out = np.empty(len(rows), object)
-        old = rows < self.n_base
-        if old.any():
-            out[old] = self._base_take(rows[old]).to_numpy(zero_copy_only=False)
-        if not old.all():
-            out[~old] = self.extra[rows[~old] - self.n_base]
-        return out
-
-    def __setitem__(self, rows: Any, values: Any) -> None:
-        """Rows appended since the base (the base is never changed in place)."""
-        if isinstance(rows, (int, np.integer)):  # a call's new fact: no numpy call (~5 us each) for one row
-            if rows < self.n_base:
-                raise StoreError("internal: a text column of the write-behind state changed in place")
-            self.extra[int(rows) - self.n_base] = values
-            return
-        at = np.asarray(rows, np.int64) - self.n_base
-        if (np.atleast_1d(at) < 0).any():
-            raise StoreError("internal: a text column of the write-behind state changed in place")
-        self.extra[at] = values.to_numpy(zero_copy_only=False) if isinstance(values, (pa.Array, pa.ChunkedArray)) \
-            else values
-
-    def arrow(self, rows: np.ndarray) -> pa.Array:
-        """These rows as an Arrow string array: the base's taken in Arrow (no Python string made), the
-        appended ones' from their strings, then put in the rows' order."""
-        rows = np.asarray(rows, np.int64)
-        if not len(rows) or rows.max() < self.n_base:
-            return self._base_take(rows)
-        new = rows >= self.n_base
-        appended = pa.array(self.extra[rows[new] - self.n_base], pa.string())
-        if new.all():
-            return appended
-        old = ~new
-        both = pa.concat_arrays([self._base_take(rows[old]), appended])
-        place = np.empty(len(rows), np.int64)  # where each row's string is in ``both``
-        n_old = int(old.sum())
-        place[old], place[new] = np.arange(n_old), np.arange(n_old, len(rows))
-        return both.take(pa.array(place))
-
-    def equal(self, rows: np.ndarray, other: pa.Array) -> np.ndarray:
-        """Whether row ``rows[i]`` holds ``other[i]`` (a bool array)."""
-        return np.asarray(pc.equal(self.arrow(rows), other.cast(pa.string())), bool)
-
-    def grown(self, capacity: int) -> _Texts:
-        more = capacity - len(self)
-        if more > 0:
-            self.extra = np.concatenate([self.extra, np.empty(more, object)])
-        return self
-
-    def reordered(self, order: np.ndarray, n: int) -> _Texts:
-        """Rows ``order`` (of the first ``n``) as the new rows 0.., all in a new base."""
-        whole = pa.concat_arrays([self._base_take(np.arange(self.n_base)),
-                                  pa.array(self.extra[:max(n - self.n_base, 0)], pa.string())])
-        return _Texts(whole.take(pa.array(np.asarray(order, np.int64))), len(self))
-
-
-class _KeyTexts(_Texts):
-    """The key column (:func:`~factmem.store.calls.state_key`) of the rows read from the table, spelled
-    from their subject and predicate only when a row is compared (``base``: the subjects)."""
-
-    def __init__(self, subjects: pa.ChunkedArray, predicates: pa.ChunkedArray, capacity: int,
-                 order: np.ndarray | None = None):
-        super().__init__(subjects, capacity, order)
-        self.predicates = predicates
-
-    def _base_take(self, rows: np.ndarray) -> pa.Array:
-        at = self._at(rows)
-        return state_keys(self.base.take(at), self.predicates.take(at))
-
-    def _base_one(self, r: int) -> str:
-        i = int(self.order[r]) if self.order is not None else r
-        return state_key(self.base[i].as_py(), self.predicates[i].as_py())
-
-
-def state_keys(subjects: pa.Array | pa.ChunkedArray, predicates: pa.Array | pa.ChunkedArray) -> pa.Array:
-    """:func:`~factmem.store.calls.state_key` of Arrow columns, vectorized (an Arrow string array)."""
-    lengths = pc.cast(pc.utf8_length(subjects), pa.string())
-    joined = pc.binary_join_element_wise(lengths, subjects, predicates, "\0")
-    return joined.combine_chunks() if isinstance(joined, pa.ChunkedArray) else joined
 
 
 def _by_hash_then_id(hashes: np.ndarray, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -324,11 +91,7 @@ def _copy_chunks(into: np.ndarray, column: pa.ChunkedArray) -> None:
         at += len(chunk)
 
 
-def _flat(col: pa.ChunkedArray) -> pa.Array:
-    return col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
-
-
-# numpy columns of the state: name -> dtype (object: Python strings or None; _TEXTS: _Texts columns)
+# numpy columns of the state: name -> dtype (object: Python strings or None; _TEXTS: Texts columns)
 _COLUMNS: dict[str, Any] = {
     "id": np.int64, "hash": np.int64, "key": object, "object": object, "confidence": np.float64,
     "count": np.int64, "last": np.int64, "rate": np.float64, "status": np.int8, "changed_at": np.int64,
@@ -338,7 +101,7 @@ _COLUMNS: dict[str, Any] = {
     "subject": object, "predicate": object, "note": object, "kind": np.int8, "first_seen": np.int64,
     "supersedes": np.int64,
 }
-_TEXTS = ("key", "object")  # read from the table for every active fact: Arrow-backed (_Texts)
+_TEXTS = ("key", "object")  # read from the table for every active fact: Arrow-backed (Texts)
 _NONE = NO_TIME  # a NULL changed_at / supersedes_id (the engine's NO_TIME and NO_REF alike)
 _FACTS_SCHEMA = pa.schema([
     ("id", pa.int64()), ("subject", pa.string()), ("predicate", pa.string()), ("object", pa.string()),
@@ -378,7 +141,7 @@ class ActiveState:
     SCANS_BEFORE_INDEX = 32
 
     def __init__(self, columns: dict[str, Any], n: int, next_fact_id: int,
-                 sorted_already: bool = False):  # numpy arrays and _Texts
+                 sorted_already: bool = False):  # numpy arrays and Texts
         self.col: dict[str, Any] = columns
         self.n = n
         self.n_sorted = self.n_indexed = n
@@ -427,11 +190,11 @@ class ActiveState:
         # (np.zeros: pages the calls never write are never touched; the text columns only a created fact
         # needs — subject, predicate, note — hold their None for the table's rows in a column of nulls)
         columns: dict[str, Any] = {
-            name: np.zeros(cap, dtype) if dtype is not object else _Texts(pa.nulls(n, pa.string()), cap)
+            name: np.zeros(cap, dtype) if dtype is not object else Texts(pa.nulls(n, pa.string()), cap)
             for name, dtype in _COLUMNS.items() if name not in _TEXTS}
         # the rows stay in the table's order (no column gathered): the hash order is an index beside them
-        columns["key"] = _KeyTexts(subjects, predicates, cap)  # (spelled lazily: a call reads a few rows)
-        columns["object"] = _Texts(got.column("object"), cap)
+        columns["key"] = KeyTexts(subjects, predicates, cap)  # (spelled lazily: a call reads a few rows)
+        columns["object"] = Texts(got.column("object"), cap)
         columns["hash"][:n] = hashes
         for name, values in (("id", got.column("id")), ("confidence", got.column("confidence")), ("count", got.column("reinforcement_count")),
                              ("last", got.column("last_reinforced")), ("rate", got.column("decay_rate"))):
@@ -549,7 +312,7 @@ class ActiveState:
         if self.n + extra > cap:
             new_cap = max(2 * cap, self.n + extra)
             for name, values in self.col.items():
-                if isinstance(values, _Texts):
+                if isinstance(values, Texts):
                     values.grown(new_cap)
                     continue
                 grown = np.zeros(new_cap, values.dtype) if values.dtype != object else np.full(new_cap, None, object)
@@ -601,7 +364,7 @@ class ActiveState:
         keep = np.flatnonzero((c["status"][:self.n] == Status.ACTIVE) | c["dirty"][:self.n])
         order = keep[np.lexsort((c["id"][keep], c["hash"][keep]))]
         for name in c:
-            if isinstance(c[name], _Texts):
+            if isinstance(c[name], Texts):
                 c[name] = c[name].reordered(order, self.n)
             else:
                 c[name][:len(order)] = c[name][order]

@@ -18,10 +18,10 @@ import pyarrow.compute as pc
 from factmem.core.codes import NO_TIME, OPEN, EndReason, Status
 from factmem.core.timeutil import check_times, to_seconds
 from factmem.engine import kernel as K
-from factmem.store.active import state_keys
 from factmem.store.base import StoreBase
 from factmem.store.batch import Batch, load_batch
 from factmem.store.calls import MAX_COUNT, check_count
+from factmem.store.keyhash import state_keys
 from factmem.store.schema import ACTION_LABELS, KIND_LABELS, REASON_LABELS, SOURCE_LABELS, STATUS_LABELS, text_column
 
 if TYPE_CHECKING:
