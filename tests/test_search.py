@@ -312,3 +312,23 @@ def test_importances_and_identification_disagreeing_are_reconciled_in_words():
     assert "`gain`: important in the study" in text and "by only 0.002 < 0.01: kept at the baseline" in text
     assert "`flat`: below 5% in the study and no effect at the recommendation" in text
     assert "`other`: below 5% in the study, so the search's results do not say" in text
+
+
+def test_resuming_a_run_with_another_layout_of_studies_is_refused(run, tmp_path):
+    """A run written when the studies were all data + each fold's training people (``fold-0`` …) cannot be
+    continued by the per-fold-people search: it is refused by name, and the run folder is left as it was."""
+    import shutil
+
+    from factmem.tuning.tune import resume
+
+    _, first = run
+    old = tmp_path / "old"
+    shutil.copytree(first, old)
+    studies = load_studies(old / "study.db")
+    renamed = {("fold-" + n.split("-")[1] if n.startswith("people-") else n): s for n, s in studies.items()}
+    save_studies(renamed, old / "study.db")
+    before = {p.name: p.read_bytes() for p in old.iterdir() if p.is_file()}
+    with pytest.raises(InputError, match="older factmem.*run tune afresh"):
+        resume(old, n=2, compute=LOCAL)
+    assert {p.name: p.read_bytes() for p in old.iterdir() if p.is_file()} == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["old"]  # no half-written folder beside it
