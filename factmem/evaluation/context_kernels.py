@@ -111,11 +111,14 @@ def context_sums(best, value, held, code, true_now, varying, tr, pair_code, pair
     known_true = np.empty(n_states, np.bool_)
     counts = np.zeros((n_b, 6))
     loss = np.zeros(n_b)
+    ascending = np.argsort(budgets)  # the budgets in the order a point's ranks reach them
+    running = np.zeros(6)  # the point's facts so far, by code
     i = 0
     for p in range(n_points):
-        counts[:] = 0.0
+        running[:] = 0.0
         acc, prod = 0.0, 1.0  # the log loss of the facts so far: acc - log(prod)
         tp = t[p]
+        reached = 0  # budgets (of ``ascending``) whose counts and loss are taken
         for r in range(held[p]):
             s = best[p, r]
             if not varying[s]:
@@ -137,14 +140,17 @@ def context_sums(best, value, held, code, true_now, varying, tr, pair_code, pair
                     prod = 1.0
             else:
                 acc += -np.log(q) if y else -np.log1p(-q)
-            for b in range(n_b):
-                if r < budgets[b]:
-                    counts[b, c] += 1.0
-                if r + 1 == budgets[b]:
-                    loss[b] = acc - np.log(prod)
-        for b in range(n_b):
-            if budgets[b] > held[p]:
-                loss[b] = acc - np.log(prod)
+            # one running count per code, copied to a budget's counts at its last rank (a loop over
+            # the budgets at every rank, updating each one's counts, cost half the kernel)
+            running[c] += 1.0
+            while reached < n_b and r + 1 == budgets[ascending[reached]]:
+                counts[ascending[reached]] = running
+                loss[ascending[reached]] = acc - np.log(prod)
+                reached += 1
+        while reached < n_b:  # budgets wider than the point's context: all of it
+            counts[ascending[reached]] = running
+            loss[ascending[reached]] = acc - np.log(prod)
+            reached += 1
         n = needed[p]
         row = cell[p]
         for b in range(n_b):
