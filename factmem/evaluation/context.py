@@ -105,7 +105,7 @@ _EPS = 1e-4  # log-loss clip, as in the checkpoint metrics
 class _SharedRows:
     """What scoring computes from the rows' triple and start only (``ContextEvaluator._shared_rows``):
     the canonical order before ties, the sorted subject, triple and start, each state's first point
-    and (with truth) its flags there."""
+    and its subject's last, and (with truth) its flags there."""
 
     triple_in: Any
     start_in: Any
@@ -116,6 +116,8 @@ class _SharedRows:
     triple: np.ndarray
     start: np.ndarray
     lo: np.ndarray
+    #: one past the last scored point of each row's subject
+    end_point: np.ndarray
     #: with truth, each row's flags at its first scored point
     #: (:func:`~factmem.evaluation.context_kernels.truth_flag`), computed when first needed
     first_flags: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
@@ -413,12 +415,10 @@ class ContextEvaluator:
         order = settle_ties(shared.order, shared.pos, shared.group, lambda rows: (rate[rows], conf[rows], end[rows]))
         # the scored points each state is held at: a range [lo, lo + cnt) of the valid points; the
         # states held at one or more (``has``, in the canonical order; ``sel``, their rows)
-        has, cnt = held_states(order, shared.lo, self._v_subject_end[shared.subject], end, reason, self._v_t,
-                                OPEN, int(EndReason.REINFORCED), int(EndReason.SUPERSEDED))
-        sel = order[has]
-        tr, st, lo = shared.triple[has], shared.start[has], shared.lo[has]
-        cf, rt = conf[sel], rate[sel]
-        first_seen = group_min(fact, start)[sel]  # of each selected state's fact (a tie key)
+        has, cnt, sel, tr, st, lo, cf, rt, first_seen = held_states(
+            order, shared.lo, shared.end_point, end, reason, self._v_t, OPEN, int(EndReason.REINFORCED),
+            int(EndReason.SUPERSEDED), shared.triple, shared.start, conf, rate,
+            group_min(fact, start))  # first_seen: of each selected state's fact (a tie key)
 
         n_b = len(self.budgets)
         curve_k = self.curve_k if curve and self.curve_k else 0
@@ -513,7 +513,7 @@ class ContextEvaluator:
             first_t = self._v_t[np.minimum(shared.lo, len(self._v_t) - 1)]  # rows past the last point: never held
             shared.first_flags = truth_flags(shared.triple, first_t, *self._truth_arrays())
         flags = tuple(f[has] for f in shared.first_flags)
-        return flags, breaks_within(tr, self._v_t[lo], self._v_t[lo + cnt - 1], self._bp_off, self._bp_t)
+        return flags, breaks_within(tr, lo, cnt, self._v_t, self._bp_off, self._bp_t)
 
     def _truth_arrays(self) -> tuple[np.ndarray, ...]:
         return (self._tt_off, self._tt_from, self._tt_end, self._tt_nfrom, self._tv_off, self._tv_from, self._tv_end,
@@ -561,7 +561,7 @@ class ContextEvaluator:
         subj, tr, st = subj[order], triple[order], start[order]
         top_t = self._tmin + self._span - 1
         lo = np.searchsorted(self._v_key, subj * self._span - self._tmin + np.clip(st + 1, self._tmin, top_t), "left")
-        self._shared = _SharedRows(tri_in, st_in, order, pos, group, subj, tr, st, lo)
+        self._shared = _SharedRows(tri_in, st_in, order, pos, group, subj, tr, st, lo, self._v_subject_end[subj])
         return self._shared
 
     def _extend(self, unknown: np.ndarray) -> None:
