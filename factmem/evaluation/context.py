@@ -415,10 +415,13 @@ class ContextEvaluator:
         order = settle_ties(shared.order, shared.pos, shared.group, lambda rows: (rate[rows], conf[rows], end[rows]))
         # the scored points each state is held at: a range [lo, lo + cnt) of the valid points; the
         # states held at one or more (``has``, in the canonical order; ``sel``, their rows)
-        has, cnt, sel, tr, st, lo, cf, rt, first_seen = held_states(
-            order, shared.lo, shared.end_point, end, reason, self._v_t, OPEN, int(EndReason.REINFORCED),
-            int(EndReason.SUPERSEDED), shared.triple, shared.start, conf, rate,
-            group_min(fact, start))  # first_seen: of each selected state's fact (a tie key)
+        has, cnt = held_states(order, shared.lo, shared.end_point, end, reason, self._v_t, OPEN,
+                               int(EndReason.REINFORCED), int(EndReason.SUPERSEDED))
+        # (gathered by numpy one column at a time: one compiled pass gathering all seven took 1.3x)
+        sel = order[has]
+        tr, st, lo = shared.triple[has], shared.start[has], shared.lo[has]
+        cf, rt = conf[sel], rate[sel]
+        first_seen = group_min(fact, start)[sel]  # of each selected state's fact (a tie key)
 
         n_b = len(self.budgets)
         curve_k = self.curve_k if curve and self.curve_k else 0

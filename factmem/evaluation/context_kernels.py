@@ -24,21 +24,17 @@ __all__ = ["held_states", "varying_pairs", "context_sums", "truth_flag", "truth_
 
 
 @njit
-def held_states(order, lo, end_point, end, reason, t, open_end, reinforced, superseded, triple, start, confidence,
-                rate, first_seen):  # pragma: no cover - compiled
+def held_states(order, lo, end_point, end, reason, t, open_end, reinforced, superseded):  # pragma: no cover - compiled
     """The states (positions in the canonical ``order`` of the rows) held at one or more scored points,
-    how many, and what the selection reads of them: state ``i`` (row ``order[i]``) is held from its
-    first point ``lo[i]`` up to its subject's last (``end_point[i]`` is one past it, times ``t``
-    ascending) while the point comes before its visible end — its ``end``, or just after it when an
-    event ended it (reinforced or superseded: the event is seen only after its instant); open states
-    to the end. Returns, per held state in that order: its position ``i``, its points' count, its
-    row, and its ``triple``, ``start`` and ``lo`` (given in the canonical order), ``confidence``,
-    ``rate`` and ``first_seen`` (given per row).
+    and how many: state ``i`` (row ``order[i]``) is held from its first point ``lo[i]`` up to its
+    subject's last (``end_point[i]`` is one past it, times ``t`` ascending) while the point comes
+    before its visible end — its ``end``, or just after it when an event ended it (reinforced or
+    superseded: the event is seen only after its instant); open states to the end.
 
-    Three passes: the rows' visible ends gathered first (``order`` is far from the rows' order: the
+    Two passes: the rows' visible ends gathered first (``order`` is far from the rows' order: the
     gathers miss the cache, and with nothing waiting on them many misses are in flight at once),
     then the searches over that sequential array (run together, each search stalled on its miss:
-    1.6x the time), then the held states' columns gathered (one pass, not one per column)."""
+    1.6x the time)."""
     n = len(order)
     has = np.empty(n, np.int64)
     cnt = np.empty(n, np.int64)
@@ -55,25 +51,7 @@ def held_states(order, lo, end_point, end, reason, t, open_end, reinforced, supe
             has[m] = i
             cnt[m] = a - first
             m += 1
-    rows = np.empty(m, np.int64)
-    held_triple = np.empty(m, np.int64)
-    held_start = np.empty(m, np.int64)
-    held_lo = np.empty(m, np.int64)
-    held_confidence = np.empty(m)
-    held_rate = np.empty(m)
-    held_first_seen = np.empty(m, np.int64)
-    for j in range(m):
-        i = has[j]
-        row = order[i]
-        rows[j] = row
-        held_triple[j] = triple[i]
-        held_start[j] = start[i]
-        held_lo[j] = lo[i]
-        held_confidence[j] = confidence[row]
-        held_rate[j] = rate[row]
-        held_first_seen[j] = first_seen[row]
-    return (has[:m].copy(), cnt[:m].copy(), rows, held_triple, held_start, held_lo, held_confidence, held_rate,
-            held_first_seen)
+    return has[:m].copy(), cnt[:m].copy()
 
 
 @njit
