@@ -114,9 +114,10 @@ def _select_pairs(point, value, keys, n_points, k):  # pragma: no cover - compil
 
 
 @njit
-def _select_states(lo, cnt, confidence, rate, start, keys, t, threshold, day, best, best_value
+def _select_states(lo, stop, confidence, rate, start, keys, t, threshold, day, best, best_value
                    ):  # pragma: no cover - compiled
-    """Point by point (in order), the states held there kept sorted: ``cur`` holds the candidates of
+    """Point by point (in order), the states held there (state ``s`` at points ``lo[s] … stop[s] − 1``)
+    kept sorted: ``cur`` holds the candidates of
     the previous point in its order; at the next point their values are recomputed (a value only
     falls with time, so a state below the threshold never returns — unless its rate is negative),
     those gone are dropped, the order is repaired by an insertion sort (orders change only where
@@ -150,7 +151,7 @@ def _select_states(lo, cnt, confidence, rate, start, keys, t, threshold, day, be
         floor = np.inf
         for j in range(n_cur):
             s = cur[j]
-            if p >= lo[s] + cnt[s]:
+            if p >= stop[s]:  # past its last point (``lo + cnt``: one array read, not two)
                 continue
             if n_ok >= k and val[j] * (1.0 + 1e-12) < floor and rate[s] >= 0:
                 e = val[j]
@@ -297,7 +298,8 @@ def context_top_k(lo: np.ndarray, cnt: np.ndarray, confidence: np.ndarray, rate:
     if out is None or out[0].shape != shape or out[1].shape != shape:
         out = (np.empty(shape, np.int64), np.empty(shape, np.float64))
     best, value = out
-    held = _select_states(np.asarray(lo, np.int64), np.asarray(cnt, np.int64), np.asarray(confidence, np.float64),
+    lo = np.asarray(lo, np.int64)
+    held = _select_states(lo, lo + np.asarray(cnt, np.int64), np.asarray(confidence, np.float64),
                           np.asarray(rate, np.float64), np.asarray(start, np.int64), keys, np.asarray(t, np.int64),
                           float(threshold), _DAY, best, value)
     return TopK(best, value, held)
