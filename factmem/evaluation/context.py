@@ -79,6 +79,7 @@ from factmem.evaluation.context_kernels import (
     breaks_within,
     context_sums,
     held_states,
+    pack_flags,
     truth_flags,
     varying_pairs,
 )
@@ -450,7 +451,7 @@ class ContextEvaluator:
         else:
             pair_code, pair_true = v_code, v_true
         by_cell = np.zeros((n_parts * n_subj, n_b, len(FIELDS)))
-        context_sums(ranked.best, ranked.value, ranked.held, s_code, s_true, varying, tr, pair_code, pair_true,
+        context_sums(ranked.best, ranked.value, ranked.held, pack_flags(s_code, s_true, varying), tr, pair_code, pair_true,
                       inline, self._truth_arrays() if inline else NO_TRUTH,
                       (self._bp_off, self._bp_t) if inline and len(self._v_index) else NO_TRUTH[:2], self._v_t,
                       np.array(self.budgets, np.int64),

@@ -19,7 +19,7 @@ from factmem.core.compiled import njit, search_left, search_right
 from factmem.evaluation.charges import CHARGE_KINDS
 from factmem.evaluation.context_scores import FIELD_INDEX
 
-__all__ = ["held_states", "varying_pairs", "context_sums", "truth_flag", "truth_flags", "breaks_within", "next_break",
+__all__ = ["held_states", "varying_pairs", "context_sums", "pack_flags", "truth_flag", "truth_flags", "breaks_within", "next_break",
            "SLOTS", "NO_TRUTH"]
 
 
@@ -75,6 +75,20 @@ def varying_pairs(best, held, varying):  # pragma: no cover - compiled
     return point, state
 
 
+#: a state's flags in one byte (:func:`pack_flags`): its code, true and relevant now, varying
+CODE, TRUE, VARYING = 7, 8, 16
+
+
+def pack_flags(code: np.ndarray, true_now: np.ndarray, varying: np.ndarray) -> np.ndarray:
+    """Each state's code (0 … 5), whether it is true and relevant now and whether its flags vary over
+    its points, in one byte: ``code | TRUE · true_now | VARYING · varying`` (what
+    :func:`context_sums` reads per selected pair)."""
+    flags = np.asarray(code).astype(np.int8)
+    flags |= np.asarray(true_now, np.bool_).view(np.int8) * np.int8(TRUE)
+    flags |= np.asarray(varying, np.bool_).view(np.int8) * np.int8(VARYING)
+    return flags
+
+
 #: the fields :func:`context_sums` writes, in its order (their places in FIELDS: ``SLOTS``)
 SUM_FIELDS = ("points", "needed", "hits", "context", "charged", *CHARGE_KINDS, "utility", "recall", "precision",
                "precise", "log_loss", "scored")
@@ -85,7 +99,7 @@ NO_TRUTH = (np.zeros(1, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64),
 
 
 @njit
-def context_sums(best, value, held, code, true_now, varying, tr, pair_code, pair_true, inline, truth, breaks, t,
+def context_sums(best, value, held, flags, tr, pair_code, pair_true, inline, truth, breaks, t,
                   budgets, eps, needed, cell, costs, slots, sums):  # pragma: no cover - compiled
     """The per-point metrics of :meth:`ContextEvaluator.score`, summed into ``sums[cell, budget, field]``
     (``cell`` = part × subjects + subject of each scored point; points in order, so each cell's sums
@@ -99,13 +113,13 @@ def context_sums(best, value, held, code, true_now, varying, tr, pair_code, pair
     multiplied and the product's log taken once per budget: a log is most of the cost of a fact, and
     the product's rounding (one ulp a factor) is then at most 1e-14 of the loss it carries, so the
     sums match a sum of logs to 1e-12 (relative), as the tests require. A selected fact's code
-    and label are its state's (``code``, ``true_now``) unless the state is ``varying``: then, with
+    and label are its state's (``flags``, :func:`pack_flags`) unless the state is ``varying``: then, with
     ``inline``, :func:`truth_flag` of its triple at the point's time (``truth``: the truth arrays),
     kept until the triple's next breakpoint (``breaks``: ``_bp_off``, ``_bp_t``) — a state's points come
     in time order — else the next of ``pair_code``/``pair_true`` (the varying pairs, in the
     selection's order)."""
     n_b, n_points = len(budgets), len(held)
-    n_states = len(varying) if inline else 0
+    n_states = len(flags) if inline else 0
     until = np.full(n_states, np.iinfo(np.int64).min)  # the flags below hold at times before this
     known_code = np.empty(n_states, np.int64)
     known_true = np.empty(n_states, np.bool_)
@@ -121,8 +135,9 @@ def context_sums(best, value, held, code, true_now, varying, tr, pair_code, pair
         reached = 0  # budgets (of ``ascending``) whose counts and loss are taken
         for r in range(held[p]):
             s = best[p, r]
-            if not varying[s]:
-                c, y = code[s], true_now[s]
+            flag = flags[s]  # one byte per state read, not three arrays
+            if flag < VARYING:
+                c, y = flag & CODE, flag >= TRUE
             elif inline:
                 if not tp < until[s]:  # flags are constant up to the triple's next breakpoint
                     _, known_code[s], known_true[s] = truth_flag(tr[s], tp, *truth)
