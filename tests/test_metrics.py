@@ -9,7 +9,8 @@ import pandas as pd
 import pytest
 
 from factmem.core.codes import OPEN
-from factmem.evaluation.metrics import Evaluator, weighted_auc
+from factmem.evaluation.auc import auc_with_unheld, weighted_auc
+from factmem.evaluation.metrics import Evaluator
 
 D = 86400
 EXPLICIT = 0
@@ -139,6 +140,21 @@ def test_weighted_auc():
     assert weighted_auc(np.array([0.5, 0.5]), np.array([0, 1])) == 0.5
     assert weighted_auc(np.array([0.2, 0.8, 0.2]), np.array([1, 0, 0]), np.array([1.0, 1.0, 3.0])) == pytest.approx(
         (0 * 1 + 0.5 * 3) / (1 * 4))
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_the_auc_of_sorted_held_samples_and_unheld_counts_is_the_weighted_auc(seed):
+    # held samples (ties at eps and elsewhere, as rounded confidences make them) plus triples not held,
+    # which predict eps: counted, not listed — the same number as weighted_auc over every sample listed
+    rng = np.random.default_rng(seed)
+    eps = 1e-4
+    p = np.maximum(np.round(rng.uniform(eps, 1, 200), 1), eps)  # held samples predict at least eps
+    p[rng.random(200) < 0.1] = eps
+    y = (rng.random(200) < p).astype(int)
+    w_true, w_false = int(rng.integers(0, 20)), int(rng.integers(0, 20))
+    listed_p = np.concatenate([p, np.full(w_true + w_false, eps)])
+    listed_y = np.concatenate([y, np.ones(w_true, int), np.zeros(w_false, int)])
+    assert auc_with_unheld(p, y, w_true, w_false, eps) == pytest.approx(weighted_auc(listed_p, listed_y), abs=1e-12)
 
 
 def test_bad_input():

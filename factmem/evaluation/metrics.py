@@ -47,10 +47,10 @@ import numpy as np
 import pandas as pd
 
 from factmem.core.codes import KINDS, OPEN, SECONDS_PER_DAY, EndReason
-from factmem.core.compiled import njit
 from factmem.core.timeutil import grid_index
 from factmem.errors import InputError
 from factmem.evaluation.arrays import cover_count
+from factmem.evaluation.auc import auc_of_sorted, weighted_auc
 from factmem.evaluation.metrics_kernels import believed_until, by_label_and_kind, calibration_pass, coverage
 
 __all__ = ["EPS", "AGE_EDGES_DAYS", "BELIEF_COLUMNS", "CALIBRATION_METRICS", "packed_order", "settle_ties", "true_intervals", "weighted_auc",
@@ -88,58 +88,6 @@ def settle_ties(order: np.ndarray, pos: np.ndarray, group: np.ndarray, tiebreak)
     rows = order[pos]  # ascending within each run (stable)
     out[pos] = rows[np.lexsort(tuple(tiebreak(rows)) + (group,))]
     return out
-
-
-def weighted_auc(p: np.ndarray, y: np.ndarray, w: np.ndarray | None = None) -> float:
-    """Area under the ROC curve with sample weights; ties count half."""
-    w = np.ones(len(p)) if w is None else w
-    vals, inv = np.unique(p, return_inverse=True)
-    pos = np.bincount(inv, weights=w * (y == 1), minlength=len(vals))
-    neg = np.bincount(inv, weights=w * (y == 0), minlength=len(vals))
-    wp, wn = pos.sum(), neg.sum()
-    if wp == 0 or wn == 0:
-        return float("nan")
-    below = np.cumsum(neg) - neg
-    return float((pos * (below + 0.5 * neg)).sum() / (wp * wn))
-
-
-def _auc_with_unheld(p: np.ndarray, y: np.ndarray, w_true: float, w_false: float, eps: float) -> float:
-    """``weighted_auc`` of the held samples ``p`` (weight 1, ``p >= eps``) plus ``w_true`` positives
-    and ``w_false`` negatives at ``eps`` — the same number, by sorting positives and negatives apart
-    (no index sort): every term is a whole or half count, so the sum is exact in any order."""
-    return _auc_sorted(np.sort(p[y == 1]), np.sort(p[y == 0]), w_true, w_false, eps)
-
-
-def _auc_sorted(pos: np.ndarray, neg: np.ndarray, w_true: float, w_false: float, eps: float) -> float:
-    """:func:`_auc_with_unheld` from the held positives and negatives, each sorted."""
-    wp, wn = len(pos) + float(w_true), len(neg) + float(w_false)
-    if wp == 0 or wn == 0:
-        return float("nan")
-    neg_at_eps = float(np.searchsorted(neg, eps, "right")) + float(w_false)
-    total = _auc_pairs(np.asarray(pos, np.float64), np.asarray(neg, np.float64), float(w_false), float(eps)) \
-        + float(w_true) * 0.5 * neg_at_eps
-    return total / (wp * wn)
-
-
-@njit
-def _auc_pairs(pos, neg, w_false, eps):  # pragma: no cover - compiled
-    """Σ over the held positives (ascending) of the negatives below it plus half those equal to it —
-    the unheld negatives (``w_false`` of them) sitting at ``eps``, below every other value — by one
-    merge of the two sorted arrays."""
-    total = 0.0
-    below = 0  # negatives < x
-    upto = 0  # negatives <= x
-    for x in pos:
-        while below < len(neg) and neg[below] < x:
-            below += 1
-        upto = max(upto, below)
-        while upto < len(neg) and neg[upto] <= x:
-            upto += 1
-        if x == eps:
-            total += below + 0.5 * ((upto - below) + w_false)
-        else:
-            total += (below + w_false) + 0.5 * (upto - below)
-    return total
 
 
 @dataclass
@@ -493,7 +441,7 @@ class Evaluator:
             "log_loss": float(per_ck_loss.sum() / N) if N else float("nan"),
             "brier": float((brier_total + W_true * (1 - self.eps) ** 2 + W_false * self.eps ** 2) / N)
             if N else float("nan"),
-            "auc": _auc_sorted(pos_all, neg_all, W_true, W_false, self.eps),
+            "auc": auc_of_sorted(pos_all, neg_all, W_true, W_false, self.eps),
             "rmse_bins": rmse_bins.rmse() if S else float("nan"),
             "held_log_loss": float(loss_total / S) if S else float("nan"),
             "samples": int(N),
@@ -520,7 +468,7 @@ class Evaluator:
                 "log_loss": float((loss_k + ot * l1 + of * l0) / nk),
                 "brier": float((brier_k + ot * (1 - self.eps) ** 2 + of * self.eps ** 2) / nk),
                 "rmse_bins": rmse_bins.rmse(k) if held_k else float("nan"),
-                "auc": _auc_sorted(by_kind[k][0], by_kind[k][1], ot, of, self.eps),
+                "auc": auc_of_sorted(by_kind[k][0], by_kind[k][1], ot, of, self.eps),
             })
         by_kind_table = pd.DataFrame(rows)
         for r in rows:
