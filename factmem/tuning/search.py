@@ -178,7 +178,7 @@ def summary_study(res: SweepResult, part: str, objective: Objective, space: Mapp
                                 direction="minimize" if objective.lower_is_better else "maximize")
     for k, v in attrs.items():
         study.set_user_attr(k, v)
-    rows = np.flatnonzero(study_rows(res.table, part) & res.eligible()[: len(res.table)])
+    rows = np.flatnonzero(study_rows(res.table, part) & res.eligible())
     rows = np.asarray([i for i in rows if in_space(space, res.params[int(i)])], dtype=np.int64)
     values = res.objective_values(part, objective.budgets[0] if objective.per_budget else None, None)
     metrics = _selection_metrics(res, Selection(part, part), rows)
@@ -308,10 +308,10 @@ def local_points(study: Any, params_of_row: Sequence[MemoryParams], space: Mappi
                  ) -> list[MemoryParams]:
     """``n`` draws around the study's own best: its :data:`LOCAL_CENTRES` best completed trials (by the
     value it was told — its own selection's score: a ``people-g`` study's draws look only at fold
-    ``g``'s people, whose choice never reads them; ties by trial number), each trial's parameter set read from ``params_of_row`` (its ``row``
-    user attribute: the scored set, non-searched parameters included), then
-    :func:`~factmem.tuning.space.refine_points` with :data:`LOCAL_SCALE`. Seeded; [] before any trial
-    is complete."""
+    ``g``'s people, whose choice never reads them; ties by trial number), each trial's parameter set
+    read from ``params_of_row`` (its ``row`` user attribute: the scored set, non-searched parameters
+    included), then :func:`~factmem.tuning.space.refine_points` with :data:`LOCAL_SCALE`. Seeded; []
+    before any trial is complete."""
     optuna = _optuna()
     done = [t for t in study.get_trials(deepcopy=False)
             if t.state == optuna.trial.TrialState.COMPLETE and "row" in t.user_attrs]
