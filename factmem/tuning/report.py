@@ -551,7 +551,7 @@ def studies_sentence(out: SearchOutcome) -> str:
     return (f"one study per fold's people ({', '.join(f'`{n}`' for n in people)}), each told only the scores of "
             "its own fold's people; each fold chooses, by its training people's score, among the candidates "
             "the other folds' studies proposed, the shared ones and the fixed points (baseline, seed defaults, "
-            "current, start) — never one proposed by the study told its own people's scores; the "
+            "current, start) — never one that only the study told its own people's scores proposed; the "
             "recommendation is chosen among every candidate on all tuning data"
             + (f" (study `{summary[0]}` holds them all with that score, for the importances and the "
                "dashboard; it proposes nothing)" if summary else ""))

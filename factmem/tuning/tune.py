@@ -17,8 +17,8 @@ The job, on one log (default: the bundled ``small``):
 3. **Choice**, per budget ``k`` of the :class:`~factmem.tuning.settings.Objective` (utility@k by
    default): the recommendation is the best candidate on all tuning data among every candidate;
    each fold's choice is the best on its training people among the candidates the other folds'
-   studies proposed and the shared ones — never one proposed by the study told its own people's
-   scores.
+   studies proposed and the shared ones — never one that only the study told its own people's
+   scores proposed.
 4. **Held-out judgement** (:class:`~factmem.tuning.settings.Holdout`): with ``subjects`` (default),
    k-fold over subjects — each subject is scored by the choice made on the other folds, so every
    subject's held-out number comes from a choice made without it; with ``time`` the choice made
