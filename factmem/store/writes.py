@@ -21,7 +21,7 @@ from factmem.engine import kernel as K
 from factmem.store.base import StoreBase
 from factmem.store.batch import Batch, load_batch
 from factmem.store.calls import MAX_COUNT, check_count
-from factmem.store.keyhash import state_keys
+from factmem.store.keyhash import coded_pair_hashes, state_keys
 from factmem.store.schema import ACTION_LABELS, KIND_LABELS, REASON_LABELS, SOURCE_LABELS, STATUS_LABELS, text_column
 
 if TYPE_CHECKING:
@@ -146,8 +146,14 @@ class BatchWrites(StoreBase):
                 "SELECT q.sp, f.id, f.object, f.confidence, f.reinforcement_count, f.last_reinforced, f.decay_rate "
                 "FROM memory_facts f JOIN _fm_pairs q ON f.subject = q.subject AND f.predicate = q.predicate "
                 "WHERE f.status = 'active'").to_arrow_table()
+            pair_keys = pair_hash = pair_of_row = None
         else:
-            sp_of, rows = state.lookup(state_keys(_fm_pairs.column("subject"), _fm_pairs.column("predicate")))
+            # the pairs' keys and hashes serve the lookup here and the new facts' rows in the state later
+            pair_keys = state_keys(_fm_pairs.column("subject"), _fm_pairs.column("predicate"))
+            pair_hash = coded_pair_hashes(pair // n_p, s_dict, pair % n_p, p_dict)
+            pair_of_row = np.empty(n, np.int64)
+            pair_of_row[order] = (np.cumsum(sp_new) - 1)[key_sorted]
+            sp_of, rows = state.lookup(pair_keys, pair_hash)
             c = state.col
             ex = pa.table({"sp": pa.array(sp_of), "id": pa.array(c["id"][rows]),
                            "object": c["object"].arrow(rows),
@@ -176,6 +182,7 @@ class BatchWrites(StoreBase):
             ex_cnt=ex.column("reinforcement_count").to_numpy()[keep],
             ex_last=ex.column("last_reinforced").to_numpy()[keep],
             ex_rate=ex.column("decay_rate").to_numpy()[keep],
+            pair_keys=pair_keys, pair_hash=pair_hash, pair_of_row=pair_of_row,
         )
 
     def _ingest(self, batch: Batch, behind: ActiveState | None = None) -> IngestResult:
@@ -225,7 +232,7 @@ class BatchWrites(StoreBase):
             f["row"] = np.where(f["ref"] < 0, order[idx[np.maximum(f["first_event"], 0)]], -1)
             parts.append(f)
         facts = {c: np.concatenate([f[c] for f in parts]) for c in parts[0]}
-        ev_id = self._write_batch(batch, order, ev_ref, ev_ins, ev_conf, sg, facts, behind)
+        ev_id = self._write_batch(batch, order, ev_ref, ev_ins, ev_conf, sg, facts, behind, P)
 
         fact_ids = np.empty(n, np.int64)
         fact_ids[order] = ev_id
@@ -233,7 +240,7 @@ class BatchWrites(StoreBase):
         return IngestResult(n, int(ev_ins.sum()), int(n - ev_ins.sum()), superseded, fact_ids)
 
     def _write_batch(self, batch: Batch, order, ev_ref, ev_ins, ev_conf, sg, facts: dict[str, np.ndarray],
-                     state: ActiveState | None = None) -> np.ndarray:
+                     state: ActiveState | None = None, prepared: _Prepared | None = None) -> np.ndarray:
         """Number the new facts, insert them, update touched ones, append evidence — inside the
         caller's transaction, or (``state``) journaled and held behind — and advance the id counters.
         Returns each event's fact id.
@@ -329,13 +336,16 @@ class BatchWrites(StoreBase):
             rows_left = state.rows_of(old_id[left]) if gone is not None else None
             self._journaled("ingest", (), batch=t)  # durable before anything changes
             if new_tbl is not None:
+                assert prepared is not None and prepared.pair_keys is not None and prepared.pair_of_row is not None \
+                    and prepared.pair_hash is not None
+                new_pair = prepared.pair_of_row[new["row"]]
                 state.append({
-                    "id": new["id"], "key": state_keys(new_tbl.column("subject"), new_tbl.column("predicate")),
-                    "object": new_tbl.column("object").to_numpy(zero_copy_only=False),
+                    "id": new["id"], "key": prepared.pair_keys.take(pa.array(new_pair)),
+                    "object": new_tbl.column("object"),
                     "confidence": new["confidence"], "count": new["count"], "last": new["last_reinforced"],
                     "rate": new["decay_rate"], "status": new["status"].astype(np.int8),
                     "changed_at": new["status_changed_at"],
-                }, chunk=new_tbl)
+                }, chunk=new_tbl, hashes=prepared.pair_hash[new_pair])
             if rows_again is not None:
                 state.update(rows_again, confidence=old["confidence"][again],
                              count=old["count"][again], last=old["last_reinforced"][again])
@@ -516,6 +526,11 @@ class _Prepared:
     ex_cnt: np.ndarray
     ex_last: np.ndarray
     ex_rate: np.ndarray
+    # (written behind) the touched (subject, predicate) pairs' state keys and key hashes, and each input
+    # row's pair: the state's rows of the facts the batch creates are made from them, not spelled again
+    pair_keys: pa.Array | None = None
+    pair_hash: np.ndarray | None = None
+    pair_of_row: np.ndarray | None = None
 
     def general_keys(self) -> np.ndarray:
         """Keys holding two or more active facts (only after multi_valued_predicates changed)."""
