@@ -21,7 +21,7 @@ import pyarrow.compute as pc
 from factmem.errors import StoreError
 from factmem.store.batch import encode
 
-__all__ = ["key_hashes", "pair_hashes", "coded_pair_hashes", "state_keys"]
+__all__ = ["key_hashes", "pair_hashes", "state_keys"]
 
 
 #: the key hash: a polynomial over the key's UTF-8 bytes modulo 2**64, then SplitMix64's finalizer
@@ -52,12 +52,6 @@ def pair_hashes(subjects: pa.Array | pa.ChunkedArray, predicates: pa.Array | pa.
     of subjects and a few dozen predicates), then gathered."""
     s_codes, s_words = encode(subjects)
     p_codes, p_words = encode(predicates)
-    return coded_pair_hashes(s_codes, s_words, p_codes, p_words)
-
-
-def coded_pair_hashes(s_codes: np.ndarray, s_words: pa.Array, p_codes: np.ndarray, p_words: pa.Array) -> np.ndarray:
-    """:func:`pair_hashes` of dictionary-encoded columns: key i is ``(s_words[s_codes[i]],
-    p_words[p_codes[i]])`` (a batch has its dictionaries already: nothing encoded again)."""
     h_s, h_p = _polys(s_words), _polys(p_words)
     n_s = np.asarray(pc.binary_length(s_words), np.int64)
     n_p = np.asarray(pc.binary_length(p_words), np.int64)

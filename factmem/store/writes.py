@@ -21,7 +21,7 @@ from factmem.engine import kernel as K
 from factmem.store.base import StoreBase
 from factmem.store.batch import Batch, load_batch
 from factmem.store.calls import MAX_COUNT, check_count
-from factmem.store.keyhash import coded_pair_hashes, state_keys
+from factmem.store.keyhash import key_hashes, state_keys
 from factmem.store.schema import ACTION_LABELS, KIND_LABELS, REASON_LABELS, SOURCE_LABELS, STATUS_LABELS, text_column
 
 if TYPE_CHECKING:
@@ -150,7 +150,7 @@ class BatchWrites(StoreBase):
         else:
             # the pairs' keys and hashes serve the lookup here and the new facts' rows in the state later
             pair_keys = state_keys(_fm_pairs.column("subject"), _fm_pairs.column("predicate"))
-            pair_hash = coded_pair_hashes(pair // n_p, s_dict, pair % n_p, p_dict)
+            pair_hash = key_hashes(pair_keys)
             pair_of_row = np.empty(n, np.int64)
             pair_of_row[order] = (np.cumsum(sp_new) - 1)[key_sorted]
             sp_of, rows = state.lookup(pair_keys, pair_hash)
