@@ -1,0 +1,87 @@
+"""The write-behind state's text columns (:mod:`factmem.store.texts`) against a plain list: rows read
+from the table (one chunk or several), rows appended by batches (Arrow) and by single calls
+(strings), rows a batch's append skipped (None), in any mix, read one at a time, as object arrays and
+as Arrow, and after a merge (:meth:`Texts.reordered`)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from factmem.errors import StoreError
+from factmem.store.calls import state_key
+from factmem.store.texts import KeyTexts, Texts
+
+words = st.text(alphabet="aéz\0 ", min_size=0, max_size=4)
+# one step: ("batch", gap before it, its strings) or ("single", gap, one string)
+steps = st.lists(st.one_of(
+    st.tuples(st.just("batch"), st.integers(0, 12), st.lists(words, min_size=0, max_size=6)),
+    st.tuples(st.just("single"), st.integers(0, 2), words)), max_size=12)
+
+
+def _base(values: list[str], chunks: int) -> pa.ChunkedArray:
+    cuts = np.array_split(np.arange(len(values)), max(chunks, 1))
+    return pa.chunked_array([pa.array([values[i] for i in c], pa.string()) for c in cuts], pa.string())
+
+
+def _build(base: list[str], chunks: int, script: list) -> tuple[Texts, list]:
+    texts = Texts(_base(base, chunks), len(base) + 64)
+    model: list = list(base)
+    for what, gap, values in script:
+        model.extend([None] * gap)
+        at = len(model)
+        if what == "batch":
+            texts[np.arange(at, at + len(values))] = pa.array(values, pa.string())
+            model.extend(values)
+        else:
+            texts[at] = values
+            model.append(values)
+    return texts, model
+
+
+@settings(max_examples=150, deadline=None)
+@given(base=st.lists(words, max_size=8), chunks=st.integers(1, 3), script=steps, seed=st.integers(0, 2**31))
+def test_texts_read_like_a_list(base, chunks, script, seed):
+    texts, model = _build(base, chunks, script)
+    rng = np.random.default_rng(seed)
+    rows = rng.integers(0, len(model), size=10) if model else np.zeros(0, np.int64)
+    assert texts.arrow(rows).to_pylist() == [model[r] for r in rows]
+    assert list(texts[rows]) == [model[r] for r in rows]
+    assert [texts[int(r)] for r in rows] == [model[r] for r in rows]
+    past = len(model) + 3  # a row no call wrote holds None, as the numpy columns' rows hold their zero
+    assert texts[past] is None and texts.arrow(np.array([past])).to_pylist() == [None]
+    # reads in between do not change what later appends and reads see
+    texts[len(model)] = "late"
+    model.append("late")
+    assert texts.arrow(np.arange(len(model))).to_pylist() == model
+    order = rng.permutation(len(model))
+    merged = texts.reordered(order, len(model))
+    assert merged.arrow(np.arange(len(model))).to_pylist() == [model[r] for r in order]
+
+
+def test_texts_refuse_a_change_in_place_and_appends_out_of_order():
+    texts = Texts(pa.chunked_array([pa.array(["a", "b"])]), 8)
+    with pytest.raises(StoreError, match="changed in place"):
+        texts[1] = "x"
+    texts[np.arange(2, 4)] = pa.array(["c", "d"])
+    with pytest.raises(StoreError, match="changed in place"):
+        texts[3] = "x"
+    with pytest.raises(StoreError, match="out of order"):
+        texts[np.array([5, 4])] = pa.array(["e", "f"])
+    assert texts.arrow(np.arange(4)).to_pylist() == ["a", "b", "c", "d"]
+
+
+def test_key_texts_spell_keys_of_the_table_rows_and_keep_appended_keys():
+    subjects = pa.chunked_array([pa.array(["ada", "bob"]), pa.array(["cy"])])
+    predicates = pa.chunked_array([pa.array(["likes"]), pa.array(["is", "x"])])
+    keys = KeyTexts(subjects, predicates, 8)
+    keys[np.arange(3, 5)] = pa.array([state_key("dee", "p"), state_key("eve", "q")])
+    keys[5] = state_key("fay", "r")
+    want = [state_key("ada", "likes"), state_key("bob", "is"), state_key("cy", "x"),
+            state_key("dee", "p"), state_key("eve", "q"), state_key("fay", "r")]
+    assert keys.arrow(np.array([5, 0, 3, 2, 1, 4])).to_pylist() == [want[i] for i in (5, 0, 3, 2, 1, 4)]
+    assert keys[1] == want[1] and keys[4] == want[4]
+    assert keys.equal(np.array([0, 4]), pa.array([want[0], want[3]])).tolist() == [True, False]
