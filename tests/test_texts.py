@@ -48,9 +48,9 @@ def test_texts_read_like_a_list(base, chunks, script, seed):
     texts, model = _build(base, chunks, script)
     rng = np.random.default_rng(seed)
     rows = rng.integers(0, len(model), size=10) if model else np.zeros(0, np.int64)
+    assert [texts[int(r)] for r in rows] == [model[r] for r in rows]  # (first: before any read joins the parts)
     assert texts.arrow(rows).to_pylist() == [model[r] for r in rows]
     assert list(texts[rows]) == [model[r] for r in rows]
-    assert [texts[int(r)] for r in rows] == [model[r] for r in rows]
     past = len(model) + 3  # a row no call wrote holds None, as the numpy columns' rows hold their zero
     assert texts[past] is None and texts.arrow(np.array([past])).to_pylist() == [None]
     # reads in between do not change what later appends and reads see

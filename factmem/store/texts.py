@@ -13,6 +13,7 @@ row is compared.
 
 from __future__ import annotations
 
+import bisect
 from typing import Any
 
 import numpy as np
@@ -41,6 +42,7 @@ class Texts:
         # appended rows [n_base, n_base + n_appended): ``parts`` (Arrow, in row order; ``_joined`` their
         # concatenation once read), then ``singles`` (one call's string each)
         self.parts: list[pa.Array] = []
+        self._ends: list[int] = []  # where each part ends, counted in appended rows
         self._joined: pa.Array | None = None
         self.n_parts = 0  # rows in parts
         self.singles: list[str | None] = []
@@ -75,7 +77,7 @@ class Texts:
             self.singles = []
         if self._joined is None or len(self._joined) != self.n_parts:
             self._joined = pa.concat_arrays(self.parts) if self.parts else pa.array([], pa.string())
-            self.parts = [self._joined]
+            self.parts, self._ends = [self._joined], [self.n_parts]
         if upto > self.n_parts:
             return pa.concat_arrays([self._joined, pa.nulls(upto - self.n_parts, pa.string())])
         return self._joined
@@ -83,6 +85,7 @@ class Texts:
     def _add_part(self, values: pa.Array) -> None:
         self.parts.append(values)
         self.n_parts += len(values)
+        self._ends.append(self.n_parts)
 
     def _pad_to(self, appended_index: int) -> None:
         """Rows skipped before ``appended_index`` (a column a batch's rows do not set) hold None."""
@@ -106,7 +109,11 @@ class Texts:
             a = r - self.n_base
             if a >= self.n_appended:
                 return None
-            return self.singles[a - self.n_parts] if a >= self.n_parts else self._appended(0)[a].as_py()
+            if a >= self.n_parts:
+                return self.singles[a - self.n_parts]
+            # (a single call reads its row where it is: joining the parts here would copy them every call)
+            part = bisect.bisect_right(self._ends, a)
+            return self.parts[part][a - (self._ends[part - 1] if part else 0)].as_py()
         return self.arrow(np.asarray(rows, np.int64)).to_numpy(zero_copy_only=False)
 
     def __setitem__(self, rows: Any, values: Any) -> None:
