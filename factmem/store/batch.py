@@ -255,7 +255,9 @@ def _frame_to_arrow(df: pd.DataFrame, where: _Locator) -> pa.Table:
 
 def _series_to_strings(s: pd.Series, name: str, where: _Locator, *, allow_other: bool) -> pa.Array:
     if s.dtype != object and pd.api.types.is_string_dtype(s.dtype):  # a string dtype: strings or missing
-        return pa.array(s, type=pa.string(), from_pandas=True)
+        # the values themselves: pyarrow takes an Arrow-backed column's own arrays (what it does for the
+        # Series too, after ~20 us of pandas checks a call)
+        return pa.array(s.array, type=pa.string(), from_pandas=True)
     if len(s) and s.isna().all():
         return pa.nulls(len(s), pa.string())
     if s.dtype == object:
@@ -341,73 +343,61 @@ def _first_true(mask: pa.Array | pa.ChunkedArray) -> int | None:
     return int(hits[0]) if hits.size else None
 
 
-def _first_row_with(codes: np.ndarray, bad_word: pa.Array) -> int | None:
-    """The first row whose dictionary word is flagged in ``bad_word`` (aligned with the dictionary)."""
-    bad = np.asarray(bad_word.fill_null(False), dtype=bool)
-    if not bad.any():
+def _first_row_with(codes: np.ndarray, bad_word: np.ndarray) -> int | None:
+    """The first row whose dictionary word is flagged in ``bad_word`` (booleans aligned with the dictionary)."""
+    if not bad_word.any():
         return None
-    return int(np.flatnonzero(bad[codes])[0])
+    return int(np.flatnonzero(bad_word[codes])[0])
+
+
+def _flags(mask: pa.Array) -> np.ndarray:
+    """A boolean array's values as numpy booleans, null as False."""
+    return np.asarray(mask.fill_null(False) if mask.null_count else mask, dtype=bool)
 
 
 def _validate(table: pa.Table, where: _Locator, encoded: dict[str, tuple[np.ndarray, pa.Array]]) -> pa.Table:
     """The batch's columns checked and typed; the string fields' encodings are left in ``encoded``
     (the checks run on the distinct values, then name the first row holding a bad one)."""
     n = table.num_rows
-    out: dict[str, pa.Array] = {}
-    ts = _flat(table.column("ts"))
-    t = ts.type
-    if pa.types.is_integer(t):
-        row = _first_null(ts)
-        if row is not None:
-            raise InputError(f"{where(row)}: field 'ts' is missing")
-        check_times(ts.to_numpy(zero_copy_only=False), where)  # before the cast (uint64)
-        ts = pc.cast(ts, pa.int64())
-    elif pa.types.is_floating(t):
-        row = _first_null(ts)
-        if row is not None:
-            raise InputError(f"{where(row)}: field 'ts' is missing")
-        ts = pa.array(_whole_float_seconds(ts.to_numpy(zero_copy_only=False), where))
-    elif pa.types.is_timestamp(t):
-        row = _first_null(ts)
-        if row is not None:
-            raise InputError(f"{where(row)}: field 'ts' is missing")
-        raw = ts.cast(pa.int64()).to_numpy(zero_copy_only=False)  # in the column's unit
-        per_second = {"s": 1, "ms": 1000, "us": 10**6, "ns": 10**9}[t.unit]
-        fraction = np.flatnonzero(raw % per_second != 0)
-        if fraction.size:
-            row = int(fraction[0])
-            raise InputError(f"{where(row)}: field 'ts' must be whole seconds, got {ts[row].as_py()!r}")
-        ts = pa.array(raw // per_second)
-    else:
-        raise InputError(f"{where.origin}: column 'ts' must be integer Unix seconds, got type {t}")
-    check_times(ts.to_numpy(zero_copy_only=False), where)
-    out["ts"] = ts
+    out: dict[str, pa.Array] = {"ts": _valid_times(_flat(table.column("ts")), where)}
 
+    # Each string field is checked for its type and nulls, then for empty and NUL words, field after
+    # field; the word checks of all fields run as one pass over their dictionaries put end to end
+    # (a few compute calls in all instead of a few per field), so a problem with a field's type or
+    # nulls is held until the fields before it have had their word checks: the first problem is named.
+    held: InputError | None = None
     for name in STRING_FIELDS:
-        col = _flat(table.column(name))
-        if not (pa.types.is_string(col.type) or pa.types.is_large_string(col.type)):
-            if pa.types.is_null(col.type) and n:
-                raise InputError(f"{where(0)}: field {name!r} is missing")
-            if n:
-                raise InputError(f"{where.origin}: column {name!r} must hold strings, got type {col.type}")
-            col = pa.array([], pa.string())
-        col = _as_string(col)
-        row = _first_null(col)
-        if row is not None:
-            raise InputError(f"{where(row)}: field {name!r} is missing")
-        codes, words = encode(col)
-        row = _first_row_with(codes, pc.equal(pc.utf8_length(pc.utf8_trim_whitespace(words)), 0))
-        if row is not None:
-            raise InputError(f"{where(row)}: field {name!r} is empty")
-        if name in ("subject", "predicate"):  # a fact's key: no NUL (factmem.store.calls)
-            row = _first_row_with(codes, pc.match_substring(words, "\0"))
+        try:
+            out[name] = _string_field(table.column(name), name, n, where)
+        except InputError as problem:
+            held = problem
+            break
+    checked = [name for name in STRING_FIELDS if name in out]
+    for name in checked:
+        encoded[name] = encode(out[name])
+    if checked:
+        all_words = pa.concat_arrays([encoded[name][1] for name in checked])
+        blank = np.asarray(pc.utf8_length(pc.utf8_trim_whitespace(all_words))) == 0
+        # subject and predicate come first (STRING_FIELDS): their words are the head of all_words
+        keys = sum(len(encoded[name][1]) for name in checked if name in ("subject", "predicate"))
+        has_nul = _flags(pc.match_substring(all_words.slice(0, keys), "\0"))
+        start = 0
+        for name in checked:
+            codes, words = encoded[name]
+            stop = start + len(words)
+            row = _first_row_with(codes, blank[start:stop])
             if row is not None:
-                raise InputError(f"{where(row)}: field {name!r} must not contain NUL (\\0), got "
-                                 f"{col[row].as_py()!r}")
-        out[name] = col
-        encoded[name] = (codes, words)
+                raise InputError(f"{where(row)}: field {name!r} is empty")
+            if name in ("subject", "predicate"):  # a fact's key: no NUL (factmem.store.calls)
+                row = _first_row_with(codes, has_nul[start:stop])
+                if row is not None:
+                    raise InputError(f"{where(row)}: field {name!r} must not contain NUL (\\0), got "
+                                     f"{out[name][row].as_py()!r}")
+            start = stop
+    if held is not None:
+        raise held
     codes, words = encoded["kind"]
-    row = _first_row_with(codes, pc.invert(pc.is_in(words, value_set=_KIND_WORDS)))
+    row = _first_row_with(codes, ~_flags(pc.is_in(words, value_set=_KIND_WORDS)))
     if row is not None:
         raise InputError(
             f"{where(row)}: field 'kind' has unknown value {out['kind'][row].as_py()!r}; kinds are {', '.join(KINDS)}"
@@ -425,6 +415,52 @@ def _validate(table: pa.Table, where: _Locator, encoded: dict[str, tuple[np.ndar
         else:
             out[name] = pa.nulls(n, pa.string())
     return pa.table(out)
+
+
+def _valid_times(ts: pa.Array, where: _Locator) -> pa.Array:
+    """The ``ts`` column as int64 Unix seconds, every value checked to lie in the supported range."""
+    t = ts.type
+    if pa.types.is_integer(t):
+        row = _first_null(ts)
+        if row is not None:
+            raise InputError(f"{where(row)}: field 'ts' is missing")
+        check_times(ts.to_numpy(zero_copy_only=False), where)  # before the cast (uint64)
+        return ts if t == pa.int64() else pc.cast(ts, pa.int64())
+    if pa.types.is_floating(t):
+        row = _first_null(ts)
+        if row is not None:
+            raise InputError(f"{where(row)}: field 'ts' is missing")
+        return pa.array(_whole_float_seconds(ts.to_numpy(zero_copy_only=False), where))  # (checks the range)
+    if pa.types.is_timestamp(t):
+        row = _first_null(ts)
+        if row is not None:
+            raise InputError(f"{where(row)}: field 'ts' is missing")
+        raw = ts.cast(pa.int64()).to_numpy(zero_copy_only=False)  # in the column's unit
+        per_second = {"s": 1, "ms": 1000, "us": 10**6, "ns": 10**9}[t.unit]
+        fraction = np.flatnonzero(raw % per_second != 0)
+        if fraction.size:
+            row = int(fraction[0])
+            raise InputError(f"{where(row)}: field 'ts' must be whole seconds, got {ts[row].as_py()!r}")
+        seconds = raw // per_second
+        check_times(seconds, where)
+        return pa.array(seconds)
+    raise InputError(f"{where.origin}: column 'ts' must be integer Unix seconds, got type {t}")
+
+
+def _string_field(column: pa.ChunkedArray, name: str, n: int, where: _Locator) -> pa.Array:
+    """A required string field as one string array, refusing another type and nulls."""
+    col = _flat(column)
+    if not (pa.types.is_string(col.type) or pa.types.is_large_string(col.type)):
+        if pa.types.is_null(col.type) and n:
+            raise InputError(f"{where(0)}: field {name!r} is missing")
+        if n:
+            raise InputError(f"{where.origin}: column {name!r} must hold strings, got type {col.type}")
+        col = pa.array([], pa.string())
+    col = _as_string(col)
+    row = _first_null(col)
+    if row is not None:
+        raise InputError(f"{where(row)}: field {name!r} is missing")
+    return col
 
 
 def empty_batch() -> Batch:
