@@ -12,6 +12,7 @@ import time
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 import pytest
 
 from factmem.core.params import MemoryParams
@@ -352,6 +353,30 @@ def test_bad_fields_are_named(store, column, value, match):
     bad[column] = bad[column].astype(object)
     bad.loc[1, column] = value
     assert_rejected(store, bad, match)
+
+
+@pytest.mark.parametrize("form", ["object", "str", "arrow"])
+@pytest.mark.parametrize("bad, match", [
+    # field by field: a field's nulls, then its empty and NUL words, then the next field; kind last
+    ({"subject": [None, "ada"], "object": ["", "vim"]}, r"row 0: field 'subject' is missing"),
+    ({"subject": ["ada", ""], "predicate": [None, "uses"]}, r"row 1: field 'subject' is empty"),
+    ({"subject": ["ada", "a\0b"], "object": [None, "ed"]}, r"row 1: field 'subject' must not contain NUL"),
+    ({"predicate": [None, "uses"], "object": ["", "ed"]}, r"row 0: field 'predicate' is missing"),
+    ({"object": ["vim", " "], "kind": ["opinion", "episodic"]}, r"row 1: field 'object' is empty"),
+    ({"kind": [None, "opinion"], "object": ["vim", ""]}, r"row 1: field 'object' is empty"),
+])
+def test_the_first_bad_field_is_named(form, bad, match):
+    """Several problems at once: the message names the first, in the same order for every form."""
+    from factmem.store.batch import load_batch
+
+    df = events(GOOD)
+    for column, values in bad.items():
+        df[column] = pd.Series(values, dtype=object)
+    if form == "str":
+        df = df.astype({c: "str" for c in bad})
+    batch = pa.Table.from_pandas(df, preserve_index=False) if form == "arrow" else df
+    with pytest.raises(InputError, match=match):
+        load_batch(batch)
 
 
 def test_bad_timestamps(store):
