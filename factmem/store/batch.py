@@ -240,10 +240,14 @@ def _parse_int_strings(col: pa.ChunkedArray, where: _Locator) -> pa.Array:
 
 
 def _frame_to_arrow(df: pd.DataFrame, where: _Locator) -> pa.Table:
-    cols = [c for c in REQUIRED + OPTIONAL if c in df.columns]
+    # every column in one pass (DataFrame.items: ~12 us a column, where df[name] costs ~28 us); a
+    # name given twice is still looked up (df[name] is then a frame, refused as before)
+    series = dict(df.items()) if df.columns.is_unique else {c: df[c] for c in df.columns}
     arrays = {}
-    for name in cols:
-        s = df[name]
+    for name in REQUIRED + OPTIONAL:
+        if name not in series:
+            continue
+        s = series[name]
         if name in STRING_FIELDS or name == "note":
             arrays[name] = _series_to_strings(s, name, where, allow_other=False)
         elif name in ("session_id", "message_id"):
