@@ -33,6 +33,7 @@ before the held-out judgement, so that what is judged is what is shipped.
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -181,7 +182,11 @@ def near_best(num: np.ndarray, den: np.ndarray, best: int, candidates: np.ndarra
         v = (counts @ num[rows].T) / (counts @ den[rows].T)  # resample × candidate
         vb = (counts @ num[best]) / (counts @ den[best])
         d = sign * (vb[:, None] - v)
-    low = np.nanquantile(np.where(np.isfinite(d), d, np.nan), 0.025, axis=0)
+    with warnings.catch_warnings():
+        # a candidate whose difference is undefined in every resample (nothing scored: a log that
+        # cannot rank the candidates) gets NaN, and NaN is within the noise: numpy's warning says so
+        warnings.simplefilter("ignore", RuntimeWarning)
+        low = np.nanquantile(np.where(np.isfinite(d), d, np.nan), 0.025, axis=0)
     return ~(low > min_effect)
 
 
