@@ -425,31 +425,25 @@ def _validate(table: pa.Table, where: _Locator, encoded: dict[str, tuple[np.ndar
 def _valid_times(ts: pa.Array, where: _Locator) -> pa.Array:
     """The ``ts`` column as int64 Unix seconds, every value checked to lie in the supported range."""
     t = ts.type
+    if not (pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_timestamp(t)):
+        raise InputError(f"{where.origin}: column 'ts' must be integer Unix seconds, got type {t}")
+    row = _first_null(ts)
+    if row is not None:
+        raise InputError(f"{where(row)}: field 'ts' is missing")
     if pa.types.is_integer(t):
-        row = _first_null(ts)
-        if row is not None:
-            raise InputError(f"{where(row)}: field 'ts' is missing")
         check_times(ts.to_numpy(zero_copy_only=False), where)  # before the cast (uint64)
         return ts if t == pa.int64() else pc.cast(ts, pa.int64())
     if pa.types.is_floating(t):
-        row = _first_null(ts)
-        if row is not None:
-            raise InputError(f"{where(row)}: field 'ts' is missing")
         return pa.array(_whole_float_seconds(ts.to_numpy(zero_copy_only=False), where))  # (checks the range)
-    if pa.types.is_timestamp(t):
-        row = _first_null(ts)
-        if row is not None:
-            raise InputError(f"{where(row)}: field 'ts' is missing")
-        raw = ts.cast(pa.int64()).to_numpy(zero_copy_only=False)  # in the column's unit
-        per_second = {"s": 1, "ms": 1000, "us": 10**6, "ns": 10**9}[t.unit]
-        fraction = np.flatnonzero(raw % per_second != 0)
-        if fraction.size:
-            row = int(fraction[0])
-            raise InputError(f"{where(row)}: field 'ts' must be whole seconds, got {ts[row].as_py()!r}")
-        seconds = raw // per_second
-        check_times(seconds, where)
-        return pa.array(seconds)
-    raise InputError(f"{where.origin}: column 'ts' must be integer Unix seconds, got type {t}")
+    raw = ts.cast(pa.int64()).to_numpy(zero_copy_only=False)  # a timestamp, in the column's unit
+    per_second = {"s": 1, "ms": 1000, "us": 10**6, "ns": 10**9}[t.unit]
+    fraction = np.flatnonzero(raw % per_second != 0)
+    if fraction.size:
+        row = int(fraction[0])
+        raise InputError(f"{where(row)}: field 'ts' must be whole seconds, got {ts[row].as_py()!r}")
+    seconds = raw // per_second
+    check_times(seconds, where)
+    return pa.array(seconds)
 
 
 def _string_field(column: pa.ChunkedArray, name: str, n: int, where: _Locator) -> pa.Array:
