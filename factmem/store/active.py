@@ -247,13 +247,13 @@ class ActiveState:
         self.tail_row = np.insert(self.tail_row, position, rows)
         self.n_indexed = self.n
 
-    def lookup(self, keys: pa.Array, hashes: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    def lookup(self, keys: pa.Array, hashes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Active facts of the :func:`~factmem.store.calls.state_key` strings ``keys`` (:func:`state_keys`;
-        ``hashes``: their :func:`key_hashes`, when the caller has them): (index into keys, row), in row
-        order within a key (what the batch kernel's state join returned, as rows)."""
+        ``hashes``: their :func:`key_hashes`): (index into keys, row), in row order within a key (what the
+        batch kernel's state join returned, as rows)."""
         if not len(keys):
             return np.empty(0, np.int64), np.empty(0, np.int64)
-        query, rows = self._rows_of_hashes(key_hashes(keys) if hashes is None else hashes)
+        query, rows = self._rows_of_hashes(hashes)
         active = self.col["status"][rows] == Status.ACTIVE
         query, rows = query[active], rows[active]
         keep = self.col["key"].equal(rows, keys.take(pa.array(query)))  # the key itself: hashes may collide
@@ -327,16 +327,16 @@ class ActiveState:
             grown_ids[:len(self.row_of_id)] = self.row_of_id
             self.row_of_id = grown_ids
 
-    def append(self, values: dict[str, np.ndarray], chunk: pa.Table, hashes: np.ndarray | None = None) -> np.ndarray:
+    def append(self, values: dict[str, np.ndarray], chunk: pa.Table, hashes: np.ndarray) -> np.ndarray:
         """New facts a batch created (the columns lookups and changes use; ``chunk``: their rows of
-        ``memory_facts`` as created, written as they are at the flush; ``hashes``: their keys' hashes,
-        when the caller has them); returns their rows."""
+        ``memory_facts`` as created, written as they are at the flush; ``hashes``: their keys'
+        :func:`key_hashes`); returns their rows."""
         k = len(values["id"])
         self._grow(k, int(values["id"].max()) if k else 0)
         rows = np.arange(self.n, self.n + k)
         for name, v in values.items():
             self.col[name][rows] = v
-        self.col["hash"][rows] = key_hashes(values["key"]) if hashes is None else hashes
+        self.col["hash"][rows] = hashes
         self.col["in_table"][rows] = False
         self.col["dirty"][rows] = False  # until a later call changes them
         self.col["chunked"][rows] = True
