@@ -39,11 +39,10 @@ class Texts:
         self.order = None if order is None else np.asarray(order, np.int64)  # None: the identity
         self.n_base = len(base)
         self.capacity = max(capacity, self.n_base)
-        # appended rows [n_base, n_base + n_appended): ``parts`` (Arrow, in row order; ``_joined`` their
-        # concatenation once read), then ``singles`` (one call's string each)
+        # appended rows [n_base, n_base + n_appended): ``parts`` (Arrow, in row order; joined into one when
+        # read in Arrow), then ``singles`` (one call's string each, made a part when read in Arrow)
         self.parts: list[pa.Array] = []
         self._ends: list[int] = []  # where each part ends, counted in appended rows
-        self._joined: pa.Array | None = None
         self.n_parts = 0  # rows in parts
         self.singles: list[str | None] = []
 
@@ -70,17 +69,21 @@ class Texts:
     def _base_one(self, r: int) -> str:
         return self.base[r if self.order is None else int(self.order[r])].as_py()
 
+    def _seal(self) -> None:
+        """The single calls' strings so far as a part."""
+        if self.singles:
+            singles, self.singles = self.singles, []
+            self._add_part(pa.array(singles, pa.string()))
+
     def _appended(self, upto: int) -> pa.Array:
         """The appended rows as one Arrow array, at least ``upto`` long (rows never written: null)."""
-        if self.singles:
-            self._add_part(pa.array(self.singles, pa.string()))
-            self.singles = []
-        if self._joined is None or len(self._joined) != self.n_parts:
-            self._joined = pa.concat_arrays(self.parts) if self.parts else pa.array([], pa.string())
-            self.parts, self._ends = [self._joined], [self.n_parts]
+        self._seal()
+        if len(self.parts) != 1:
+            joined = pa.concat_arrays(self.parts) if self.parts else pa.array([], pa.string())
+            self.parts, self._ends = [joined], [self.n_parts]
         if upto > self.n_parts:
-            return pa.concat_arrays([self._joined, pa.nulls(upto - self.n_parts, pa.string())])
-        return self._joined
+            return pa.concat_arrays([self.parts[0], pa.nulls(upto - self.n_parts, pa.string())])
+        return self.parts[0]
 
     def _add_part(self, values: pa.Array) -> None:
         self.parts.append(values)
@@ -128,9 +131,7 @@ class Texts:
         if (at[1:] != at[:-1] + 1).any():
             raise StoreError("internal: rows appended to a text column of the write-behind state out of order")
         self._pad_to(int(at[0]))
-        if self.singles:  # (a part follows the singles before it)
-            self._add_part(pa.array(self.singles, pa.string()))
-            self.singles = []
+        self._seal()  # (a part follows the singles before it)
         if isinstance(values, pa.ChunkedArray):
             values = _flat(values)
         self._add_part(values.cast(pa.string()) if isinstance(values, pa.Array) else pa.array(values, pa.string()))
