@@ -1,5 +1,5 @@
 """Whole-column helpers the scorers share: ranges covering indices, membership in sorted keys,
-per-group minima, lexicographic ranks, and cutting grouped rows into blocks.
+per-group minima, lexicographic ranks (of texts, of session ids), and cutting grouped rows into blocks.
 
 >>> cover_count(4, np.array([0, 1]), np.array([2, 4])).tolist()
 [1.0, 2.0, 1.0, 1.0]
@@ -14,8 +14,9 @@ import pandas as pd
 
 from factmem.core.compiled import njit
 from factmem.core.context_rule import lexicographic_rank
+from factmem.errors import InputError
 
-__all__ = ["sorted_unique", "cover_count", "member", "group_min", "lexicographic_rank", "blocks"]
+__all__ = ["sorted_unique", "cover_count", "member", "group_min", "lexicographic_rank", "blocks", "session_ranks"]
 
 
 def sorted_unique(values: np.ndarray) -> np.ndarray:
@@ -84,3 +85,15 @@ def blocks(group: np.ndarray, cnt: np.ndarray, size: int) -> list[tuple[int, int
     cuts = starts[np.r_[True, block[1:] != block[:-1]]]
     bounds = np.r_[cuts, n]
     return [(int(x), int(y)) for x, y in zip(bounds[:-1], bounds[1:])]
+
+
+def session_ranks(sessions) -> tuple[np.ndarray, np.ndarray]:
+    """Per mention, the rank of its session id in lexicographic order; and the ids in that order."""
+    codes, uniques = pd.factorize(sessions)
+    if (codes < 0).any():
+        raise InputError(f"{int((codes < 0).sum())} mentions have no session_id")
+    names = np.asarray(uniques, dtype=object)
+    order = np.argsort(names, kind="stable")  # over distinct sessions, not mentions
+    rank = np.empty(len(order), np.int64)
+    rank[order] = np.arange(len(order))
+    return rank[codes], names[order]

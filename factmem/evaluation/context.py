@@ -71,7 +71,7 @@ from factmem.core.codes import OPEN, EndReason
 from factmem.core.context_rule import context_order, context_tie_columns, ranks_within
 from factmem.core.params import MemoryParams
 from factmem.errors import InputError
-from factmem.evaluation.arrays import cover_count, group_min, lexicographic_rank, member
+from factmem.evaluation.arrays import cover_count, group_min, lexicographic_rank, member, session_ranks
 from factmem.evaluation.charges import ChargeCosts
 from factmem.evaluation.context_kernels import (
     NO_TRUTH,
@@ -90,7 +90,7 @@ from factmem.evaluation.context_scores import (
     Needed,
     context_threshold,
 )
-from factmem.evaluation.metrics import packed_order, settle_ties, true_intervals
+from factmem.evaluation.metrics import canonical_order, settle_ties, true_intervals
 from factmem.evaluation.proxies import PointIndex, Proxy, kind_inputs, make_proxy
 from factmem.evaluation.topk import context_top_k
 
@@ -175,7 +175,7 @@ class ContextEvaluator:
         # -- evaluation points: (session, subject) at the session's first message -----------------
         # sessions as ranks in the lexicographic order of their ids: the (session, subject) pairs of
         # millions of mentions are found and ordered on integers, not on Python strings
-        ev_session, session_names = _session_ranks(ev["session_id"])
+        ev_session, session_names = session_ranks(ev["session_id"])
         msg = prepared.dataset.messages
         starts = msg.groupby("session_id", sort=False)["ts"].min()
         session_start = starts.reindex(pd.Index(session_names, dtype=object)).to_numpy(dtype=np.float64)
@@ -560,7 +560,7 @@ class ContextEvaluator:
             # they still take context slots (their subject and tie order come from their strings)
             self._extend(triple[~known])
         subj = self._triple_subject[triple]
-        order, pos, group = _canonical_order(subj, self._tri_local[triple], start)
+        order, pos, group = canonical_order(subj, self._tri_local[triple], start)
         # rows that tie share subject, start and triple: the tie order changes none of these
         subj, tr, st = subj[order], triple[order], start[order]
         top_t = self._tmin + self._span - 1
@@ -587,44 +587,3 @@ class ContextEvaluator:
         self._triple_pred = np.concatenate([self._triple_pred[: self._n_known],
                                             np.where(pred_codes >= 0, pred_codes, 0)]).astype(np.int64)
         self._set_triple_rank()
-
-
-# -- helpers --------------------------------------------------------------------------------------------
-
-
-def _canonical_order(subject: np.ndarray, local: np.ndarray, start: np.ndarray
-                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """An order of belief states that depends only on their contents — by subject, start, ``local``
-    (the triple's rank among its subject's), then end, confidence, rate — before its ties: as
-    :func:`~factmem.evaluation.metrics.packed_order` returns it, for
-    :func:`~factmem.evaluation.metrics.settle_ties` with the tie keys (rate, confidence, end). One int64
-    key when it fits; equal (subject, start, triple) — zero-length states — are the ties."""
-    n = len(subject)
-    if not n:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64)
-    s0 = int(start.min())
-    span = int(start.max()) - s0 + 1
-    width = int(local.max()) + 1
-    if (int(subject.max()) + 1) * span * width < 2**62:
-        return packed_order((subject * span + (start - s0)) * width + local)
-    # too wide to pack: rank (subject, start, local) by a lexsort, then the ranks are the packed key
-    order = np.lexsort((local, start, subject))
-    keys = np.stack([subject[order], start[order], local[order]])
-    new = np.ones(n, bool)
-    new[1:] = (keys[:, 1:] != keys[:, :-1]).any(axis=0)
-    rank = np.empty(n, np.int64)
-    rank[order] = np.cumsum(new) - 1
-    return packed_order(rank)
-
-
-
-def _session_ranks(sessions) -> tuple[np.ndarray, np.ndarray]:
-    """Per mention, the rank of its session id in lexicographic order; and the ids in that order."""
-    codes, uniques = pd.factorize(sessions)
-    if (codes < 0).any():
-        raise InputError(f"{int((codes < 0).sum())} mentions have no session_id")
-    names = np.asarray(uniques, dtype=object)
-    order = np.argsort(names, kind="stable")  # over distinct sessions, not mentions
-    rank = np.empty(len(order), np.int64)
-    rank[order] = np.arange(len(order))
-    return rank[codes], names[order]
