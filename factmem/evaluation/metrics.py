@@ -90,6 +90,31 @@ def settle_ties(order: np.ndarray, pos: np.ndarray, group: np.ndarray, tiebreak)
     return out
 
 
+def canonical_order(subject: np.ndarray, local: np.ndarray, start: np.ndarray
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """An order of belief states that depends only on their contents — by subject, start, ``local``
+    (the triple's rank among its subject's), then end, confidence, rate — before its ties: as
+    :func:`~factmem.evaluation.metrics.packed_order` returns it, for
+    :func:`~factmem.evaluation.metrics.settle_ties` with the tie keys (rate, confidence, end). One int64
+    key when it fits; equal (subject, start, triple) — zero-length states — are the ties."""
+    n = len(subject)
+    if not n:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64)
+    s0 = int(start.min())
+    span = int(start.max()) - s0 + 1
+    width = int(local.max()) + 1
+    if (int(subject.max()) + 1) * span * width < 2**62:
+        return packed_order((subject * span + (start - s0)) * width + local)
+    # too wide to pack: rank (subject, start, local) by a lexsort, then the ranks are the packed key
+    order = np.lexsort((local, start, subject))
+    keys = np.stack([subject[order], start[order], local[order]])
+    new = np.ones(n, bool)
+    new[1:] = (keys[:, 1:] != keys[:, :-1]).any(axis=0)
+    rank = np.empty(n, np.int64)
+    rank[order] = np.cumsum(new) - 1
+    return packed_order(rank)
+
+
 @dataclass
 class Evaluation:
     """The scores of one run: per checkpoint, a summary row, reliability bins, and the lost facts."""
@@ -478,32 +503,6 @@ class Evaluator:
 
 
 _RELIABILITY_BINS = 10
-
-
-
-def canonical_order(subject: np.ndarray, local: np.ndarray, start: np.ndarray
-                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """An order of belief states that depends only on their contents — by subject, start, ``local``
-    (the triple's rank among its subject's), then end, confidence, rate — before its ties: as
-    :func:`~factmem.evaluation.metrics.packed_order` returns it, for
-    :func:`~factmem.evaluation.metrics.settle_ties` with the tie keys (rate, confidence, end). One int64
-    key when it fits; equal (subject, start, triple) — zero-length states — are the ties."""
-    n = len(subject)
-    if not n:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64)
-    s0 = int(start.min())
-    span = int(start.max()) - s0 + 1
-    width = int(local.max()) + 1
-    if (int(subject.max()) + 1) * span * width < 2**62:
-        return packed_order((subject * span + (start - s0)) * width + local)
-    # too wide to pack: rank (subject, start, local) by a lexsort, then the ranks are the packed key
-    order = np.lexsort((local, start, subject))
-    keys = np.stack([subject[order], start[order], local[order]])
-    new = np.ones(n, bool)
-    new[1:] = (keys[:, 1:] != keys[:, :-1]).any(axis=0)
-    rank = np.empty(n, np.int64)
-    rank[order] = np.cumsum(new) - 1
-    return packed_order(rank)
 
 
 def _no_calibration(n_checkpoints: int) -> dict:

@@ -117,9 +117,9 @@ def _select_pairs(point, value, keys, n_points, k):  # pragma: no cover - compil
 def _select_states(lo, stop, confidence, rate, start, keys, t, threshold, day, best, best_value
                    ):  # pragma: no cover - compiled
     """Point by point (in order), the states held there (state ``s`` at points ``lo[s] … stop[s] − 1``)
-    kept sorted: ``cur`` holds the candidates of
-    the previous point in its order; at the next point their values are recomputed (a value only
-    falls with time, so a state below the threshold never returns — unless its rate is negative),
+    kept sorted: ``cur`` holds the candidates of the previous point in its order; at the next point
+    their values are recomputed (a value only falls with time, so a state below the threshold never
+    returns — unless its rate is negative),
     those gone are dropped, the order is repaired by an insertion sort (orders change only where
     two decay curves cross: few moves), and the arrivals — states whose first point this is, sorted
     among themselves — are merged in. Once ``k`` states at or above the threshold are computed, a
