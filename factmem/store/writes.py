@@ -17,7 +17,7 @@ import pyarrow.compute as pc
 
 from factmem.core.codes import NO_TIME, OPEN, EndReason, Status
 from factmem.core.timeutil import check_times, to_seconds
-from factmem.engine import kernel as K
+from factmem.engine import kernel
 from factmem.store.base import StoreBase
 from factmem.store.batch import Batch, load_batch
 from factmem.store.calls import MAX_COUNT, check_count
@@ -190,28 +190,32 @@ class BatchWrites(StoreBase):
         if n == 0:
             return IngestResult(0, 0, 0, 0, np.empty(0, np.int64))
         p = self._params
-        P = self._prepare(batch, behind)
-        n_keys, order = P.n_keys, P.order
-        sk, sg, so, sts, skind = P.key, P.gpos, P.obj, P.ts, P.kind
+        prepared = self._prepare(batch, behind)
+        n_keys, order = prepared.n_keys, prepared.order
+        # the events in key order: their key, global (ts, row) position, object, time and kind
+        event_key, event_gpos, event_object, event_ts, event_kind = (
+            prepared.key, prepared.gpos, prepared.obj, prepared.ts, prepared.kind)
         ex_key, ex_obj, ex_id, ex_conf, ex_cnt, ex_last, ex_rate = (
-            P.ex_key, P.ex_obj, P.ex_id, P.ex_conf, P.ex_cnt, P.ex_last, P.ex_rate)
-        general_key = P.general_keys()
-        outcomes: list[tuple[np.ndarray, K.BatchOutcome]] = []
-        fast_ev = ~general_key[sk]
+            prepared.ex_key, prepared.ex_obj, prepared.ex_id, prepared.ex_conf, prepared.ex_cnt, prepared.ex_last,
+            prepared.ex_rate)
+        general_key = prepared.general_keys()
+        outcomes: list[tuple[np.ndarray, kernel.BatchOutcome]] = []
+        fast_ev = ~general_key[event_key]
         if fast_ev.any():
-            state = K.KeyState.empty(n_keys)
+            state = kernel.KeyState.empty(n_keys)
             single = ~general_key[ex_key]
-            kk = ex_key[single]
-            state.has[kk] = True
-            state.obj[kk] = ex_obj[single]
-            state.id[kk] = ex_id[single]
-            state.confidence[kk] = ex_conf[single]
-            state.count[kk] = ex_cnt[single]
-            state.last_reinforced[kk] = ex_last[single]
-            state.decay_rate[kk] = ex_rate[single]
+            single_key = ex_key[single]
+            state.has[single_key] = True
+            state.obj[single_key] = ex_obj[single]
+            state.id[single_key] = ex_id[single]
+            state.confidence[single_key] = ex_conf[single]
+            state.count[single_key] = ex_cnt[single]
+            state.last_reinforced[single_key] = ex_last[single]
+            state.decay_rate[single_key] = ex_rate[single]
             idx = np.flatnonzero(fast_ev)
-            outcomes.append((idx, K.replay_fast(sk[idx], so[idx], sts[idx], skind[idx], sg[idx], state, p,
-                                                 new_rate=P.new_rate[idx])))
+            outcomes.append((idx, kernel.replay_fast(event_key[idx], event_object[idx], event_ts[idx],
+                                                     event_kind[idx], event_gpos[idx], state, p,
+                                                     new_rate=prepared.new_rate[idx])))
         if (~fast_ev).any():
             idx = np.flatnonzero(~fast_ev)
             gen = general_key[ex_key]
@@ -219,8 +223,9 @@ class BatchWrites(StoreBase):
                 "key": ex_key[gen], "obj": ex_obj[gen], "id": ex_id[gen], "confidence": ex_conf[gen],
                 "count": ex_cnt[gen], "last_reinforced": ex_last[gen], "decay_rate": ex_rate[gen],
             })
-            outcomes.append((idx, K.replay_general(sk[idx], so[idx], sts[idx], skind[idx], sg[idx], P.key_multi,
-                                                    existing, p, new_rate=P.new_rate[idx])))
+            outcomes.append((idx, kernel.replay_general(event_key[idx], event_object[idx], event_ts[idx],
+                                                        event_kind[idx], event_gpos[idx], prepared.key_multi,
+                                                        existing, p, new_rate=prepared.new_rate[idx])))
 
         ev_ref = np.empty(n, np.int64)
         ev_ins = np.empty(n, bool)
@@ -232,14 +237,14 @@ class BatchWrites(StoreBase):
             f["row"] = np.where(f["ref"] < 0, order[idx[np.maximum(f["first_event"], 0)]], -1)
             parts.append(f)
         facts = {c: np.concatenate([f[c] for f in parts]) for c in parts[0]}
-        ev_id = self._write_batch(batch, order, ev_ref, ev_ins, ev_conf, sg, facts, behind, P)
+        ev_id = self._write_batch(batch, order, ev_ref, ev_ins, ev_conf, event_gpos, facts, behind, prepared)
 
         fact_ids = np.empty(n, np.int64)
         fact_ids[order] = ev_id
         superseded = int((facts["status"] == Status.SUPERSEDED).sum())
         return IngestResult(n, int(ev_ins.sum()), int(n - ev_ins.sum()), superseded, fact_ids)
 
-    def _write_batch(self, batch: Batch, order, ev_ref, ev_ins, ev_conf, sg, facts: dict[str, np.ndarray],
+    def _write_batch(self, batch: Batch, order, ev_ref, ev_ins, ev_conf, event_gpos, facts: dict[str, np.ndarray],
                      state: ActiveState | None = None, prepared: _Prepared | None = None) -> np.ndarray:
         """Number the new facts, insert them, update touched ones, append evidence — inside the
         caller's transaction, or (``state``) journaled and held behind — and advance the id counters.
@@ -247,10 +252,10 @@ class BatchWrites(StoreBase):
 
         Status and action strings are spelled by SQL from integer codes: building millions of
         Python strings would cost more than the inserts themselves."""
-        prov, ids = K.assign_ids(ev_ref, self._next_fact_id)
-        ev_id = K.resolve(ev_ref, prov, ids)
-        facts["id"] = K.resolve(facts["ref"], prov, ids)
-        facts["supersedes_id"] = K.resolve(facts["supersedes"], prov, ids)
+        prov, ids = kernel.assign_ids(ev_ref, self._next_fact_id)
+        ev_id = kernel.resolve(ev_ref, prov, ids)
+        facts["id"] = kernel.resolve(facts["ref"], prov, ids)
+        facts["supersedes_id"] = kernel.resolve(facts["supersedes"], prov, ids)
         t = batch.table
         is_new = facts["ref"] < 0
         new_ids = facts["id"][is_new]
@@ -277,7 +282,7 @@ class BatchWrites(StoreBase):
                 "last_reinforced": pa.array(new["last_reinforced"]),
                 "decay_rate": pa.array(new["decay_rate"]),
                 "status": text_column(codes, STATUS_LABELS),
-                "supersedes_id": pa.array(sup, mask=sup == K.NO_REF),
+                "supersedes_id": pa.array(sup, mask=sup == kernel.NO_REF),
                 "status_changed_at": pa.array(changed, mask=changed == NO_TIME),
                 "status_reason": text_column(codes - 1, REASON_LABELS, null=codes == Status.ACTIVE),
             })
@@ -307,24 +312,26 @@ class BatchWrites(StoreBase):
                     "status_changed_at": pa.array(changed, mask=changed == NO_TIME),
                     "status_reason": text_column(codes[left] - 1, REASON_LABELS),
                 })
-        # evidence: one row per event, numbered in global order (sg is a permutation: invert it)
-        by_g = np.empty(len(sg), np.int64)
-        by_g[sg] = np.arange(len(sg))
-        in_rows = order[by_g]
+        # evidence: one row per event, numbered in global order (event_gpos is a permutation: invert it)
+        by_global = np.empty(len(event_gpos), np.int64)
+        by_global[event_gpos] = np.arange(len(event_gpos))
+        in_rows = order[by_global]
         if (in_rows == np.arange(len(in_rows))).all():
             sess, msg, obs = t.column("session_id"), t.column("message_id"), t.column("ts")
         else:
             ev_rows = pa.array(in_rows)
             sess, msg, obs = (t.column(c).take(ev_rows) for c in ("session_id", "message_id", "ts"))
         ev_tbl = pa.table({
-            "id": pa.array(np.arange(self._next_evidence_id, self._next_evidence_id + len(sg), dtype=np.int64)),
-            "fact_id": pa.array(ev_id[by_g]),
+            "id": pa.array(np.arange(self._next_evidence_id, self._next_evidence_id + len(event_gpos),
+                                     dtype=np.int64)),
+            "fact_id": pa.array(ev_id[by_global]),
             "session_id": sess,
             "message_id": msg,
             "observed_at": obs,
-            "action": text_column((~ev_ins[by_g].astype(bool, copy=False)).view(np.int8), ACTION_LABELS),  # insert 0, reinforce 1
-            "confidence": pa.array(ev_conf[by_g]),
-            "source": text_column(np.zeros(len(by_g), np.int8), SOURCE_LABELS),
+            # insert 0, reinforce 1
+            "action": text_column((~ev_ins[by_global].astype(bool, copy=False)).view(np.int8), ACTION_LABELS),
+            "confidence": pa.array(ev_conf[by_global]),
+            "source": text_column(np.zeros(len(by_global), np.int8), SOURCE_LABELS),
         })
         if state is None:
             self._write_tables(new_tbl, upd, gone, ev_tbl)
@@ -392,10 +399,10 @@ class BatchWrites(StoreBase):
         grid = _consolidation_times(consolidate_at)
         batch = events if isinstance(events, Batch) else load_batch(events)
         with self._transaction():
-            P = self._prepare(batch) if len(batch) else None
-            if self._has_links or (P is not None and P.general_keys().any()) or P is None:
+            prepared = self._prepare(batch) if len(batch) else None
+            if self._has_links or (prepared is not None and prepared.general_keys().any()) or prepared is None:
                 return self._replay_loop(batch, grid, prune)
-            return self._replay_waves(batch, P, grid)
+            return self._replay_waves(batch, prepared, grid)
 
     def _replay_loop(self, batch: Batch, grid: np.ndarray, prune: bool) -> ReplayResult:
         ts = batch.column("ts").to_numpy()
@@ -414,89 +421,94 @@ class BatchWrites(StoreBase):
                 prev = T
         return ReplayResult(int(totals[0]), int(totals[1]), int(totals[2]), int(totals[3]), int(archived), len(grid))
 
-    def _replay_waves(self, batch: Batch, P: _Prepared, grid: np.ndarray) -> ReplayResult:
-        from factmem.engine import waves as W
+    def _replay_waves(self, batch: Batch, prepared: _Prepared, grid: np.ndarray) -> ReplayResult:
+        from factmem.engine import waves
 
         p = self._params
-        n, K_ = P.n, P.n_keys
-        init = W.InitialState.empty(K_)
-        init.has[P.ex_key] = True
-        init.obj[P.ex_key] = P.ex_obj
-        init.confidence[P.ex_key] = P.ex_conf
-        init.last_reinforced[P.ex_key] = P.ex_last
-        init.decay_rate[P.ex_key] = P.ex_rate
-        init_id = np.full(K_, K.NO_REF, np.int64)
-        init_id[P.ex_key] = P.ex_id
-        init_cnt = np.zeros(K_, np.int64)
-        init_cnt[P.ex_key] = P.ex_cnt
+        n, n_keys = prepared.n, prepared.n_keys
+        init = waves.InitialState.empty(n_keys)
+        init.has[prepared.ex_key] = True
+        init.obj[prepared.ex_key] = prepared.ex_obj
+        init.confidence[prepared.ex_key] = prepared.ex_conf
+        init.last_reinforced[prepared.ex_key] = prepared.ex_last
+        init.decay_rate[prepared.ex_key] = prepared.ex_rate
+        init_id = np.full(n_keys, kernel.NO_REF, np.int64)
+        init_id[prepared.ex_key] = prepared.ex_id
+        init_cnt = np.zeros(n_keys, np.int64)
+        init_cnt[prepared.ex_key] = prepared.ex_cnt
         horizon = int(grid[-1]) if grid.size else None
-        res = W.replay_waves(P.key, P.obj, P.ts, P.kind, K_, W.ParamArrays.of([p]), grid, init, horizon=horizon,
-                             predicate=P.predicate, predicate_names=P.predicate_names)
+        res = waves.replay_waves(prepared.key, prepared.obj, prepared.ts, prepared.kind, n_keys,
+                                 waves.ParamArrays.of([p]), grid, init, horizon=horizon,
+                                 predicate=prepared.predicate, predicate_names=prepared.predicate_names)
         conf, ins, origin, end, reason = (res.in_event_order(a)[0] for a in ("conf", "inserted", "origin", "end", "reason"))
-        ev_ref = np.where(origin >= 0, K.provisional_ref(P.gpos[np.maximum(origin, 0)]), init_id[-1 - np.minimum(origin, -1)])
+        ev_ref = np.where(origin >= 0, kernel.provisional_ref(prepared.gpos[np.maximum(origin, 0)]),
+                          init_id[-1 - np.minimum(origin, -1)])
 
         # one fact per run of equal origins (a fact's events are contiguous in key order)
         start = np.ones(n, bool)
         start[1:] = origin[1:] != origin[:-1]
-        fe = np.flatnonzero(start)
-        le = np.append(fe[1:], n) - 1
-        size = le - fe + 1
-        g_origin = origin[fe]
+        run_first = np.flatnonzero(start)
+        run_last = np.append(run_first[1:], n) - 1
+        size = run_last - run_first + 1
+        g_origin = origin[run_first]
         is_new = g_origin >= 0
-        status = np.select([reason[le] == EndReason.SUPERSEDED, reason[le] == EndReason.ARCHIVED],
+        status = np.select([reason[run_last] == EndReason.SUPERSEDED, reason[run_last] == EndReason.ARCHIVED],
                            [Status.SUPERSEDED, Status.ARCHIVED], Status.ACTIVE)
-        changed = np.where(status != Status.ACTIVE, end[le], NO_TIME)
+        changed = np.where(status != Status.ACTIVE, end[run_last], NO_TIME)
         # a new fact supersedes the state before it when that state ended by contradiction
         first_of_key = np.ones(n, bool)
-        first_of_key[1:] = P.key[1:] != P.key[:-1]
-        sup = np.full(len(fe), K.NO_REF, np.int64)
-        inner = is_new & ~first_of_key[fe]
-        prev = fe[inner] - 1
-        sup[inner] = np.where(reason[prev] == EndReason.SUPERSEDED, ev_ref[prev], K.NO_REF)
-        at_key_start = is_new & first_of_key[fe]
-        kx = P.key[fe[at_key_start]]
-        sup[at_key_start] = np.where(init.has[kx] & (res.init_reason[0][kx] == EndReason.SUPERSEDED), init_id[kx], K.NO_REF)
+        first_of_key[1:] = prepared.key[1:] != prepared.key[:-1]
+        sup = np.full(len(run_first), kernel.NO_REF, np.int64)
+        inner = is_new & ~first_of_key[run_first]
+        prev = run_first[inner] - 1
+        sup[inner] = np.where(reason[prev] == EndReason.SUPERSEDED, ev_ref[prev], kernel.NO_REF)
+        at_key_start = is_new & first_of_key[run_first]
+        start_key = prepared.key[run_first[at_key_start]]
+        sup[at_key_start] = np.where(init.has[start_key] & (res.init_reason[0][start_key] == EndReason.SUPERSEDED),
+                                     init_id[start_key], kernel.NO_REF)
         gkey = -1 - np.minimum(g_origin, -1)
         cols = {
-            "ref": ev_ref[fe],
-            "confidence": conf[le],
+            "ref": ev_ref[run_first],
+            "confidence": conf[run_last],
             "count": np.where(is_new, size - 1, init_cnt[gkey] + size),
-            "last_reinforced": P.ts[le],
-            "decay_rate": np.where(is_new, P.new_rate[fe], init.decay_rate[gkey]),
+            "last_reinforced": prepared.ts[run_last],
+            "decay_rate": np.where(is_new, prepared.new_rate[run_first], init.decay_rate[gkey]),
             "status": status,
             "status_changed_at": changed,
             "supersedes": sup,
-            "reinforced": np.ones(len(fe), bool),
-            "first_event": fe,
+            "reinforced": np.ones(len(run_first), bool),
+            "first_event": run_first,
         }
         # initial facts of touched keys that ended before being reinforced
-        ir = res.init_reason[0]
-        gone_k = np.flatnonzero(init.has & ((ir == EndReason.SUPERSEDED) | (ir == EndReason.ARCHIVED)))
+        init_reason = res.init_reason[0]
+        gone_k = np.flatnonzero(init.has & ((init_reason == EndReason.SUPERSEDED)
+                                            | (init_reason == EndReason.ARCHIVED)))
         # active facts no event touches: archived by a consolidation or left alone
         others = self._db.execute(
             "SELECT id, confidence, reinforcement_count, last_reinforced, decay_rate FROM memory_facts "
             "WHERE status = 'active'").fetchnumpy()
-        keep = ~np.isin(others["id"], P.ex_id)
-        o_at = W.first_archive_time(others["confidence"][keep], others["decay_rate"][keep],
-                                    others["last_reinforced"][keep], p.archive_threshold, grid,
-                                    horizon if horizon is not None else np.iinfo(np.int64).min)
-        hit = o_at != OPEN
+        keep = ~np.isin(others["id"], prepared.ex_id)
+        archive_at = waves.first_archive_time(others["confidence"][keep], others["decay_rate"][keep],
+                                              others["last_reinforced"][keep], p.archive_threshold, grid,
+                                              horizon if horizon is not None else np.iinfo(np.int64).min)
+        hit = archive_at != OPEN
         extra = {
             "ref": np.concatenate([init_id[gone_k], others["id"][keep][hit]]),
             "confidence": np.concatenate([init.confidence[gone_k], others["confidence"][keep][hit]]),
             "count": np.concatenate([init_cnt[gone_k], others["reinforcement_count"][keep][hit]]),
             "last_reinforced": np.concatenate([init.last_reinforced[gone_k], others["last_reinforced"][keep][hit]]),
             "decay_rate": np.concatenate([init.decay_rate[gone_k], others["decay_rate"][keep][hit]]),
-            "status": np.concatenate([np.where(ir[gone_k] == EndReason.SUPERSEDED, Status.SUPERSEDED, Status.ARCHIVED),
+            "status": np.concatenate([np.where(init_reason[gone_k] == EndReason.SUPERSEDED, Status.SUPERSEDED,
+                                               Status.ARCHIVED),
                                       np.full(int(hit.sum()), Status.ARCHIVED)]),
-            "status_changed_at": np.concatenate([res.init_end[0][gone_k], o_at[hit]]),
-            "supersedes": np.full(len(gone_k) + int(hit.sum()), K.NO_REF, np.int64),
+            "status_changed_at": np.concatenate([res.init_end[0][gone_k], archive_at[hit]]),
+            "supersedes": np.full(len(gone_k) + int(hit.sum()), kernel.NO_REF, np.int64),
             "reinforced": np.zeros(len(gone_k) + int(hit.sum()), bool),
             "first_event": np.full(len(gone_k) + int(hit.sum()), -1, np.int64),
         }
         facts = {k: np.concatenate([cols[k], extra[k]]) for k in cols}
-        facts["row"] = np.where(facts["ref"] < 0, P.order[np.maximum(facts["first_event"], 0)], -1)
-        self._write_batch(batch, P.order, ev_ref, ins, conf, P.gpos, facts)
+        facts["row"] = np.where(facts["ref"] < 0, prepared.order[np.maximum(facts["first_event"], 0)], -1)
+        self._write_batch(batch, prepared.order, ev_ref, ins, conf, prepared.gpos, facts)
         st = facts["status"]
         return ReplayResult(n, int(ins.sum()), int(n - ins.sum()), int((st == Status.SUPERSEDED).sum()),
                             int((st == Status.ARCHIVED).sum()), len(grid))
