@@ -49,10 +49,11 @@ Sums are kept per subject, so folds and bootstrap resamples over subjects are su
 >>> from factmem.data.generate import generate
 >>> from factmem.evaluation.simulate import prepare, kernel_beliefs
 >>> from factmem.core.params import MemoryParams
->>> P = prepare(generate("tiny", seed=3))
->>> ctx = ContextEvaluator(P, budgets=(5, 20))
+>>> prepared = prepare(generate("tiny", seed=3))
+>>> ctx = ContextEvaluator(prepared, budgets=(5, 20))
 >>> p = MemoryParams()
->>> scores = ctx.score(kernel_beliefs(P, [p], np.arange(P.start + 86400, P.end + 1, 86400))[0], p)
+>>> days = np.arange(prepared.start + 86400, prepared.end + 1, 86400)
+>>> scores = ctx.score(kernel_beliefs(prepared, [p], days)[0], p)
 >>> s = scores.summary(budget=20)
 >>> 0 <= s["recall"] <= 1 and s["points"] > 0
 True
@@ -289,8 +290,8 @@ class ContextEvaluator:
     # -- what is needed where -----------------------------------------------------------------------
 
     def _prepare_truth(self) -> None:
-        P = self.prepared
-        t = P.truth.sort_values(["triple", "valid_from"], kind="stable")
+        prepared = self.prepared
+        t = prepared.truth.sort_values(["triple", "valid_from"], kind="stable")
         triple = t["triple"].to_numpy(np.int64)
         vfrom = t["valid_from"].to_numpy(np.int64)
         vto = pd.array(t["valid_to"], dtype="Int64").fillna(OPEN).to_numpy(np.int64)
@@ -298,7 +299,7 @@ class ContextEvaluator:
         # true and relevant until; overlapping rows of a triple joined, never-true rows dropped
         triple, vfrom, tend = true_intervals(triple, vfrom, np.minimum(vto, rel))
         # first mention inside each interval: the fact is needed from just after it
-        m = P.mentions.sort_values(["triple", "ts"], kind="stable")
+        m = prepared.mentions.sort_values(["triple", "ts"], kind="stable")
         m_tr, m_ts = m["triple"].to_numpy(np.int64), m["ts"].to_numpy(np.int64)
         base = int(min(m_ts.min(initial=0), vfrom.min(initial=0)))
         span = int(max(m_ts.max(initial=0), self.prepared.end) - base + 2)
@@ -323,9 +324,9 @@ class ContextEvaluator:
         np.minimum.at(first_true, v_tr, v_from)
         self._first_true = first_true
         self._passing = np.zeros(n_tr, bool)
-        if "noise" in P.dataset.truth.columns:
-            noise = P.dataset.truth["noise"].to_numpy(object)
-            self._passing[P.truth["triple"].to_numpy(np.int64)[: len(noise)][noise == "irrelevant"]] = True
+        if "noise" in prepared.dataset.truth.columns:
+            noise = prepared.dataset.truth["noise"].to_numpy(object)
+            self._passing[prepared.truth["triple"].to_numpy(np.int64)[: len(noise)][noise == "irrelevant"]] = True
         # each triple's intervals, a range of the sorted arrays (for the compiled flags)
         self._tt_off = np.searchsorted(self._tt_triple, np.arange(n_tr + 1), "left")
         self._tv_off = np.searchsorted(self._tv_triple, np.arange(n_tr + 1), "left")
@@ -338,14 +339,14 @@ class ContextEvaluator:
         self._pt_needed = cover_count(self._n_points, lo, hi)
 
     def _prepare_sessions(self) -> None:
-        P = self.prepared
+        prepared = self.prepared
         # point index of each mention: (session, subject of the mention)
         n_subj = max(len(self.subjects), 1)
         pt_key = self._pt_session * n_subj + self._pt_subject
         by_key = np.argsort(pt_key, kind="stable")
         sorted_key = pt_key[by_key]
         # a log may hold millions of mentions: temporaries are dropped as soon as they are used
-        m_key = self._triple_subject[P.ev_triple]
+        m_key = self._triple_subject[prepared.ev_triple]
         m_key += self._ev_session * n_subj
         where = np.full(len(m_key), -1, np.int64)
         if len(sorted_key):
@@ -356,7 +357,7 @@ class ContextEvaluator:
             del pos, found
         del m_key
         keep = where >= 0  # sampled-out points drop their mentions
-        pe, tr = where[keep], P.ev_triple[keep]
+        pe, tr = where[keep], prepared.ev_triple[keep]
         del where, keep
         n_tr = max(self._n_known, 1)
         key = np.unique(pe * n_tr + tr)
@@ -368,20 +369,20 @@ class ContextEvaluator:
     def _prepare_proxy(self, name: str, full_points, full_rows: np.ndarray, ev_session: np.ndarray,
                        n_subj: int) -> None:
         """A proxy of :mod:`factmem.evaluation.proxies`, over every point before sampling."""
-        P = self.prepared
+        prepared = self.prepared
         pair, order, full_subject, full_t = full_points
         rank_of_pair = np.empty(len(order), np.int64)
         rank_of_pair[order] = np.arange(len(order))
-        code = ev_session * n_subj + self._triple_subject[P.ev_triple]
+        code = ev_session * n_subj + self._triple_subject[prepared.ev_triple]
         pos = np.minimum(np.searchsorted(pair, code), max(len(pair) - 1, 0))
         mention_point = np.where(pair[pos] == code, rank_of_pair[pos], -1) if len(pair) else np.full(len(code), -1)
         index = PointIndex(full_subject=full_subject, full_t=full_t, point_full=full_rows, mention_point=mention_point,
-                           mention_triple=np.asarray(P.ev_triple, np.int64),
-                           mention_ts=np.asarray(P.events["ts"].to_numpy(), np.int64),
+                           mention_triple=np.asarray(prepared.ev_triple, np.int64),
+                           mention_ts=np.asarray(prepared.events["ts"].to_numpy(), np.int64),
                            triple_subject=self._triple_subject.copy(), triple_pred=self._triple_pred.copy(),
                            n_pred=len(self._predicates), point_key=self._pt_key, tmin=self._tmin, span=self._span)
         if name == "kind-aware":  # which facts are episodes, which predicates multi-valued (the log's own word)
-            index.triple_episodic, index.multi_pred = kind_inputs(P, self._n_known, self._predicates)
+            index.triple_episodic, index.multi_pred = kind_inputs(prepared, self._n_known, self._predicates)
         self._proxy = make_proxy(name, index)
         self._pt_needed = self._proxy.needed_counts()
 
@@ -570,15 +571,15 @@ class ContextEvaluator:
 
     def _extend(self, unknown: np.ndarray) -> None:
         """Subjects and tie order of triples the log never names (invented derived facts)."""
-        P = self.prepared
+        prepared = self.prepared
         n = int(unknown.max()) + 1
-        names = P.extra_triples()
+        names = prepared.extra_triples()
         if len(names) < n - self._n_known:
             raise InputError("belief states name triples the prepared log has not encoded")
         subj = pd.Index(self.subjects).get_indexer(pd.Index([s for s, _, _ in names], dtype=object))
-        all_pred = np.concatenate([np.asarray(P.triples.get_level_values(1), object),
+        all_pred = np.concatenate([np.asarray(prepared.triples.get_level_values(1), object),
                                    np.asarray([p for _, p, _ in names], object)])
-        all_obj = np.concatenate([np.asarray(P.triples.get_level_values(2), object),
+        all_obj = np.concatenate([np.asarray(prepared.triples.get_level_values(2), object),
                                   np.asarray([o for _, _, o in names], object)])
         sub = np.concatenate([self._triple_subject[: self._n_known], np.where(subj >= 0, subj, 0)])
         self._triple_subject = sub.astype(np.int64)

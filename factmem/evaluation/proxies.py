@@ -322,29 +322,29 @@ def _code(needed: np.ndarray, stale: np.ndarray, other: int) -> np.ndarray:
     return np.where(needed, 1, np.where(stale, 2, other)).astype(np.int64)
 
 
-def kind_inputs(P: PreparedLog, n_known: int, predicates: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def kind_inputs(prepared: PreparedLog, n_known: int, predicates: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """What ``kind-aware`` reads of the log besides the points: whether each triple is an episode (the
     kind its mentions carry), and whether each predicate (in the evaluator's order, ``predicates``) is
     multi-valued — declared by the log, else measured from its mentions alone (never from truth)."""
     from factmem.evaluation.cardinality import measure_cardinality, suggest_multi_valued
 
-    kind = P.events["kind"]
+    kind = prepared.events["kind"]
     if isinstance(kind.dtype, pd.CategoricalDtype):  # the codes, not a string per mention
         cats = kind.cat.categories
         is_ep = kind.cat.codes.to_numpy() == (cats.get_loc("episodic") if "episodic" in cats else -2)
     else:
         is_ep = (kind.astype(str) == "episodic").to_numpy(bool)
     episodic = np.zeros(n_known, bool)
-    episodic[np.asarray(P.ev_triple, np.int64)[is_ep]] = True
-    declared = P.dataset.multi_valued_predicates
-    if declared or not len(P.events):
+    episodic[np.asarray(prepared.ev_triple, np.int64)[is_ep]] = True
+    declared = prepared.dataset.multi_valued_predicates
+    if declared or not len(prepared.events):
         multi = frozenset(declared)
     else:  # measured on integer codes of the triples (the same rule, without comparing strings per mention)
-        tr = np.asarray(P.ev_triple, np.int64)
-        codes = P.triples.codes
+        tr = np.asarray(prepared.ev_triple, np.int64)
+        codes = prepared.triples.codes
         coded = pd.DataFrame({"subject": np.asarray(codes[0])[tr], "predicate": np.asarray(codes[1])[tr],
-                              "object": np.asarray(codes[2])[tr], "ts": P.events["ts"].to_numpy(np.int64)})
-        names = P.triples.levels[1]
+                              "object": np.asarray(codes[2])[tr], "ts": prepared.events["ts"].to_numpy(np.int64)})
+        names = prepared.triples.levels[1]
         multi = frozenset(str(names[c]) for c in suggest_multi_valued(measure_cardinality(None, coded)))
     return episodic, np.isin(np.asarray(predicates, dtype=object), list(multi))
 

@@ -31,7 +31,7 @@ from factmem.abstraction.passes import abstract
 from factmem.core.codes import DAY, HOUR, KIND_CODES, KINDS, OPEN, EndReason
 from factmem.core.params import MemoryParams
 from factmem.data.logs import Dataset, load
-from factmem.engine import waves as W
+from factmem.engine import waves
 from factmem.errors import InputError
 from factmem.evaluation.metrics import Evaluation, Evaluator
 from factmem.store.factstore import FactStore
@@ -96,7 +96,7 @@ def _capped_grid(start: int, end: int, every: int, what: str, field: str, option
             f"({span_days:,.0f} days) would make {count:,} {what}, more than {MAX_SCHEDULE_POINTS:,}: choose a "
             f"longer period ({option}; Schedule({field}=...)) — a yearly one ({YEARLY_HOURS:g} h) suits historical "
             "data. If the span itself is wrong, look for a time in milliseconds in the log.")
-    return W.grid_between(start, end, every)
+    return waves.grid_between(start, end, every)
 
 
 def default_schedule(dataset: Dataset | PreparedLog) -> Schedule:
@@ -290,9 +290,9 @@ def kernel_belief_arrays(prepared: PreparedLog, params: Sequence[MemoryParams], 
     if len(mvps) != 1:
         raise InputError("kernel_beliefs takes parameter sets that share multi_valued_predicates")
     enc = encoded or encode_events(prepared, next(iter(mvps)))
-    res = W.replay_waves(enc.key, enc.obj, enc.ts, enc.kind, enc.n_keys, W.ParamArrays.of(params), grid,
-                         horizon=int(grid[-1]) if len(grid) else None, predicate=enc.predicate,
-                         predicate_names=enc.predicate_names)
+    res = waves.replay_waves(enc.key, enc.obj, enc.ts, enc.kind, enc.n_keys, waves.ParamArrays.of(params), grid,
+                             horizon=int(grid[-1]) if len(grid) else None, predicate=enc.predicate,
+                             predicate_names=enc.predicate_names)
     out = []
     triple, start = enc.triple[res.event], enc.ts[res.event]  # rows come in the kernel's wave order
     kind = enc.kind.astype(np.int64)
