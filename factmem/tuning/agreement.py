@@ -134,16 +134,16 @@ class AgreementResult:
     utilities: pd.DataFrame
 
 
-def _per_subject_sums(P: PreparedLog, candidates: list[MemoryParams], modes: Sequence[str], budget: int,
+def _per_subject_sums(prepared: PreparedLog, candidates: list[MemoryParams], modes: Sequence[str], budget: int,
                       schedule: Schedule) -> dict[str, np.ndarray]:
     """candidate × subject × FIELDS sums at ``budget`` for each definition (one replay per chunk)."""
-    evaluators = {m: ContextEvaluator(P, budgets=(budget,), needed=m) for m in modes}  # type: ignore[arg-type]
-    grid = schedule.consolidations(P.start, P.end)
+    evaluators = {m: ContextEvaluator(prepared, budgets=(budget,), needed=m) for m in modes}  # type: ignore[arg-type]
+    grid = schedule.consolidations(prepared.start, prepared.end)
     out: dict[str, list[np.ndarray]] = {m: [] for m in modes}
-    encoded = encode_events(P, candidates[0].multi_valued_predicates)
+    encoded = encode_events(prepared, candidates[0].multi_valued_predicates)
     for a in range(0, len(candidates), _CHUNK):
         chunk = candidates[a:a + _CHUNK]
-        for p, bel in zip(chunk, kernel_belief_arrays(P, chunk, grid, encoded)):
+        for p, bel in zip(chunk, kernel_belief_arrays(prepared, chunk, grid, encoded)):
             for m, ev in evaluators.items():
                 out[m].append(ev.score(bel, p).sums[0, :, 0, :])
     subjects = {m: ev.subjects for m, ev in evaluators.items()}
@@ -200,11 +200,11 @@ def measure_agreement(log: Any, proxies: Sequence[str] = ALL_PROXIES, *,
     from factmem.tuning.space import random_points
     from factmem.tuning.tune import base_params
 
-    P = prepare(log)
-    base = base_params(P)
+    prepared = prepare(log)
+    base = base_params(prepared)
     candidates = [base] + [p for p in random_points(DEFAULT_SPACE, base, n, seed) if p != base]
     modes = ["truth", *proxies]
-    sums = _per_subject_sums(P, candidates, modes, budget, schedule or Schedule())
+    sums = _per_subject_sums(prepared, candidates, modes, budget, schedule or Schedule())
     fold_of = Holdout(folds=folds, seed=seed).subject_folds(sums["truth"].shape[1])
     truth = sums["truth"]
     truth_u = _utility(truth)
@@ -223,7 +223,7 @@ def measure_agreement(log: Any, proxies: Sequence[str] = ALL_PROXIES, *,
                      "decision_agrees": promoted == truth_promoted, "proxy_difference": diff,
                      "truth_difference": truth_diff, "truth_utility": rec, "truth_best": truth_best,
                      "truth_baseline": truth_base, "regret": truth_best - rec, "gain": rec - truth_base})
-    label = name or str(getattr(P.dataset, "path", None) or P.dataset.scenario.get("name", "log"))
+    label = name or str(getattr(prepared.dataset, "path", None) or prepared.dataset.scenario.get("name", "log"))
     utilities = pd.DataFrame({m: _utility(sums[m]) for m in modes})
     return AgreementResult(label, budget, len(candidates), pd.DataFrame(rows), utilities)
 

@@ -232,11 +232,11 @@ def identify(res: SweepResult, part: str, budget: int, best: int, space: Mapping
     return out
 
 
-def log_support(P: PreparedLog, space: Mapping[str, Any]) -> dict[str, str]:
+def log_support(prepared: PreparedLog, space: Mapping[str, Any]) -> dict[str, str]:
     """What the log offers each searched name: repeated mentions for the gain (mentions of a triple
     already mentioned before), the mentions of a kind for that kind's numbers, of a predicate for its
     own rate."""
-    ev = P.events
+    ev = prepared.events
     out: dict[str, str] = {}
     repeated = int(ev.duplicated(["subject", "predicate", "object"]).sum()) if len(ev) else 0
     kinds = ev["kind"].value_counts() if len(ev) else None

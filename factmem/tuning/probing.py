@@ -47,7 +47,7 @@ def identify_choices(job: _Job, res: SweepResult, folds: np.ndarray | None, sear
     probes = {k: probe_points(space, res.params[b], baseline=baseline) for k, b in bests.items()}
     res = add_probes(job, res, [p for by in probes.values() for ps in by.values() for p in ps])
     row_of = rows_of(res)
-    support = log_support(job.P, space)
+    support = log_support(job.prepared, space)
     idents: dict[int, Identification] = {}
     for k, b in bests.items():
         idents[k] = identify(res, part, k, b, space, {n: [row_of[p] for p in ps] for n, ps in probes[k].items()},
@@ -98,7 +98,7 @@ def add_probes(job: _Job, res: SweepResult, points: list[MemoryParams]) -> Sweep
     new = list(dict.fromkeys(p for p in points if p not in have))
     if not new:
         return res
-    more = sweep(job.P, new, base=job.base, schedule=job.schedule, objective=job.objective, holdout=job.holdout,
+    more = sweep(job.prepared, new, base=job.base, schedule=job.schedule, objective=job.objective, holdout=job.holdout,
                  compute=job.compute, include_baseline=False, calibration=job.calibration)
     more.table["probe"] = True
     return concat_results(res, more)

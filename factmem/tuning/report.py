@@ -60,7 +60,7 @@ def _fmt(v: Any, digits: int = 4) -> str:
     return str(v)
 
 
-def budget_curve_table(result: TuneResult, P: PreparedLog) -> pd.DataFrame:
+def budget_curve_table(result: TuneResult, prepared: PreparedLog) -> pd.DataFrame:
     """Held-out utility@k for k = 1 … :data:`CURVE_K` of the recommendation (as judged: each subject
     by its fold's choice), the baseline and the seed defaults (and current): columns k, value, params,
     budget (the budget whose recommendation it is), and ``low``/``high``: the 95% bootstrap band over
@@ -68,7 +68,7 @@ def budget_curve_table(result: TuneResult, P: PreparedLog) -> pd.DataFrame:
     res = result.sweep
     obj, ho = res.objective, res.holdout
     part = "all" if ho.mode == "subjects" else "test"
-    src = P if ho.mode != "log" else ho.log
+    src = prepared if ho.mode != "log" else ho.log
     parts = None
     if ho.mode == "time":
         assert res.split_at is not None
@@ -129,7 +129,7 @@ def budget_curve_table(result: TuneResult, P: PreparedLog) -> pd.DataFrame:
     return pd.concat(rows, ignore_index=True)
 
 
-def write_tune_run(result: TuneResult, P: PreparedLog, out: Path) -> Path:
+def write_tune_run(result: TuneResult, prepared: PreparedLog, out: Path) -> Path:
     """Fill the run folder of ``result`` (see the module docstring; made by :func:`factmem.tune`,
     which marks it complete after this returns); returns its path."""
     from factmem import plots
@@ -141,7 +141,7 @@ def write_tune_run(result: TuneResult, P: PreparedLog, out: Path) -> Path:
     primary = result.primary
     figs: dict[str, Path] = {}
 
-    curves = budget_curve_table(result, P)
+    curves = budget_curve_table(result, prepared)
     first = curves[curves["budget"] == primary.budget]
     fig = plots.budget_curves(first, budgets=obj.budgets,
                               title=f"Held-out utility@k (costs {obj.costs}), recommendation for k = {primary.budget}")
@@ -166,14 +166,14 @@ def write_tune_run(result: TuneResult, P: PreparedLog, out: Path) -> Path:
 
     # the recommendation and the baseline replayed through a FactStore, for figures and inspection
     sched = res.schedule
-    sim_rec = simulate(P, primary.params, sched, store_path=out / "memory.duckdb")
-    sim_base = simulate(P, result.baseline, sched)
+    sim_rec = simulate(prepared, primary.params, sched, store_path=out / "memory.duckdb")
+    sim_base = simulate(prepared, result.baseline, sched)
     try:
         rel = pd.concat([sim_rec.evaluation.reliability.query("kind == 'all'").assign(params="recommended"),
                          sim_base.evaluation.reliability.query("kind == 'all'").assign(params="baseline")])
         figs["calibration"] = plots.save(plots.reliability(rel, by="params"), out / "calibration.png")
         fig = plots.trajectories(sim_rec.trajectories, evidence=sim_rec.store.evidence(),
-                                 facts=sim_rec.store.facts(at=P.end), threshold=primary.params.archive_threshold)
+                                 facts=sim_rec.store.facts(at=prepared.end), threshold=primary.params.archive_threshold)
         figs["trajectories"] = plots.save(fig, out / "trajectories.png")
         figs["checkpoints"] = plots.save(plots.checkpoint_metrics(sim_rec.checkpoints), out / "checkpoints.png")
         ck = pd.concat([sim_rec.checkpoints.assign(params="recommended"),
@@ -186,8 +186,8 @@ def write_tune_run(result: TuneResult, P: PreparedLog, out: Path) -> Path:
 
     heldout = pd.concat([r.heldout.assign(budget=k) for k, r in result.recommendations.items()], ignore_index=True)
     info = dict(
-        dataset={"path": str(P.dataset.path) if P.dataset.path else None, "sha256": P.sha256,
-                 "scenario": P.dataset.scenario, "events": int(len(P.events))},
+        dataset={"path": str(prepared.dataset.path) if prepared.dataset.path else None, "sha256": prepared.sha256,
+                 "scenario": prepared.dataset.scenario, "events": int(len(prepared.events))},
         holdout=ho.to_dict(), objective=obj.to_dict(), schedule=sched.to_dict(), split_at=res.split_at,
         n_params=len(res.params), points=res.points, sampled_from=res.sampled_from,
         recommendations={str(k): {"params": r.params.to_dict(), "promoted": r.promoted, "keep": r.keep,
@@ -221,7 +221,7 @@ def write_tune_run(result: TuneResult, P: PreparedLog, out: Path) -> Path:
     for k, rec in result.recommendations.items():
         chosen_row = rec.index if rec.keep == "recommended" else 0
         prov = {"run_id": str(tab.loc[chosen_row, "run_id"]) if rec.keep != "current" else "current",
-                "dataset_sha256": P.sha256,
+                "dataset_sha256": prepared.sha256,
                 "objective": f"{obj.name}@{k}" if obj.per_budget else obj.name,
                 "git_commit": man["git_commit"] or "", "notes": rec.decision,
                 # the held-out metrics of what is shipped and of what the decision judged it against
@@ -233,7 +233,7 @@ def write_tune_run(result: TuneResult, P: PreparedLog, out: Path) -> Path:
         write_params_file(path, rec.chosen, prov, consolidate_every_seconds=period)
         if k == primary.budget and len(obj.budgets) > 1:
             write_params_file(out / f"params-k{k}.toml", rec.chosen, prov, consolidate_every_seconds=period)
-    (out / "report.md").write_text(render_report(result, P, figs, calib, curves), encoding="utf-8")
+    (out / "report.md").write_text(render_report(result, prepared, figs, calib, curves), encoding="utf-8")
     return out
 
 
@@ -328,11 +328,11 @@ def _subject_table(result: TuneResult) -> pd.DataFrame:
     return pd.concat(rows, ignore_index=True) if rows else pd.DataFrame()
 
 
-def render_report(result: TuneResult, P: PreparedLog, figs: dict[str, Path], calib: dict[str, dict],
+def render_report(result: TuneResult, prepared: PreparedLog, figs: dict[str, Path], calib: dict[str, dict],
                   curves: pd.DataFrame) -> str:
     res = result.sweep
     obj, ho = res.objective, res.holdout
-    ds = P.dataset
+    ds = prepared.dataset
     name = ds.scenario.get("name") or (ds.path.name if ds.path else "log")
     part = "all" if ho.mode == "subjects" else "test"
     n_subj = len(res.subjects.get(part, []))
@@ -403,9 +403,9 @@ def render_report(result: TuneResult, P: PreparedLog, figs: dict[str, Path], cal
           f"k = {keep.budget}" + (", `params-k<K>.toml` those for each budget" if len(obj.budgets) > 1 else "")
           + ", ready for `factmem export params.toml --format rust --out memory_params.rs`.", ""]
     L += ["**How this was measured.** "
-          f"Log `{ds.path}` (sha256 `{P.sha256[:16]}…`): {len(P.events):,} fact mentions about "
-          f"{P.events['subject'].nunique()} people, {_date(P.start)} → {_date(P.end)} "
-          f"({(P.end - P.start) / 86400:.0f} days). A context is assembled at each session start "
+          f"Log `{ds.path}` (sha256 `{prepared.sha256[:16]}…`): {len(prepared.events):,} fact mentions about "
+          f"{prepared.events['subject'].nunique()} people, {_date(prepared.start)} → {_date(prepared.end)} "
+          f"({(prepared.end - prepared.start) / 86400:.0f} days). A context is assembled at each session start "
           f"({n_pts:,} points with at least one needed fact"
           + (f", sampled from {res.sampled_from.get(part, 0):,}" if obj.max_points_per_subject else "")
           + f", {n_subj} people); a fact is *needed* there when it is {needed_text}; {obj.costs.describe()}; "

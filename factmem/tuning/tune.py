@@ -194,9 +194,9 @@ class TuneResult:
                 "notes": list(self.notes)}
 
 
-def base_params(P: PreparedLog) -> MemoryParams:
+def base_params(prepared: PreparedLog) -> MemoryParams:
     """Seed defaults with the log's multi-valued predicates (declared by its scenario, else measured)."""
-    return MemoryParams(multi_valued_predicates=log_registry(P.dataset))
+    return MemoryParams(multi_valued_predicates=log_registry(prepared.dataset))
 
 
 def subject_folds(n_subjects: int, folds: int, seed: int) -> np.ndarray:
@@ -256,23 +256,23 @@ def tune(log: Any = None, *, out: str | os.PathLike | None = None, search: Searc
     return result
 
 
-def _check_tunable(P: PreparedLog) -> None:
+def _check_tunable(prepared: PreparedLog) -> None:
     """A log tune can replay: some fact mentions, over more than one instant (an empty log or a
     single message leaves nothing to compare candidates on — ``fit`` and ``cardinality`` refuse them too)."""
-    where = P.dataset.path if P.dataset.path is not None else "the log"
-    if not len(P.events):
+    where = prepared.dataset.path if prepared.dataset.path is not None else "the log"
+    if not len(prepared.events):
         raise InputError(f"{where}: the log has no fact mentions; there is nothing to tune")
-    if P.end <= P.start or P.events["ts"].nunique() < 2:
-        raise InputError(f"{where}: the log's fact mentions all lie at one instant ({len(P.events)} mentions at "
-                         f"{int(P.events['ts'].iloc[0])}); tuning replays a log over time — give it messages at two "
-                         "times at least")
+    if prepared.end <= prepared.start or prepared.events["ts"].nunique() < 2:
+        raise InputError(f"{where}: the log's fact mentions all lie at one instant ({len(prepared.events)} mentions "
+                         f"at {int(prepared.events['ts'].iloc[0])}); tuning replays a log over time — give it messages "
+                         "at two times at least")
 
 
 @dataclass
 class _Job:
     """What every search of one tune shares (the first and each restart)."""
 
-    P: PreparedLog
+    prepared: PreparedLog
     base: MemoryParams
     schedule: Schedule
     objective: Objective
@@ -301,13 +301,13 @@ def _tune(log: Any, out: Path | None, search: Search | None, objective: Objectiv
     t0 = time.perf_counter()
     search = search or Search()
     compute = compute or Compute()
-    P = prepare(log if log is not None else bundled_dataset())
-    _check_tunable(P)
-    schedule = schedule or default_schedule(P)
+    prepared = prepare(log if log is not None else bundled_dataset())
+    _check_tunable(prepared)
+    schedule = schedule or default_schedule(prepared)
     if holdout.mode == "log" and not isinstance(holdout.log, PreparedLog):
         holdout = Holdout(**{**holdout.__dict__, "log": prepare(holdout.log)})
-    job = _Job(P, base if base is not None else base_params(P), schedule, objective, holdout, compute, current, start,
-               calibrate_all or objective.name in CALIBRATION_OBJECTIVES, promotion or Promotion())
+    job = _Job(prepared, base if base is not None else base_params(prepared), schedule, objective, holdout, compute,
+               current, start, calibrate_all or objective.name in CALIBRATION_OBJECTIVES, promotion or Promotion())
     before = None if previous is None else _previous_search(job, previous, search)
     res, folds, outcome = _search(job, search, before, more)
     res, idents, chosen = identify_choices(job, res, folds, search)
@@ -328,7 +328,7 @@ def _tune(log: Any, out: Path | None, search: Search | None, objective: Objectiv
                         time.perf_counter() - t0, notes=list(outcome.notes), promotion=job.promotion, restarts=runs,
                         groups=job.groups, studies=outcome, importances=importances)
     if out is not None:
-        result.out = write_tune_run(result, P, out)
+        result.out = write_tune_run(result, prepared, out)
         save_search(outcome, out, res, job.groups)
     result.seconds = time.perf_counter() - t0
     return result
@@ -396,14 +396,14 @@ def _previous_search(job: _Job, run: Path, search: Search) -> SearchOutcome:
     from factmem.tuning.sweep import calibration_columns
 
     prior = load_run(run)
-    P = job.P
-    if prior.manifest["dataset"]["sha256"] != P.sha256:
-        raise InputError(f"{run}: the log at {P.dataset.path} changed since the run (sha256 differs); "
+    prepared = job.prepared
+    if prior.manifest["dataset"]["sha256"] != prepared.sha256:
+        raise InputError(f"{run}: the log at {prepared.dataset.path} changed since the run (sha256 differs); "
                          "a resumed run must replay the same log")
     table = prior.table("sweep")
     refs = prior.table("references") if "references" in prior.manifest.get("tables", []) else pd.DataFrame()
     before, groups = load_search(run, table, refs, schedule=job.schedule, objective=job.objective,
-                                 holdout=job.holdout, dataset_sha256=P.sha256)
+                                 holdout=job.holdout, dataset_sha256=prepared.sha256)
     job.groups.update(groups)
     if not before.sweep.calibration:  # the report's rows get theirs again; the others hold none
         before.sweep.table.loc[:, calibration_columns(before.sweep.table)] = np.nan
@@ -436,7 +436,7 @@ def _search(job: _Job, search: Search, previous: SearchOutcome | None = None, mo
     :func:`sweep` on one pool of worker processes kept for the whole search (or the given executor).
     ``previous``/``more``: continue a resumed search by ``more`` candidates per study. Returns the
     sweep (column ``study``: which studies may choose each row), the subject folds and the outcome."""
-    P, base, objective, holdout = job.P, job.base, job.objective, job.holdout
+    prepared, base, objective, holdout = job.prepared, job.base, job.objective, job.holdout
     tuning_part, eval_part = job.tuning_part, job.eval_part
     compute = job.compute
     pool = None
@@ -447,15 +447,15 @@ def _search(job: _Job, search: Search, previous: SearchOutcome | None = None, mo
     bar = tqdm(desc=f"search (seed {search.seed})", unit="params", disable=not compute.progress)
 
     def score(points: list[MemoryParams], first: bool) -> SweepResult:
-        return sweep(P, points, base=base, schedule=job.schedule, objective=objective, holdout=holdout,
+        return sweep(prepared, points, base=base, schedule=job.schedule, objective=objective, holdout=holdout,
                      compute=inner, include_baseline=first, calibration=job.calibration)
 
     def folds_of(res: SweepResult) -> np.ndarray | None:
         # people who share sessions are one group: folds (and resamples) keep them together
         if not job.groups:
-            job.groups[tuning_part] = subject_groups(P, res.subjects[tuning_part], holdout.group_by)
+            job.groups[tuning_part] = subject_groups(prepared, res.subjects[tuning_part], holdout.group_by)
             job.groups[eval_part] = job.groups[tuning_part] if eval_part == tuning_part else subject_groups(
-                holdout.log if holdout.mode == "log" else P, res.subjects[eval_part], holdout.group_by)
+                holdout.log if holdout.mode == "log" else prepared, res.subjects[eval_part], holdout.group_by)
         return holdout.group_folds(job.groups[tuning_part]) if holdout.mode == "subjects" else None
 
     fixed = [p for p in (job.current, job.start) if p is not None]
@@ -488,7 +488,7 @@ def _judge(job: _Job, res: SweepResult, folds: np.ndarray | None, search: Search
             [chosen[k][1] if k in chosen else res.best(job.tuning_part, k if objective.per_budget else None,
                                                        rows=choosable(res, job.tuning_part))
              for k in objective.budgets]
-        res = fill_calibration(res, shown, job.P)
+        res = fill_calibration(res, shown, job.prepared)
     return res, {k: _recommend(res, k, job.tuning_part, job.eval_part, folds, i_base, i_def, i_cur, job.current,
                                search, job.holdout, i_start, job.promotion.min_effect, chosen.get(k), job.groups)
                  for k in objective.budgets}
