@@ -40,7 +40,7 @@ import pandas as pd
 
 from factmem.core.codes import KIND_CODES, OPEN, EndReason, Status
 from factmem.core.params import MemoryParams
-from factmem.engine import waves as W
+from factmem.engine import waves
 from factmem.errors import InputError
 from factmem.production.rebuild import NO_ID, ProductionLog, release_memory
 
@@ -75,7 +75,7 @@ def consolidation_grid(first: int, until: int, period: int) -> np.ndarray:
     if n > MAX_CONSOLIDATIONS:
         raise InputError(f"consolidating every {period / 3600:g} h from {first} to {until} makes {n} "
                          f"consolidations (more than {MAX_CONSOLIDATIONS}); pass a longer --consolidate-every")
-    return W.grid_between(start, int(until), period)
+    return waves.grid_between(start, int(until), period)
 
 
 @dataclass
@@ -150,9 +150,9 @@ def replay_log(log: ProductionLog, params: MemoryParams, grid: np.ndarray, encod
     release_memory()  # the engine's working arrays are large: start from what is really in use
     order = enc.order
     grid = np.asarray(grid, np.int64)
-    res = W.replay_waves(enc.key, enc.obj, enc.ts, enc.kind, enc.n_keys, W.ParamArrays.of([params]), grid,
-                         horizon=int(grid[-1]) if grid.size else None, predicate=enc.predicate,
-                         predicate_names=enc.predicate_names)
+    res = waves.replay_waves(enc.key, enc.obj, enc.ts, enc.kind, enc.n_keys, waves.ParamArrays.of([params]), grid,
+                             horizon=int(grid[-1]) if grid.size else None, predicate=enc.predicate,
+                             predicate_names=enc.predicate_names)
     n = len(order)
 
     def back(name: str, dtype) -> np.ndarray:  # engine rows -> key-sorted positions -> observations

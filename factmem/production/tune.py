@@ -153,14 +153,15 @@ class ProductionTuneResult:
                 "production_notes": list(self.notes), "timings": {k: round(v, 2) for k, v in self.timings.items()}}
 
 
-def sample_subjects(P: PreparedLog, subjects: int, seed: int, max_observations: int | None = None
+def sample_subjects(prepared: PreparedLog, subjects: int, seed: int, max_observations: int | None = None
                     ) -> tuple[PreparedLog, np.ndarray]:
     """The log restricted to a seeded sample of ``subjects`` people (their mentions and messages, their
     triples numbered afresh); returns it and the sampled subjects' names (sorted). With
     ``max_observations``, the sample is cut to the people drawn first whose mentions add up to at most
     that many (at least :data:`MIN_SEARCH_SUBJECTS` people)."""
-    names = P.triples.levels[0]
-    ev_subject = np.asarray(P.triples.codes[0], np.int64)[P.ev_triple]  # integer codes: no string compares
+    names = prepared.triples.levels[0]
+    # integer codes: no string compares
+    ev_subject = np.asarray(prepared.triples.codes[0], np.int64)[prepared.ev_triple]
     people, mentions = np.unique(ev_subject, return_counts=True)
     rng = np.random.default_rng(seed)
     drawn = rng.choice(len(people), size=min(subjects, len(people)), replace=False)  # in the order drawn
@@ -170,25 +171,25 @@ def sample_subjects(P: PreparedLog, subjects: int, seed: int, max_observations: 
     chosen_codes = np.sort(people[drawn])
     keep = np.isin(ev_subject, chosen_codes)
     chosen = np.sort(np.asarray(names, dtype=object)[chosen_codes])
-    events = P.events[keep].reset_index(drop=True)
+    events = prepared.events[keep].reset_index(drop=True)
     sessions = pd.unique(events["session_id"].dropna())
-    msgs = P.dataset.messages
+    msgs = prepared.dataset.messages
     messages = msgs[msgs["session_id"].isin(sessions)].reset_index(drop=True)
-    ds = dataclasses.replace(P.dataset, events=events, messages=messages)
+    ds = dataclasses.replace(prepared.dataset, events=events, messages=messages)
     # the sample's own triple codes: replays and evaluators size arrays by the number of triples, and the
     # whole file's (6.5M at 10M observations) would be held for every candidate of the search
-    used = sorted_unique(P.ev_triple[keep])
-    ev_triple = np.searchsorted(used, P.ev_triple[keep]).astype(np.int64)
-    triples = P.triples[used].remove_unused_levels()
-    truth = P.truth
+    used = sorted_unique(prepared.ev_triple[keep])
+    ev_triple = np.searchsorted(used, prepared.ev_triple[keep]).astype(np.int64)
+    triples = prepared.triples[used].remove_unused_levels()
+    truth = prepared.truth
     if len(truth):  # production logs have none; a dataset's truth follows its triples
         t_code = truth["triple"].to_numpy(np.int64)
         pos = np.minimum(np.searchsorted(used, t_code), max(len(used) - 1, 0))
         hit = (used[pos] == t_code) if len(used) else np.zeros(len(t_code), bool)
         truth = truth[hit].assign(triple=pos[hit]).reset_index(drop=True)
-    sub = dataclasses.replace(P, dataset=ds, events=events, triples=triples, ev_triple=ev_triple, truth=truth,
-                              mentions=pd.DataFrame({"triple": ev_triple, "ts": events["ts"].to_numpy(np.int64)}),
-                              _evaluators={}, _extra={})
+    sample_mentions = pd.DataFrame({"triple": ev_triple, "ts": events["ts"].to_numpy(np.int64)})
+    sub = dataclasses.replace(prepared, dataset=ds, events=events, triples=triples, ev_triple=ev_triple, truth=truth,
+                              mentions=sample_mentions, _evaluators={}, _extra={})
     return sub, chosen
 
 
@@ -294,25 +295,26 @@ def tune_production(production: str | os.PathLike, *, current: Any = None, neede
     if sessions_only:
         notes.append(f"{log.counts['observations_without_session']:,} observations have no session_id: they start no "
                      "session and are left out of the tuning replay (the reproduction check replays them).")
-    P = log.prepared(sessions_only=sessions_only)
-    notes += proxy_notes(needed, P.events["kind"])
+    prepared = log.prepared(sessions_only=sessions_only)
+    notes += proxy_notes(needed, prepared.events["kind"])
     # consolidations at multiples of the period since the epoch (midnight UTC daily), as whatif replays
-    P = dataclasses.replace(P, start=(P.start // period) * period, _evaluators={}, _extra={})
+    prepared = dataclasses.replace(prepared, start=(prepared.start // period) * period, _evaluators={}, _extra={})
     schedule = Schedule(consolidate_every_hours=consolidate_every_hours, evaluate_every_hours=max(24.0, consolidate_every_hours))
     n_people = log.counts["subjects"]
-    n_obs = len(P.events)
+    n_obs = len(prepared.events)
     sample: dict[str, Any] = {"subjects": int(n_people), "searched": int(n_people), "seed": seed,
                               "observations": int(n_obs), "searched_observations": int(n_obs),
                               "max_subjects": max_search_subjects, "max_observations": max_search_observations}
-    P_search = P
+    prepared_for_search = prepared
     if (max_search_subjects is not None and n_people > max_search_subjects) or (
             max_search_observations is not None and n_obs > max_search_observations):
-        P_search, chosen = sample_subjects(P, max_search_subjects or n_people, seed, max_search_observations)
+        prepared_for_search, chosen = sample_subjects(prepared, max_search_subjects or n_people, seed,
+                                                      max_search_observations)
         if len(chosen) < n_people:
             sample["searched"] = int(len(chosen))
-            sample["searched_observations"] = int(len(P_search.events))
+            sample["searched_observations"] = int(len(prepared_for_search.events))
         else:
-            P_search = P
+            prepared_for_search = prepared
     if sample["searched"] == sample["subjects"]:
         replay_current = None  # no judgement on all people to reuse it for
         release_memory()
@@ -321,8 +323,8 @@ def tune_production(production: str | os.PathLike, *, current: Any = None, neede
 
     def run(folder: Path | None, final: Path | None = None) -> ProductionTuneResult:
         stage("prepare")
-        res = tune(P_search, write=False, search=search, objective=objective, holdout=holdout, compute=compute,
-                   schedule=schedule, current=cur.params, base=cur.params)
+        res = tune(prepared_for_search, write=False, search=search, objective=objective, holdout=holdout,
+                   compute=compute, schedule=schedule, current=cur.params, base=cur.params)
         stage("search")
         k = objective.budgets[0]
         values = res.sweep.objective_values("all", k)
@@ -336,7 +338,7 @@ def tune_production(production: str | os.PathLike, *, current: Any = None, neede
                                 f"{len(values)} candidates tie at the same utility@{k} under needed = {needed}; "
                                 "the current parameters stay.")
         elif sample["searched"] < sample["subjects"]:
-            judged = _judge_on_all(log, P, res.primary.params, replay_current, objective, holdout, grid,
+            judged = _judge_on_all(log, prepared, res.primary.params, replay_current, objective, holdout, grid,
                                    np.asarray(chosen))
             rec = res.primary
             if rec.promoted and not judged["all"]["excludes_zero"]:
@@ -351,7 +353,7 @@ def tune_production(production: str | os.PathLike, *, current: Any = None, neede
                                       notes=notes, warning=warning, seconds=time.perf_counter() - t0, out=final,
                                       timings=timings)
         if folder is not None:
-            _write(result, P_search, folder)
+            _write(result, prepared_for_search, folder)
         stage("write")
         result.seconds = time.perf_counter() - t0
         return result
@@ -364,7 +366,7 @@ def tune_production(production: str | os.PathLike, *, current: Any = None, neede
     return result
 
 
-def _judge_on_all(log: ProductionLog, P: PreparedLog, recommended: MemoryParams, replay_current: Any,
+def _judge_on_all(log: ProductionLog, prepared: PreparedLog, recommended: MemoryParams, replay_current: Any,
                   objective: Any, holdout: Any, grid: np.ndarray, sampled: np.ndarray) -> dict[str, Any]:
     """The recommendation against the current parameters on every person, and on the people outside the
     search sample alone (held out by construction) — replayed and scored as ``whatif`` does (the whole
@@ -376,7 +378,7 @@ def _judge_on_all(log: ProductionLog, P: PreparedLog, recommended: MemoryParams,
     from factmem.tuning.uncertainty import bootstrap_difference
 
     k = objective.budgets[0]
-    ctx = ContextEvaluator(P, budgets=(k,), needed=objective.needed, costs=objective.costs,
+    ctx = ContextEvaluator(prepared, budgets=(k,), needed=objective.needed, costs=objective.costs,
                            max_points_per_subject=objective.max_points_per_subject, seed=holdout.seed)
     release_memory()
     fact_triple, triples_index = log.triple_of_fact()
@@ -452,7 +454,7 @@ def next_lines(result: ProductionTuneResult) -> list[str]:
             "them for the production crate:", "", "```", *result.next_commands(), "```", ""]
 
 
-def _write(result: ProductionTuneResult, P: PreparedLog, folder: Path) -> None:
+def _write(result: ProductionTuneResult, prepared: PreparedLog, folder: Path) -> None:
     """The run folder: ``report.md``, ``params.toml`` (``params-k<K>.toml`` per budget), the figures of
     the sweep (slices, Pareto), the tables (sweep, heldout) and the manifest. (``tune`` on a dataset also
     replays the choice through a FactStore for truth-scored figures; without truth they would show
