@@ -169,30 +169,30 @@ class _Generator:
         return self._assemble(items)
 
     def _personas(self) -> None:
-        rng, P = self.rng["personas"], self.sc.personas
+        rng, personas = self.rng["personas"], self.sc.personas
         combos = len(FIRST_NAMES) * len(LAST_NAMES)
-        pick = rng.choice(combos, size=min(P, combos), replace=False)
+        pick = rng.choice(combos, size=min(personas, combos), replace=False)
         names = np.array([f"{FIRST_NAMES[i // len(LAST_NAMES)]}_{LAST_NAMES[i % len(LAST_NAMES)]}" for i in pick], dtype=object)
-        if P > combos:  # more personas than name pairs: number the rest
-            extra = np.array([f"{names[i % combos]}_{i // combos + 1}" for i in range(combos, P)], dtype=object)
+        if personas > combos:  # more personas than name pairs: number the rest
+            extra = np.array([f"{names[i % combos]}_{i // combos + 1}" for i in range(combos, personas)], dtype=object)
             names = np.concatenate([names, extra])
         self.names = np.sort(names)
         shares = np.array([a.share for a in self.sc.archetypes])
-        u = rng.random(P)
-        self.arch = np.searchsorted(np.cumsum(shares), u, side="right") if len(shares) else np.zeros(P, np.int64)
+        u = rng.random(personas)
+        self.arch = np.searchsorted(np.cumsum(shares), u, side="right") if len(shares) else np.zeros(personas, np.int64)
 
     def _sessions(self) -> None:
-        rng, s, P, D = self.rng["sessions"], self.sc.sessions, self.sc.personas, self.sc.days
-        z = rng.standard_normal(P)
+        rng, s, personas, days = self.rng["sessions"], self.sc.sessions, self.sc.personas, self.sc.days
+        z = rng.standard_normal(personas)
         rate = s.rate_per_day * np.exp(s.rate_spread * z - s.rate_spread**2 / 2)
-        dow = ((self.sc.start + np.arange(D) * DAY) // DAY + 3) % 7  # Monday = 0
+        dow = ((self.sc.start + np.arange(days) * DAY) // DAY + 3) % 7  # Monday = 0
         day_factor = np.where(dow >= 5, s.weekend_factor, 1.0)
-        burst = coverage(rng, P, D, s.bursts_per_year, s.burst_days)
-        absent = coverage(rng, P, D, s.absences_per_year, s.absence_days)
+        burst = coverage(rng, personas, days, s.bursts_per_year, s.burst_days)
+        absent = coverage(rng, personas, days, s.absences_per_year, s.absence_days)
         lam = rate[:, None] * day_factor[None, :] * np.where(burst, s.burst_factor, 1.0) * ~absent
         counts = rng.poisson(lam).ravel()
-        cell = np.repeat(np.arange(P * D), counts)
-        sp, sd = cell // D, cell % D
+        cell = np.repeat(np.arange(personas * days), counts)
+        sp, sd = cell // days, cell % days
         n = len(cell)
         w = np.asarray(s.hour_weights)
         hour = rng.choice(24, size=n, p=w / w.sum())
@@ -220,9 +220,9 @@ class _Generator:
                        ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Conversations of two: persona 2i+1 talks in persona 2i's sessions (its own drawn ones are
         dropped); an unpaired last persona keeps its own. Sorted by (persona, start), as before."""
-        P = self.sc.personas
-        partner = (sp % 2 == 1) & (sp < P - (P % 2))  # sessions of a second of a pair: replaced
-        lead = (sp % 2 == 0) & (sp + 1 < P)  # sessions of a first of a pair: shared
+        personas = self.sc.personas
+        partner = (sp % 2 == 1) & (sp < personas - (personas % 2))  # sessions of a second of a pair: replaced
+        lead = (sp % 2 == 0) & (sp + 1 < personas)  # sessions of a first of a pair: shared
         sp = np.concatenate([sp[~partner], sp[lead] + 1])
         start = np.concatenate([start[~partner], start[lead]])
         dur = np.concatenate([dur[~partner], dur[lead]])
@@ -237,8 +237,8 @@ class _Generator:
 
     def _timelines(self) -> dict[str, np.ndarray]:
         """Validity intervals of lasting facts: random slots plus the archetypes' planted facts."""
-        rng, P, T = self.rng["timelines"], self.sc.personas, self.T
-        J = np.flatnonzero([p.lasting for p in self.preds])
+        rng, personas, T = self.rng["timelines"], self.sc.personas, self.T
+        lasting = np.flatnonzero([p.lasting for p in self.preds])
         n_arch = len(self.sc.archetypes)
         planted_single = np.full((n_arch + 1, len(self.preds)), -1, dtype=np.int64)
         pa_a_list: list[int] = []
@@ -255,8 +255,8 @@ class _Generator:
         pa_a, pa_j, pa_o = (np.array(x, dtype=np.int64) for x in (pa_a_list, pa_j_list, pa_o_list))
 
         # random slots: one per (persona, single-valued predicate), 1..max_values per multi-valued one
-        pp = np.repeat(np.arange(P), len(J))
-        jj = np.tile(J, P)
+        pp = np.repeat(np.arange(personas), len(lasting))
+        jj = np.tile(lasting, personas)
         k = np.where(self.multi[jj], rng.integers(1, self.maxv[jj] + 1), 1)
         k = np.where(planted_single[self.arch[pp], jj] >= 0, 0, k)
         slot_p, slot_j = np.repeat(pp, k), np.repeat(jj, k)
@@ -306,12 +306,13 @@ class _Generator:
         }
 
     def _episodes(self) -> dict[str, np.ndarray]:
-        rng, P, T = self.rng["episodes"], self.sc.personas, self.T
-        J = np.array([j for j, p in enumerate(self.preds) if p.kind == "episodic" and not p.irrelevant], dtype=np.int64)
-        rate = np.array([self.preds[j].rate_per_year for j in J]) * self.sc.days / 365.0
-        pp = np.repeat(np.arange(P), len(J))
-        jj = np.tile(J, P)
-        n = rng.poisson(np.tile(rate, P)) if len(J) else np.zeros(0, np.int64)
+        rng, personas, T = self.rng["episodes"], self.sc.personas, self.T
+        episodic = np.array([j for j, p in enumerate(self.preds) if p.kind == "episodic" and not p.irrelevant],
+                            dtype=np.int64)
+        rate = np.array([self.preds[j].rate_per_year for j in episodic]) * self.sc.days / 365.0
+        pp = np.repeat(np.arange(personas), len(episodic))
+        jj = np.tile(episodic, personas)
+        n = rng.poisson(np.tile(rate, personas)) if len(episodic) else np.zeros(0, np.int64)
         e_p, e_j = np.repeat(pp, n), np.repeat(jj, n)
         t0 = rng.integers(0, T, size=len(e_p))
         rel_mean = np.array([p.relevance_days for p in self.preds])[e_j] * DAY
