@@ -30,51 +30,51 @@ __all__ = ["rust_tests"]
 
 def rust_tests(params: MemoryParams, variants: Sequence[tuple[str, str]], with_enum: bool,
                 period: int) -> list[str]:
-    T = ["#[cfg(test)]", "mod tests {", "    use super::*;", "", "    #[test]", "    fn values_are_bit_exact() {"]
+    lines = ["#[cfg(test)]", "mod tests {", "    use super::*;", "", "    #[test]", "    fn values_are_bit_exact() {"]
     for name in ("decay_rate", "initial_confidence"):
         table = getattr(params, name)
         for k, v in variants:
-            T.append(f"        assert_eq!(FactKind::{v}.{name}().to_bits(), {f64_bits(table[k])}, "
+            lines.append(f"        assert_eq!(FactKind::{v}.{name}().to_bits(), {f64_bits(table[k])}, "
                      f"\"{name}({v})\");")
     for field, const in RUST_CONSTS.items():
         value = getattr(params, field)
         ftype = FIELD_TYPES[field]
         if ftype == "float":
-            T.append(f"        assert_eq!({const}.to_bits(), {f64_bits(value)}, \"{const}\");")
+            lines.append(f"        assert_eq!({const}.to_bits(), {f64_bits(value)}, \"{const}\");")
         elif ftype == "int":
-            T.append(f"        assert_eq!({const}, {value}, \"{const}\");")
+            lines.append(f"        assert_eq!({const}, {value}, \"{const}\");")
         elif field == "reinforce_base":
-            T.append(f"        assert_eq!({const}, ReinforceBase::{variant_name(value)});")
+            lines.append(f"        assert_eq!({const}, ReinforceBase::{variant_name(value)});")
         elif field == "link_scope":
-            T.append(f"        assert_eq!({const}, LinkScope::{variant_name(value)});")
+            lines.append(f"        assert_eq!({const}, LinkScope::{variant_name(value)});")
         elif field == "multi_valued_predicates":
             preds = sorted(value)
-            T.append(f"        assert_eq!({const}.len(), {len(preds)});")
+            lines.append(f"        assert_eq!({const}.len(), {len(preds)});")
             for i, p in enumerate(preds):
-                T.append(f"        assert_eq!({const}[{i}], {rust_str(p)});")
-                T.append(f"        assert!(is_multi_valued({rust_str(p)}));")
-            T.append(f"        assert!(!is_multi_valued({rust_str(_absent_predicate(preds))}));")
+                lines.append(f"        assert_eq!({const}[{i}], {rust_str(p)});")
+                lines.append(f"        assert!(is_multi_valued({rust_str(p)}));")
+            lines.append(f"        assert!(!is_multi_valued({rust_str(_absent_predicate(preds))}));")
         elif field == "decay_rate_by_predicate":
-            T.append(f"        assert_eq!({const}.len(), {len(value)});")
+            lines.append(f"        assert_eq!({const}.len(), {len(value)});")
             for i, (pred, rate) in enumerate(value.items()):
-                T.append(f"        assert_eq!({const}[{i}].0, {rust_str(pred)});")
-                T.append(f"        assert_eq!({const}[{i}].1.to_bits(), {f64_bits(rate)});")
+                lines.append(f"        assert_eq!({const}[{i}].0, {rust_str(pred)});")
+                lines.append(f"        assert_eq!({const}[{i}].1.to_bits(), {f64_bits(rate)});")
                 for _, v in variants:  # the predicate wins over every kind
-                    T.append(f"        assert_eq!(FactKind::{v}.decay_rate_for({rust_str(pred)}).to_bits(), "
+                    lines.append(f"        assert_eq!(FactKind::{v}.decay_rate_for({rust_str(pred)}).to_bits(), "
                              f"{f64_bits(rate)}, \"decay_rate_for({v}, DECAY_RATE_BY_PREDICATE[{i}])\");")
             absent = rust_str(_absent_predicate(list(value)))
             for k, v in variants:  # any other predicate: the kind's rate
-                T.append(f"        assert_eq!(FactKind::{v}.decay_rate_for({absent}).to_bits(), "
+                lines.append(f"        assert_eq!(FactKind::{v}.decay_rate_for({absent}).to_bits(), "
                          f"{f64_bits(params.decay_rate[k])});")
-    T += ["    }", "", "    #[test]", "    fn reinforcement_matches_factmem() {",
+    lines += ["    }", "", "    #[test]", "    fn reinforcement_matches_factmem() {",
           "        // bits computed by factmem.core.decay.reinforce on the same inputs: IEEE-754 + and * agree exactly"]
     for k, v in variants:
         c0 = params.initial_confidence[k]
         r = float(reinforce(c0, params.reinforce_gain, params.confidence_cap))
-        T.append(f"        assert_eq!(reinforced(FactKind::{v}.initial_confidence()).to_bits(), {f64_bits(r)});")
-    T += ["    }", ""]
-    T += _rust_rule_tests(params, variants, with_enum, period)
-    T += ["", "    #[test]", "    fn invariants_hold() {",
+        lines.append(f"        assert_eq!(reinforced(FactKind::{v}.initial_confidence()).to_bits(), {f64_bits(r)});")
+    lines += ["    }", ""]
+    lines += _rust_rule_tests(params, variants, with_enum, period)
+    lines += ["", "    #[test]", "    fn invariants_hold() {",
           "        assert!(CONFIDENCE_CAP > 0.0 && CONFIDENCE_CAP <= 1.0);",
           "        assert!(REINFORCE_GAIN > 0.0 && REINFORCE_GAIN <= 1.0);",
           "        assert!(ARCHIVE_THRESHOLD >= 0.0 && ARCHIVE_THRESHOLD < CONFIDENCE_CAP);",
@@ -90,7 +90,7 @@ def rust_tests(params: MemoryParams, variants: Sequence[tuple[str, str]], with_e
           "            assert!(kind.initial_confidence() > 0.0 && kind.initial_confidence() <= CONFIDENCE_CAP);",
           "        }",
           "    }", "}"]
-    return T
+    return lines
 
 
 #: a hand-made candidate set for the generated ``rank_context`` test: (id, predicate, object,
@@ -110,7 +110,7 @@ def _rust_rule_tests(params: MemoryParams, variants: Sequence[tuple[str, str]], 
     from factmem.core.context_rule import context_order, lexicographic_rank
     from factmem.core.schedule import next_consolidation
 
-    T = ["    /// Distance in units in the last place. factmem computes `exp` with numpy's vectorized routine,",
+    lines = ["    /// Distance in units in the last place. factmem computes `exp` with numpy's vectorized routine,",
          "    /// which may differ from the C library's (Rust's `f64::exp`) by one ulp.",
          "    fn ulps(a: f64, b: f64) -> u64 {",
          "        (a.to_bits() as i64 - b.to_bits() as i64).unsigned_abs()",
@@ -122,12 +122,12 @@ def _rust_rule_tests(params: MemoryParams, variants: Sequence[tuple[str, str]], 
         for last, now in ((0, 216_000), (1_704_067_200, 1_704_067_200 + 3_601), (10, 5)):
             with np.errstate(over="ignore"):  # a rate near the float maximum: exp(-inf) = 0, as in Rust
                 e = float(effective_at(c0, r0, last, now))
-            T.append(f"        assert!(ulps(effective_confidence({rust_f64(c0)}, {rust_f64(r0)}, {last}, {now}), "
+            lines.append(f"        assert!(ulps(effective_confidence({rust_f64(c0)}, {rust_f64(r0)}, {last}, {now}), "
                      f"f64::from_bits({f64_bits(e)})) <= 1);")
-    T += [f"        assert_eq!(SECONDS_PER_DAY, {rust_f64(SECONDS_PER_DAY)});",
+    lines += [f"        assert_eq!(SECONDS_PER_DAY, {rust_f64(SECONDS_PER_DAY)});",
           f"        assert_eq!(CONSOLIDATE_EVERY_SECONDS, {period});"]
     for after in (0, 1_704_067_199, 1_704_067_200, -1, -86_400):
-        T.append(f"        assert_eq!(next_consolidation({after}), {next_consolidation(after, period)});")
+        lines.append(f"        assert_eq!(next_consolidation({after}), {next_consolidation(after, period)});")
     cap = params.confidence_cap
     rows = [(i, p, o, f * cap, r, fs, lr) for i, p, o, f, r, fs, lr in _RANK_CASE]
     conf = np.array([r[3] for r in rows])
@@ -140,24 +140,24 @@ def _rust_rule_tests(params: MemoryParams, variants: Sequence[tuple[str, str]], 
     order = keep[context_order(np.zeros(len(keep), np.int64), eff[keep], lasts[keep], firsts[keep],
                                lexicographic_rank([rows[i][1] for i in keep], [rows[i][2] for i in keep]))]
     expected = [rows[i][0] for i in order]
-    T.append("        let facts = vec![")
+    lines.append("        let facts = vec![")
     for i, p, o, c, r, fs, lr in rows:
-        T.append(f"            ContextFact {{ id: {i}, predicate: {rust_str(p)}.to_string(), object: {rust_str(o)}.to_string(), "
+        lines.append(f"            ContextFact {{ id: {i}, predicate: {rust_str(p)}.to_string(), object: {rust_str(o)}.to_string(), "
                  f"confidence: {rust_f64(c)}, decay_rate: {rust_f64(r)}, first_seen: {fs}, last_reinforced: {lr} }},")
-    T += ["        ];",
+    lines += ["        ];",
           f"        let all: Vec<i64> = rank_context(facts.clone(), 100, {_RANK_NOW}).iter().map(|(f, _)| f.id).collect();",
           f"        assert_eq!(all, vec!{expected!r});",
           f"        let top: Vec<i64> = rank_context(facts, 3, {_RANK_NOW}).iter().map(|(f, _)| f.id).collect();",
           f"        assert_eq!(top, vec!{expected[:3]!r});"]
     if with_enum:
-        T += ["        for kind in FactKind::ALL {",
+        lines += ["        for kind in FactKind::ALL {",
               "            assert_eq!(FactKind::from_str(kind.as_str()), Some(kind));",
               "            assert_eq!(kind.as_str().parse::<FactKind>(), Ok(kind));",
               "        }",
               "        assert_eq!(FactKind::from_str(\"Explicit\"), None);",
               "        assert!(\"nope\".parse::<FactKind>().is_err());"]
-    T.append("    }")
-    return T
+    lines.append("    }")
+    return lines
 
 
 def _absent_predicate(preds: list[str]) -> str:

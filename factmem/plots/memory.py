@@ -365,9 +365,9 @@ def decay_curves(table: pd.DataFrame, *, days: float = 90, threshold: float | No
     size = np.bincount(group)[group]
     rank = key.groupby(["r", "c"], sort=False).cumcount().to_numpy()
     segs_all = np.stack([np.broadcast_to(d, curves.shape), curves], axis=2)
-    for L in labels:  # one collection per parameter set (a line style each)
-        sel = (lab == L) & (size == 1)
-        ax.add_collection(LineCollection(segs_all[sel], colors=list(colors[sel]), linestyles=style_of[L],
+    for label in labels:  # one collection per parameter set (a line style each)
+        sel = (lab == label) & (size == 1)
+        ax.add_collection(LineCollection(segs_all[sel], colors=list(colors[sel]), linestyles=style_of[label],
                                          linewidths=2.0))
     dash = 5.0
     for j in np.flatnonzero(size > 1):  # a few coincident curves
@@ -391,7 +391,7 @@ def decay_curves(table: pd.DataFrame, *, days: float = 90, threshold: float | No
     thr = threshold_line(ax, threshold)
     hs, ls = kind_handles(kind_order(table["kind"]))
     if len(labels) > 1 or labels[0] != "parameters":
-        hs += [Line2D([], [], color="#333333", lw=2.0, ls=style_of[L]) for L in labels]
+        hs += [Line2D([], [], color="#333333", lw=2.0, ls=style_of[label]) for label in labels]
         ls += list(labels)
     for note in same_notes:
         hs.append(Line2D([], [], color="#999999", lw=2.0, ls=(0, (2.5, 2.5))))

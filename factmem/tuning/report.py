@@ -347,8 +347,8 @@ def render_report(result: TuneResult, prepared: PreparedLog, figs: dict[str, Pat
            "time": f"chosen on session starts before {_date(res.split_at or 0)}, judged after",
            "log": f"chosen on this log, judged on another (`{getattr(ho.log, 'dataset', None) and ho.log.dataset.path}`)"
            }[ho.mode]
-    L = [f"# factmem tune — {name}", ""]
-    L += ["## Decision", ""]
+    lines = [f"# factmem tune — {name}", ""]
+    lines += ["## Decision", ""]
     for k, rec in result.recommendations.items():
         h = rec.heldout.set_index("metric")
         vb = rec.versus_baseline
@@ -359,7 +359,7 @@ def render_report(result: TuneResult, prepared: PreparedLog, figs: dict[str, Pat
             def charges(side: str, kinds=kinds) -> str:
                 return ", ".join(f"{kinds[kind][side]:.2f} {kind}" for kind in CHARGE_KINDS)
 
-            L.append(
+            lines.append(
                 f"**Budget k = {k}** (the prompt holds at most {k} facts about a person). On held-out data the "
                 f"recommended parameters put **{100 * rr['recommended']:.1f}%** of the facts a session needs into "
                 f"the context, with a charge of **{h.loc['charge (cost-weighted)']['recommended']:.2f}** per "
@@ -371,38 +371,38 @@ def render_report(result: TuneResult, prepared: PreparedLog, figs: dict[str, Pat
                 f"groups of people — {vb.subjects} people, people who share sessions being one group; "
                 f"{vb.points:,} session starts; promotion needs at least {ho.min_groups} groups).")
         if obj.per_budget:
-            L += ["", *comparison_lines(rec, f"{CONTEXT_OBJECTIVES.get(obj.name, obj.name)}@{k}")]
+            lines += ["", *comparison_lines(rec, f"{CONTEXT_OBJECTIVES.get(obj.name, obj.name)}@{k}")]
             if rec.baseline_versus_empty is not None:
                 sentence = below_empty(rec.baseline_versus_empty, f"{CONTEXT_OBJECTIVES.get(obj.name, obj.name)}@{k}",
                                        obj.lower_is_better)
                 if sentence:
-                    L += ["", sentence]
+                    lines += ["", sentence]
             for t in rec.tradeoffs:
-                L += ["", t]
-        L += ["", f"> {rec.decision}", ""]
+                lines += ["", t]
+        lines += ["", f"> {rec.decision}", ""]
         restarts = restart_lines(rec, result.search.resolved_space)
         if restarts:
-            L += restarts + [""]
+            lines += restarts + [""]
         if rec.versus_start is not None:
             vs = rec.versus_start
-            L += [f"The starting point (`start`, e.g. parameters fitted by maximum likelihood) against the swept "
+            lines += [f"The starting point (`start`, e.g. parameters fitted by maximum likelihood) against the swept "
                   f"recommendation, held out the same way: {vs.b:.4f} vs {vs.a:.4f} (recommended − start "
                   f"{vs.difference:+.4f}, 95% interval [{vs.low:+.4f}, {vs.high:+.4f}]).", ""]
         if math.isfinite(rec.stability):
-            L.append(f"Selection stability: the chosen candidate is within the noise of the best (top "
+            lines.append(f"Selection stability: the chosen candidate is within the noise of the best (top "
                      f"{100 * 0.05:.0f}% of {int(res.eligible().sum())} candidates) in {100 * rec.stability:.0f}% of "
                      f"{ho.bootstrap:,} bootstrap resamples of the tuning data — a statement about that candidate, "
                      "not about its values: which values the log pins down is under Identification."
                      + (f" The folds chose rows {rec.fold_choices} (the final choice, on all subjects: row {rec.index})."
                         if rec.fold_choices else ""))
-            L.append("")
+            lines.append("")
         if rec.notes:
-            L += ["**Check the search range:**", ""] + [f"- {n}" for n in rec.notes] + [""]
+            lines += ["**Check the search range:**", ""] + [f"- {n}" for n in rec.notes] + [""]
     keep = result.primary
-    L += [f"`params.toml` holds the {'recommended' if keep.keep == 'recommended' else keep.keep} parameters for "
+    lines += [f"`params.toml` holds the {'recommended' if keep.keep == 'recommended' else keep.keep} parameters for "
           f"k = {keep.budget}" + (", `params-k<K>.toml` those for each budget" if len(obj.budgets) > 1 else "")
           + ", ready for `factmem export params.toml --format rust --out memory_params.rs`.", ""]
-    L += ["**How this was measured.** "
+    lines += ["**How this was measured.** "
           f"Log `{ds.path}` (sha256 `{prepared.sha256[:16]}…`): {len(prepared.events):,} fact mentions about "
           f"{prepared.events['subject'].nunique()} people, {_date(prepared.start)} → {_date(prepared.end)} "
           f"({(prepared.end - prepared.start) / 86400:.0f} days). A context is assembled at each session start "
@@ -424,7 +424,7 @@ def render_report(result: TuneResult, prepared: PreparedLog, figs: dict[str, Pat
 
     idents = [(k, r) for k, r in result.recommendations.items() if r.identification is not None]
     if idents:
-        L += ["## Identification", "",
+        lines += ["## Identification", "",
               "Which searched values this log pins down. A parameter whose effect is below the minimum effect is not "
               "identified: the search's value for it is noise, so the baseline's is shipped (and judged: every fold's "
               "choice is projected the same way before the held-out comparison) — unless resetting them together costs the "
@@ -433,36 +433,36 @@ def render_report(result: TuneResult, prepared: PreparedLog, figs: dict[str, Pat
             assert r.identification is not None
             values = {n: [searched_values(result.search.resolved_space, run.params[k])[n] for run in r.restarts]
                       for n in result.search.resolved_space} if len(r.restarts) > 1 else None
-            L += identification_lines(r.identification, values) + [""]
-    L += importance_lines(result)
-    L += ["## What the recommendation changes", "", "| parameter | seed default | baseline | recommended |",
+            lines += identification_lines(r.identification, values) + [""]
+    lines += importance_lines(result)
+    lines += ["## What the recommendation changes", "", "| parameter | seed default | baseline | recommended |",
           "|---|---|---|---|"]
     defaults = MemoryParams().to_flat()
     base = result.baseline.to_flat()
     for key, (_, new) in keep.params.changes_from(result.baseline).items():
-        L.append(f"| `{key}` | {_fmt(defaults[key])} | {_fmt(base[key])} | {_fmt(new)} |")
+        lines.append(f"| `{key}` | {_fmt(defaults[key])} | {_fmt(base[key])} | {_fmt(new)} |")
     if figs.get("budget"):
-        L += ["", "## What each budget buys", "", f"![held-out utility against the budget]({figs['budget'].name})",
+        lines += ["", "## What each budget buys", "", f"![held-out utility against the budget]({figs['budget'].name})",
               f"*Held-out utility@k for k = 1…100 at the recommendation for k = {keep.budget} (as judged: "
               f"each person by the choice made without them), the baseline and the seed defaults; {n_pts:,} "
               f"session starts of {n_subj} people.*", ""]
-    L += ["## Held-out metrics", ""]
+    lines += ["## Held-out metrics", ""]
     for k, rec in result.recommendations.items():
         h = rec.heldout
         cols = [c for c in h.columns if c not in ("metric", "key", "better", "scope")]
-        L += [f"At k = {k}:", "", "| metric | " + " | ".join(cols) + " | better | scope |",
+        lines += [f"At k = {k}:", "", "| metric | " + " | ".join(cols) + " | better | scope |",
               "|---" * (len(cols) + 3) + "|"]
         for _, row in h.iterrows():
-            L.append(f"| {row['metric']} | " + " | ".join(_fmt(row[c]) for c in cols)
+            lines.append(f"| {row['metric']} | " + " | ".join(_fmt(row[c]) for c in cols)
                      + f" | {row['better']} | {row['scope']} |")
-        L.append("")
-    L += ["*Context metrics* are per session start, averaged; *whole-memory* metrics are over every "
+        lines.append("")
+    lines += ["*Context metrics* are per session start, averaged; *whole-memory* metrics are over every "
           "checkpoint (daily) and every fact the memory holds: precision and recall of the believed set (active "
           "facts above the retrieval threshold), believed-set size (context pressure), stale beliefs, lost facts "
           "(archived while still true and mentioned again later). Log loss reads effective confidence as the "
           "probability that a fact is true and relevant, clipped to [1e-4, 1 − 1e-4]: over the facts the memory "
           "holds, over every fact mentioned so far (a forgotten fact predicts 1e-4), and over context facts.", ""]
-    L += ["## Calibration", "",
+    lines += ["## Calibration", "",
           "On the tuning data, not held out (the whole log replayed under the recommendation, which was chosen on "
           "it — read these as a description of the memory, not as evidence for the choice): "
           f"log loss over held facts: recommended {_fmt(calib['recommended'].get('held_log_loss'))}, "
@@ -480,16 +480,16 @@ def render_report(result: TuneResult, prepared: PreparedLog, figs: dict[str, Pat
                                "(whole log; bins with their counts)",
                 "trajectories": "Confidence trajectories of a few facts under the recommendation",
                 "checkpoints": "Believed set, precision and recall over time under the recommendation"}
-    L += search_section(result)
-    L += ["## Figures", ""]
+    lines += search_section(result)
+    lines += ["## Figures", ""]
     for key in ("slices", "pareto", "calibration", "trajectories", "checkpoints"):
         if key in figs:
-            L += [f"![{captions[key]}]({figs[key].name})", f"*{captions[key]}.*", ""]
-    L += ["## Reproduce", "", "Results in `sweep.parquet` / `results.duckdb` (one row per candidate), per-person held-out "
+            lines += [f"![{captions[key]}]({figs[key].name})", f"*{captions[key]}.*", ""]
+    lines += ["## Reproduce", "", "Results in `sweep.parquet` / `results.duckdb` (one row per candidate), per-person held-out "
           "numbers in `subjects.parquet`, the replayed memory in `memory.duckdb`; "
           "`factmem.tuning.runs.load_run(folder)` reloads everything.", ""]
     del curves
-    return "\n".join(L)
+    return "\n".join(lines)
 
 
 def importance_lines(result: TuneResult) -> list[str]:
@@ -498,16 +498,16 @@ def importance_lines(result: TuneResult) -> list[str]:
     if imp is None or not len(imp):
         return []
     names = [c for c in imp.columns if c not in ("parameter", "max", "identified")]
-    L = ["Importance of each searched parameter in the search (Optuna's PED-ANOVA on the all-data study: its share "
+    lines = ["Importance of each searched parameter in the search (Optuna's PED-ANOVA on the all-data study: its share "
          "of what tells the good candidates from the rest; *important* at "
          f"{100 * IDENTIFIED_SHARE:.0f}% or more). It says where the search found the objective sensitive; the "
          "identification above (the effect of moving one value at the recommendation) decides what is shipped.", "",
          "| parameter | " + " | ".join(f"importance ({n})" for n in names) + " | important |",
          "|---" * (len(names) + 2) + "|"]
     for _, row in imp.sort_values("max", ascending=False, na_position="last").iterrows():
-        L.append(f"| `{row['parameter']}` | " + " | ".join(_fmt(row[n], 2) for n in names)
+        lines.append(f"| `{row['parameter']}` | " + " | ".join(_fmt(row[n], 2) for n in names)
                  + f" | {'yes' if row['identified'] else '**no**'} |")
-    L += [""]
+    lines += [""]
     # The two kinds of evidence can disagree; say so parameter by parameter, with what decided.
     ident = result.primary.identification
     checked = {} if ident is None else {p.name: p for p in ident.parameters}
@@ -518,26 +518,26 @@ def importance_lines(result: TuneResult) -> list[str]:
         name, important, direct = row["parameter"], bool(row["identified"]), checked.get(row["parameter"])
         if direct is None:
             if not important:
-                L.append(f"- `{name}`: below {share} in the study, so the search's results do not say where it "
+                lines.append(f"- `{name}`: below {share} in the study, so the search's results do not say where it "
                          "should be.")
         elif not important and direct.identified:
-            L.append(f"- `{name}`: below {share} in the study, yet moving it alone at the recommendation changes "
+            lines.append(f"- `{name}`: below {share} in the study, yet moving it alone at the recommendation changes "
                      f"{objective} by {direct.effect:.4g} (the identification above): the direct test decides, so it "
                      "is shipped as recommended.")
         elif direct.kept_jointly:
-            L.append(f"- `{name}`: {'important' if important else f'below {share}'} in the study; no effect alone at "
+            lines.append(f"- `{name}`: {'important' if important else f'below {share}'} in the study; no effect alone at "
                      "the recommendation, but resetting it with the other unidentified parameters costs more than the "
                      "minimum effect: kept jointly, shipped as recommended.")
         elif not important:
-            L.append(f"- `{name}`: below {share} in the study and no effect at the recommendation: kept at the "
+            lines.append(f"- `{name}`: below {share} in the study and no effect at the recommendation: kept at the "
                      "baseline's value.")
         elif not direct.identified:
-            L.append(f"- `{name}`: important in the study (its good candidates gather in part of its range), but "
+            lines.append(f"- `{name}`: important in the study (its good candidates gather in part of its range), but "
                      f"moving it alone at the recommendation changes {objective} by only {direct.effect:.4g} < "
                      f"{min_effect:g}: kept at the baseline's value.")
-    if L[-1]:
-        L.append("")
-    return L
+    if lines[-1]:
+        lines.append("")
+    return lines
 
 
 def studies_sentence(out: SearchOutcome) -> str:
@@ -574,14 +574,14 @@ def search_section(result: TuneResult) -> list[str]:
                     "the rest by its sampler" if s.local > 0 else ""))
     else:
         start = f"{out.proposed} candidates shared by every study"
-    L = ["## The search", "",
+    lines = ["## The search", "",
          f"Optuna sampler `{s.method}` (seed {s.seed}), {studies_sentence(out)}: {start} ({out.proposed} per study, "
          f"in {out.rounds} rounds); {n_rows} distinct parameter sets replayed by the search (the identification "
          "probes and the restarts come on top). The studies are in `study.db` (open them with "
          "`optuna-dashboard study.db`; every trial carries its `sweep.parquet` row and factmem's metrics as user "
          "attributes).", ""]
     for n in result.notes:
-        L += [f"- {n}"]
+        lines += [f"- {n}"]
     if result.notes:
-        L.append("")
-    return L
+        lines.append("")
+    return lines
