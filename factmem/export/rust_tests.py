@@ -35,7 +35,7 @@ def rust_tests(params: MemoryParams, variants: Sequence[tuple[str, str]], with_e
         table = getattr(params, name)
         for k, v in variants:
             lines.append(f"        assert_eq!(FactKind::{v}.{name}().to_bits(), {f64_bits(table[k])}, "
-                     f"\"{name}({v})\");")
+                         f"\"{name}({v})\");")
     for field, const in RUST_CONSTS.items():
         value = getattr(params, field)
         ftype = FIELD_TYPES[field]
@@ -61,13 +61,14 @@ def rust_tests(params: MemoryParams, variants: Sequence[tuple[str, str]], with_e
                 lines.append(f"        assert_eq!({const}[{i}].1.to_bits(), {f64_bits(rate)});")
                 for _, v in variants:  # the predicate wins over every kind
                     lines.append(f"        assert_eq!(FactKind::{v}.decay_rate_for({rust_str(pred)}).to_bits(), "
-                             f"{f64_bits(rate)}, \"decay_rate_for({v}, DECAY_RATE_BY_PREDICATE[{i}])\");")
+                                 f"{f64_bits(rate)}, \"decay_rate_for({v}, DECAY_RATE_BY_PREDICATE[{i}])\");")
             absent = rust_str(_absent_predicate(list(value)))
             for k, v in variants:  # any other predicate: the kind's rate
                 lines.append(f"        assert_eq!(FactKind::{v}.decay_rate_for({absent}).to_bits(), "
-                         f"{f64_bits(params.decay_rate[k])});")
+                             f"{f64_bits(params.decay_rate[k])});")
     lines += ["    }", "", "    #[test]", "    fn reinforcement_matches_factmem() {",
-          "        // bits computed by factmem.core.decay.reinforce on the same inputs: IEEE-754 + and * agree exactly"]
+              "        // bits computed by factmem.core.decay.reinforce on the same inputs: IEEE-754 + and * "
+              "agree exactly"]
     for k, v in variants:
         c0 = params.initial_confidence[k]
         r = float(reinforce(c0, params.reinforce_gain, params.confidence_cap))
@@ -75,21 +76,21 @@ def rust_tests(params: MemoryParams, variants: Sequence[tuple[str, str]], with_e
     lines += ["    }", ""]
     lines += _rust_rule_tests(params, variants, with_enum, period)
     lines += ["", "    #[test]", "    fn invariants_hold() {",
-          "        assert!(CONFIDENCE_CAP > 0.0 && CONFIDENCE_CAP <= 1.0);",
-          "        assert!(REINFORCE_GAIN > 0.0 && REINFORCE_GAIN <= 1.0);",
-          "        assert!(ARCHIVE_THRESHOLD >= 0.0 && ARCHIVE_THRESHOLD < CONFIDENCE_CAP);",
-          "        assert!(RETRIEVAL_THRESHOLD >= 0.0 && RETRIEVAL_THRESHOLD <= CONFIDENCE_CAP);",
-          "        assert!(PRUNE_MIN_REINFORCEMENTS >= 1 && MIN_CLUSTER >= 1 && MAX_FACTS >= 1);",
-          "        assert!(MULTI_VALUED_PREDICATES.windows(2).all(|w| w[0] < w[1]));",
-          "        assert!(DECAY_RATE_BY_PREDICATE.windows(2).all(|w| w[0].0 < w[1].0));",
-          "        for (_, rate) in DECAY_RATE_BY_PREDICATE {",
-          "            assert!(*rate >= 0.0 && rate.is_finite());",
-          "        }",
-          f"        for kind in [{', '.join(f'FactKind::{v}' for _, v in variants)}] {{",
-          "            assert!(kind.decay_rate() >= 0.0 && kind.decay_rate().is_finite());",
-          "            assert!(kind.initial_confidence() > 0.0 && kind.initial_confidence() <= CONFIDENCE_CAP);",
-          "        }",
-          "    }", "}"]
+              "        assert!(CONFIDENCE_CAP > 0.0 && CONFIDENCE_CAP <= 1.0);",
+              "        assert!(REINFORCE_GAIN > 0.0 && REINFORCE_GAIN <= 1.0);",
+              "        assert!(ARCHIVE_THRESHOLD >= 0.0 && ARCHIVE_THRESHOLD < CONFIDENCE_CAP);",
+              "        assert!(RETRIEVAL_THRESHOLD >= 0.0 && RETRIEVAL_THRESHOLD <= CONFIDENCE_CAP);",
+              "        assert!(PRUNE_MIN_REINFORCEMENTS >= 1 && MIN_CLUSTER >= 1 && MAX_FACTS >= 1);",
+              "        assert!(MULTI_VALUED_PREDICATES.windows(2).all(|w| w[0] < w[1]));",
+              "        assert!(DECAY_RATE_BY_PREDICATE.windows(2).all(|w| w[0].0 < w[1].0));",
+              "        for (_, rate) in DECAY_RATE_BY_PREDICATE {",
+              "            assert!(*rate >= 0.0 && rate.is_finite());",
+              "        }",
+              f"        for kind in [{', '.join(f'FactKind::{v}' for _, v in variants)}] {{",
+              "            assert!(kind.decay_rate() >= 0.0 && kind.decay_rate().is_finite());",
+              "            assert!(kind.initial_confidence() > 0.0 && kind.initial_confidence() <= CONFIDENCE_CAP);",
+              "        }",
+              "    }", "}"]
     return lines
 
 
@@ -111,21 +112,21 @@ def _rust_rule_tests(params: MemoryParams, variants: Sequence[tuple[str, str]], 
     from factmem.core.schedule import next_consolidation
 
     lines = ["    /// Distance in units in the last place. factmem computes `exp` with numpy's vectorized routine,",
-         "    /// which may differ from the C library's (Rust's `f64::exp`) by one ulp.",
-         "    fn ulps(a: f64, b: f64) -> u64 {",
-         "        (a.to_bits() as i64 - b.to_bits() as i64).unsigned_abs()",
-         "    }",
-         "",
-         "    #[test]", "    fn helpers_match_factmem() {"]
+             "    /// which may differ from the C library's (Rust's `f64::exp`) by one ulp.",
+             "    fn ulps(a: f64, b: f64) -> u64 {",
+             "        (a.to_bits() as i64 - b.to_bits() as i64).unsigned_abs()",
+             "    }",
+             "",
+             "    #[test]", "    fn helpers_match_factmem() {"]
     for k, _ in variants:
         c0, r0 = params.initial_confidence[k], params.decay_rate[k]
         for last, now in ((0, 216_000), (1_704_067_200, 1_704_067_200 + 3_601), (10, 5)):
             with np.errstate(over="ignore"):  # a rate near the float maximum: exp(-inf) = 0, as in Rust
                 e = float(effective_at(c0, r0, last, now))
             lines.append(f"        assert!(ulps(effective_confidence({rust_f64(c0)}, {rust_f64(r0)}, {last}, {now}), "
-                     f"f64::from_bits({f64_bits(e)})) <= 1);")
+                         f"f64::from_bits({f64_bits(e)})) <= 1);")
     lines += [f"        assert_eq!(SECONDS_PER_DAY, {rust_f64(SECONDS_PER_DAY)});",
-          f"        assert_eq!(CONSOLIDATE_EVERY_SECONDS, {period});"]
+              f"        assert_eq!(CONSOLIDATE_EVERY_SECONDS, {period});"]
     for after in (0, 1_704_067_199, 1_704_067_200, -1, -86_400):
         lines.append(f"        assert_eq!(next_consolidation({after}), {next_consolidation(after, period)});")
     cap = params.confidence_cap
@@ -143,19 +144,20 @@ def _rust_rule_tests(params: MemoryParams, variants: Sequence[tuple[str, str]], 
     lines.append("        let facts = vec![")
     for i, p, o, c, r, fs, lr in rows:
         lines.append(f"            ContextFact {{ id: {i}, predicate: {rust_str(p)}.to_string(), object: {rust_str(o)}.to_string(), "
-                 f"confidence: {rust_f64(c)}, decay_rate: {rust_f64(r)}, first_seen: {fs}, last_reinforced: {lr} }},")
+                     f"confidence: {rust_f64(c)}, decay_rate: {rust_f64(r)}, first_seen: {fs}, last_reinforced: {lr} }},")
     lines += ["        ];",
-          f"        let all: Vec<i64> = rank_context(facts.clone(), 100, {_RANK_NOW}).iter().map(|(f, _)| f.id).collect();",
-          f"        assert_eq!(all, vec!{expected!r});",
-          f"        let top: Vec<i64> = rank_context(facts, 3, {_RANK_NOW}).iter().map(|(f, _)| f.id).collect();",
-          f"        assert_eq!(top, vec!{expected[:3]!r});"]
+              f"        let all: Vec<i64> = rank_context(facts.clone(), 100, {_RANK_NOW}).iter().map(|(f, _)| f.id)"
+              ".collect();",
+              f"        assert_eq!(all, vec!{expected!r});",
+              f"        let top: Vec<i64> = rank_context(facts, 3, {_RANK_NOW}).iter().map(|(f, _)| f.id).collect();",
+              f"        assert_eq!(top, vec!{expected[:3]!r});"]
     if with_enum:
         lines += ["        for kind in FactKind::ALL {",
-              "            assert_eq!(FactKind::from_str(kind.as_str()), Some(kind));",
-              "            assert_eq!(kind.as_str().parse::<FactKind>(), Ok(kind));",
-              "        }",
-              "        assert_eq!(FactKind::from_str(\"Explicit\"), None);",
-              "        assert!(\"nope\".parse::<FactKind>().is_err());"]
+                  "            assert_eq!(FactKind::from_str(kind.as_str()), Some(kind));",
+                  "            assert_eq!(kind.as_str().parse::<FactKind>(), Ok(kind));",
+                  "        }",
+                  "        assert_eq!(FactKind::from_str(\"Explicit\"), None);",
+                  "        assert!(\"nope\".parse::<FactKind>().is_err());"]
     lines.append("    }")
     return lines
 

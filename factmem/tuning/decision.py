@@ -205,12 +205,12 @@ def comparison_lines(rec: Any, objective: str) -> list[str]:
         return "n/a" if not math.isfinite(v) else f"{v:.4g}"
 
     lines = [f"| held out, k = {k} | {objective} | recall@{k} | charge per context (cost-weighted) | context size | "
-         "recommended − this (95% interval) |", "|---|---|---|---|---|---|"]
+             "recommended − this (95% interval) |", "|---|---|---|---|---|---|"]
     lines.append(f"| **recommended** | {rec.versus_baseline.a:.4g} | {cell(f'recall_at_{k}', 'recommended')} | "
-             f"{cell(f'charged_at_{k}', 'recommended')} | {cell(f'context_at_{k}', 'recommended')} | — |")
+                 f"{cell(f'charged_at_{k}', 'recommended')} | {cell(f'context_at_{k}', 'recommended')} | — |")
     for name, c in comps.items():
         lines.append(f"| {WHO.get(name, name)} | {c.b:.4g} | {cell(f'recall_at_{k}', name)} | "
-                 f"{cell(f'charged_at_{k}', name)} | {cell(f'context_at_{k}', name)} | {interval_text(c)} |")
+                     f"{cell(f'charged_at_{k}', name)} | {cell(f'context_at_{k}', name)} | {interval_text(c)} |")
     return lines
 
 
@@ -225,13 +225,13 @@ def restart_lines(rec: Any, space: Any) -> list[str]:
     k = rec.budget
     names = list(space)
     lines = [f"Every run of the search at k = {k} (the first, then the restarts with other seeds and a smaller budget; "
-         "a promotion needs every run to promote):", "",
-         "| seed | candidates | decision | vs baseline | " + " | ".join(f"`{n}`" for n in names) + " |",
-         "|---" * (4 + len(names)) + "|"]
+             "a promotion needs every run to promote):", "",
+             "| seed | candidates | decision | vs baseline | " + " | ".join(f"`{n}`" for n in names) + " |",
+             "|---" * (4 + len(names)) + "|"]
     for r in runs:
         vals = searched_values(space, r.params[k])
         shown = [f"{v:.4g}" if isinstance(v, float) else str(v) for v in vals.values()]
         decision = "promoted" if r.keep[k] == "recommended" else f"not promoted ({r.keep[k]} stays)"
         lines.append(f"| {r.seed} | {r.candidates} ({f'{r.startup} shared + {r.n} per study' if r.startup else r.n}) | {decision} | {r.difference[k]:+.4g} | "
-                 + " | ".join(shown) + " |")
+                     + " | ".join(shown) + " |")
     return lines

@@ -265,13 +265,13 @@ def identification_lines(ident: Identification, restart_values: Mapping[str, lis
     apart. ``restart_values``: per name, the value each run of the search recommended."""
     k = ident.budget
     lines = [f"At k = {k}: {ident.near_best} of {ident.candidates} candidates are within the noise of the best on the "
-         f"tuning data (the best does not beat them by the minimum effect {ident.min_effect:g}: the low end of the 95% "
-         f"paired bootstrap interval of best − candidate is at most {ident.min_effect:g}). *Effect*: how much "
-         f"{ident.objective} on the tuning data moves when the parameter alone moves over its searched range at the "
-         "recommendation.", "",
-         "| parameter | searched | baseline | recommended | near-best range | effect | "
-         + ("runs of the search | " if restart_values else "") + "shipped |",
-         "|---" * (7 + bool(restart_values)) + "|"]
+             f"tuning data (the best does not beat them by the minimum effect {ident.min_effect:g}: the low end of the "
+             f"95% paired bootstrap interval of best − candidate is at most {ident.min_effect:g}). *Effect*: how much "
+             f"{ident.objective} on the tuning data moves when the parameter alone moves over its searched range at the "
+             "recommendation.", "",
+             "| parameter | searched | baseline | recommended | near-best range | effect | "
+             + ("runs of the search | " if restart_values else "") + "shipped |",
+             "|---" * (7 + bool(restart_values)) + "|"]
     for p in ident.parameters:
         runs = ""
         if restart_values:
@@ -279,22 +279,22 @@ def identification_lines(ident: Identification, restart_values: Mapping[str, lis
         shipped = _v(p.shipped) + ("" if p.identified else " (kept jointly)" if p.kept_jointly
                                    else " (baseline: not identified)")
         lines.append(f"| `{p.name}` | {p.searched} | {_v(p.baseline)} | {_v(p.recommended)} | "
-                 f"{_v(p.near_low)} … {_v(p.near_high)} | {p.effect:.4f} | {runs}{shipped} |")
+                     f"{_v(p.near_low)} … {_v(p.near_high)} | {p.effect:.4f} | {runs}{shipped} |")
     lines.append("")
     if ident.kept_jointly:
         lines += ["**Kept jointly** (no effect alone, shipped as recommended): resetting every unidentified parameter "
-              "together cost the best more than the minimum effect on the tuning data, so these were given back "
-              "their recommended values, largest effect first, until the projection was within it: "
-              + ", ".join(f"`{n}`" for n in ident.kept_jointly) + ".", ""]
+                  "together cost the best more than the minimum effect on the tuning data, so these were given back "
+                  "their recommended values, largest effect first, until the projection was within it: "
+                  + ", ".join(f"`{n}`" for n in ident.kept_jointly) + ".", ""]
     if ident.unidentified:
         lines += ["**Not identified by this log** (each keeps the baseline's value in `params.toml`):", ""]
         for p in ident.parameters:
             if not p.identified and not p.kept_jointly:
                 why = f" — {p.support}" if p.support else ""
                 lines.append(f"- `{p.name}`: no effect on this log{why}: moving it over {p.searched} changes "
-                         f"{ident.objective} by {p.effect:.4f} < {ident.min_effect:g}; kept at {_v(p.baseline)} "
-                         f"(the search said {_v(p.recommended)}).")
+                             f"{ident.objective} by {p.effect:.4f} < {ident.min_effect:g}; kept at {_v(p.baseline)} "
+                             f"(the search said {_v(p.recommended)}).")
     elif not ident.kept_jointly:
         lines.append("Every searched parameter is identified by this log (each moves the objective by at least the "
-                 "minimum effect).")
+                     "minimum effect).")
     return lines

@@ -386,49 +386,50 @@ def render_report(result: TuneResult, prepared: PreparedLog, figs: dict[str, Pat
         if rec.versus_start is not None:
             vs = rec.versus_start
             lines += [f"The starting point (`start`, e.g. parameters fitted by maximum likelihood) against the swept "
-                  f"recommendation, held out the same way: {vs.b:.4f} vs {vs.a:.4f} (recommended − start "
-                  f"{vs.difference:+.4f}, 95% interval [{vs.low:+.4f}, {vs.high:+.4f}]).", ""]
+                      f"recommendation, held out the same way: {vs.b:.4f} vs {vs.a:.4f} (recommended − start "
+                      f"{vs.difference:+.4f}, 95% interval [{vs.low:+.4f}, {vs.high:+.4f}]).", ""]
         if math.isfinite(rec.stability):
             lines.append(f"Selection stability: the chosen candidate is within the noise of the best (top "
-                     f"{100 * 0.05:.0f}% of {int(res.eligible().sum())} candidates) in {100 * rec.stability:.0f}% of "
-                     f"{ho.bootstrap:,} bootstrap resamples of the tuning data — a statement about that candidate, "
-                     "not about its values: which values the log pins down is under Identification."
-                     + (f" The folds chose rows {rec.fold_choices} (the final choice, on all subjects: row {rec.index})."
-                        if rec.fold_choices else ""))
+                         f"{100 * 0.05:.0f}% of {int(res.eligible().sum())} candidates) in {100 * rec.stability:.0f}% of "
+                         f"{ho.bootstrap:,} bootstrap resamples of the tuning data — a statement about that candidate, "
+                         "not about its values: which values the log pins down is under Identification."
+                         + (f" The folds chose rows {rec.fold_choices} (the final choice, on all subjects: "
+                            f"row {rec.index})." if rec.fold_choices else ""))
             lines.append("")
         if rec.notes:
             lines += ["**Check the search range:**", ""] + [f"- {n}" for n in rec.notes] + [""]
     keep = result.primary
     lines += [f"`params.toml` holds the {'recommended' if keep.keep == 'recommended' else keep.keep} parameters for "
-          f"k = {keep.budget}" + (", `params-k<K>.toml` those for each budget" if len(obj.budgets) > 1 else "")
-          + ", ready for `factmem export params.toml --format rust --out memory_params.rs`.", ""]
+              f"k = {keep.budget}" + (", `params-k<K>.toml` those for each budget" if len(obj.budgets) > 1 else "")
+              + ", ready for `factmem export params.toml --format rust --out memory_params.rs`.", ""]
     lines += ["**How this was measured.** "
-          f"Log `{ds.path}` (sha256 `{prepared.sha256[:16]}…`): {len(prepared.events):,} fact mentions about "
-          f"{prepared.events['subject'].nunique()} people, {_date(prepared.start)} → {_date(prepared.end)} "
-          f"({(prepared.end - prepared.start) / 86400:.0f} days). A context is assembled at each session start "
-          f"({n_pts:,} points with at least one needed fact"
-          + (f", sampled from {res.sampled_from.get(part, 0):,}" if obj.max_points_per_subject else "")
-          + f", {n_subj} people); a fact is *needed* there when it is {needed_text}; {obj.costs.describe()}; "
-          f"utility@k = (needed facts in the context − the charges) / needed facts, averaged over points. "
-          f"Held out: {how}. "
-          f"The baseline is the seed's numbers on the same base (multi-valued predicates: "
-          f"{_fmt(sorted(result.baseline.multi_valued_predicates))}); the pure seed defaults are shown beside it "
-          "(for reference only: no decision compares with them, and they are never chosen). The reference policies, "
-          "scored on the same points: " + "; ".join(f"*{n}* ({t})" for n, t in reference_labels().items()) + ". "
-          f"Minimum effect: {result.promotion.min_effect:g} in {CONTEXT_OBJECTIVES.get(obj.name, obj.name)} units. "
-          f"{int(res.eligible().sum())} candidates ({res.table['baseline'].sum()} baseline; plus "
-          f"{int(res.table['probe'].sum()) if 'probe' in res.table.columns else 0} probe rows for identification"
-          + (f"; {len(result.restarts) - 1} restarts with {result.restarts[1].candidates} candidates each"
-             if len(result.restarts) > 1 else "") + f") in {result.seconds:.0f} s; "
-          f"consolidation every {res.schedule.consolidate_every_hours:g} h.", ""]
+              f"Log `{ds.path}` (sha256 `{prepared.sha256[:16]}…`): {len(prepared.events):,} fact mentions about "
+              f"{prepared.events['subject'].nunique()} people, {_date(prepared.start)} → {_date(prepared.end)} "
+              f"({(prepared.end - prepared.start) / 86400:.0f} days). A context is assembled at each session start "
+              f"({n_pts:,} points with at least one needed fact"
+              + (f", sampled from {res.sampled_from.get(part, 0):,}" if obj.max_points_per_subject else "")
+              + f", {n_subj} people); a fact is *needed* there when it is {needed_text}; {obj.costs.describe()}; "
+              f"utility@k = (needed facts in the context − the charges) / needed facts, averaged over points. "
+              f"Held out: {how}. "
+              f"The baseline is the seed's numbers on the same base (multi-valued predicates: "
+              f"{_fmt(sorted(result.baseline.multi_valued_predicates))}); the pure seed defaults are shown beside it "
+              "(for reference only: no decision compares with them, and they are never chosen). The reference policies, "
+              "scored on the same points: " + "; ".join(f"*{n}* ({t})" for n, t in reference_labels().items()) + ". "
+              f"Minimum effect: {result.promotion.min_effect:g} in {CONTEXT_OBJECTIVES.get(obj.name, obj.name)} units. "
+              f"{int(res.eligible().sum())} candidates ({res.table['baseline'].sum()} baseline; plus "
+              f"{int(res.table['probe'].sum()) if 'probe' in res.table.columns else 0} probe rows for identification"
+              + (f"; {len(result.restarts) - 1} restarts with {result.restarts[1].candidates} candidates each"
+                 if len(result.restarts) > 1 else "") + f") in {result.seconds:.0f} s; "
+              f"consolidation every {res.schedule.consolidate_every_hours:g} h.", ""]
 
     idents = [(k, r) for k, r in result.recommendations.items() if r.identification is not None]
     if idents:
         lines += ["## Identification", "",
-              "Which searched values this log pins down. A parameter whose effect is below the minimum effect is not "
-              "identified: the search's value for it is noise, so the baseline's is shipped (and judged: every fold's "
-              "choice is projected the same way before the held-out comparison) — unless resetting them together costs the "
-              "best more than the minimum effect: then the fewest, largest effect first, are kept jointly.", ""]
+                  "Which searched values this log pins down. A parameter whose effect is below the minimum effect is not "
+                  "identified: the search's value for it is noise, so the baseline's is shipped (and judged: every fold's "
+                  "choice is projected the same way before the held-out comparison) — unless resetting them together "
+                  "costs the best more than the minimum effect: then the fewest, largest effect first, are kept jointly.",
+                  ""]
         for k, r in idents:
             assert r.identification is not None
             values = {n: [searched_values(result.search.resolved_space, run.params[k])[n] for run in r.restarts]
@@ -436,42 +437,42 @@ def render_report(result: TuneResult, prepared: PreparedLog, figs: dict[str, Pat
             lines += identification_lines(r.identification, values) + [""]
     lines += importance_lines(result)
     lines += ["## What the recommendation changes", "", "| parameter | seed default | baseline | recommended |",
-          "|---|---|---|---|"]
+              "|---|---|---|---|"]
     defaults = MemoryParams().to_flat()
     base = result.baseline.to_flat()
     for key, (_, new) in keep.params.changes_from(result.baseline).items():
         lines.append(f"| `{key}` | {_fmt(defaults[key])} | {_fmt(base[key])} | {_fmt(new)} |")
     if figs.get("budget"):
         lines += ["", "## What each budget buys", "", f"![held-out utility against the budget]({figs['budget'].name})",
-              f"*Held-out utility@k for k = 1…100 at the recommendation for k = {keep.budget} (as judged: "
-              f"each person by the choice made without them), the baseline and the seed defaults; {n_pts:,} "
-              f"session starts of {n_subj} people.*", ""]
+                  f"*Held-out utility@k for k = 1…100 at the recommendation for k = {keep.budget} (as judged: "
+                  f"each person by the choice made without them), the baseline and the seed defaults; {n_pts:,} "
+                  f"session starts of {n_subj} people.*", ""]
     lines += ["## Held-out metrics", ""]
     for k, rec in result.recommendations.items():
         h = rec.heldout
         cols = [c for c in h.columns if c not in ("metric", "key", "better", "scope")]
         lines += [f"At k = {k}:", "", "| metric | " + " | ".join(cols) + " | better | scope |",
-              "|---" * (len(cols) + 3) + "|"]
+                  "|---" * (len(cols) + 3) + "|"]
         for _, row in h.iterrows():
             lines.append(f"| {row['metric']} | " + " | ".join(_fmt(row[c]) for c in cols)
-                     + f" | {row['better']} | {row['scope']} |")
+                         + f" | {row['better']} | {row['scope']} |")
         lines.append("")
     lines += ["*Context metrics* are per session start, averaged; *whole-memory* metrics are over every "
-          "checkpoint (daily) and every fact the memory holds: precision and recall of the believed set (active "
-          "facts above the retrieval threshold), believed-set size (context pressure), stale beliefs, lost facts "
-          "(archived while still true and mentioned again later). Log loss reads effective confidence as the "
-          "probability that a fact is true and relevant, clipped to [1e-4, 1 − 1e-4]: over the facts the memory "
-          "holds, over every fact mentioned so far (a forgotten fact predicts 1e-4), and over context facts.", ""]
+              "checkpoint (daily) and every fact the memory holds: precision and recall of the believed set (active "
+              "facts above the retrieval threshold), believed-set size (context pressure), stale beliefs, lost facts "
+              "(archived while still true and mentioned again later). Log loss reads effective confidence as the "
+              "probability that a fact is true and relevant, clipped to [1e-4, 1 − 1e-4]: over the facts the memory "
+              "holds, over every fact mentioned so far (a forgotten fact predicts 1e-4), and over context facts.", ""]
     lines += ["## Calibration", "",
-          "On the tuning data, not held out (the whole log replayed under the recommendation, which was chosen on "
-          "it — read these as a description of the memory, not as evidence for the choice): "
-          f"log loss over held facts: recommended {_fmt(calib['recommended'].get('held_log_loss'))}, "
-          f"baseline {_fmt(calib['baseline'].get('held_log_loss'))}; over every fact mentioned: "
-          f"{_fmt(calib['recommended'].get('log_loss'))} and {_fmt(calib['baseline'].get('log_loss'))}. "
-          "Calibration describes the memory; the decision above rests on the context metrics."
-          + ("" if res.calibration else " Calibration was scored for the rows this report shows (baseline, seed "
-             "defaults, current, start, each recommendation); the sweep table leaves it empty for the other "
-             "candidates (`--calibrate-all` scores every one)."), ""]
+              "On the tuning data, not held out (the whole log replayed under the recommendation, which was chosen on "
+              "it — read these as a description of the memory, not as evidence for the choice): "
+              f"log loss over held facts: recommended {_fmt(calib['recommended'].get('held_log_loss'))}, "
+              f"baseline {_fmt(calib['baseline'].get('held_log_loss'))}; over every fact mentioned: "
+              f"{_fmt(calib['recommended'].get('log_loss'))} and {_fmt(calib['baseline'].get('log_loss'))}. "
+              "Calibration describes the memory; the decision above rests on the context metrics."
+              + ("" if res.calibration else " Calibration was scored for the rows this report shows (baseline, seed "
+                 "defaults, current, start, each recommendation); the sweep table leaves it empty for the other "
+                 "candidates (`--calibrate-all` scores every one)."), ""]
     captions = {"slices": f"The objective on the tuning data against each searched parameter ({len(res.params)} "
                           "candidates; the star is the recommendation, the diamond the baseline)",
                 "pareto": "Every candidate: the charge per context (stale, expired, false and unneeded facts "
@@ -486,8 +487,8 @@ def render_report(result: TuneResult, prepared: PreparedLog, figs: dict[str, Pat
         if key in figs:
             lines += [f"![{captions[key]}]({figs[key].name})", f"*{captions[key]}.*", ""]
     lines += ["## Reproduce", "", "Results in `sweep.parquet` / `results.duckdb` (one row per candidate), per-person held-out "
-          "numbers in `subjects.parquet`, the replayed memory in `memory.duckdb`; "
-          "`factmem.tuning.runs.load_run(folder)` reloads everything.", ""]
+              "numbers in `subjects.parquet`, the replayed memory in `memory.duckdb`; "
+              "`factmem.tuning.runs.load_run(folder)` reloads everything.", ""]
     del curves
     return "\n".join(lines)
 
@@ -499,14 +500,14 @@ def importance_lines(result: TuneResult) -> list[str]:
         return []
     names = [c for c in imp.columns if c not in ("parameter", "max", "identified")]
     lines = ["Importance of each searched parameter in the search (Optuna's PED-ANOVA on the all-data study: its share "
-         "of what tells the good candidates from the rest; *important* at "
-         f"{100 * IDENTIFIED_SHARE:.0f}% or more). It says where the search found the objective sensitive; the "
-         "identification above (the effect of moving one value at the recommendation) decides what is shipped.", "",
-         "| parameter | " + " | ".join(f"importance ({n})" for n in names) + " | important |",
-         "|---" * (len(names) + 2) + "|"]
+             "of what tells the good candidates from the rest; *important* at "
+             f"{100 * IDENTIFIED_SHARE:.0f}% or more). It says where the search found the objective sensitive; the "
+             "identification above (the effect of moving one value at the recommendation) decides what is shipped.", "",
+             "| parameter | " + " | ".join(f"importance ({n})" for n in names) + " | important |",
+             "|---" * (len(names) + 2) + "|"]
     for _, row in imp.sort_values("max", ascending=False, na_position="last").iterrows():
         lines.append(f"| `{row['parameter']}` | " + " | ".join(_fmt(row[n], 2) for n in names)
-                 + f" | {'yes' if row['identified'] else '**no**'} |")
+                     + f" | {'yes' if row['identified'] else '**no**'} |")
     lines += [""]
     # The two kinds of evidence can disagree; say so parameter by parameter, with what decided.
     ident = result.primary.identification
@@ -519,22 +520,22 @@ def importance_lines(result: TuneResult) -> list[str]:
         if direct is None:
             if not important:
                 lines.append(f"- `{name}`: below {share} in the study, so the search's results do not say where it "
-                         "should be.")
+                             "should be.")
         elif not important and direct.identified:
             lines.append(f"- `{name}`: below {share} in the study, yet moving it alone at the recommendation changes "
-                     f"{objective} by {direct.effect:.4g} (the identification above): the direct test decides, so it "
-                     "is shipped as recommended.")
+                         f"{objective} by {direct.effect:.4g} (the identification above): the direct test decides, so it "
+                         "is shipped as recommended.")
         elif direct.kept_jointly:
             lines.append(f"- `{name}`: {'important' if important else f'below {share}'} in the study; no effect alone at "
-                     "the recommendation, but resetting it with the other unidentified parameters costs more than the "
-                     "minimum effect: kept jointly, shipped as recommended.")
+                         "the recommendation, but resetting it with the other unidentified parameters costs more than the "
+                         "minimum effect: kept jointly, shipped as recommended.")
         elif not important:
             lines.append(f"- `{name}`: below {share} in the study and no effect at the recommendation: kept at the "
-                     "baseline's value.")
+                         "baseline's value.")
         elif not direct.identified:
             lines.append(f"- `{name}`: important in the study (its good candidates gather in part of its range), but "
-                     f"moving it alone at the recommendation changes {objective} by only {direct.effect:.4g} < "
-                     f"{min_effect:g}: kept at the baseline's value.")
+                         f"moving it alone at the recommendation changes {objective} by only {direct.effect:.4g} < "
+                         f"{min_effect:g}: kept at the baseline's value.")
     if lines[-1]:
         lines.append("")
     return lines
@@ -575,11 +576,11 @@ def search_section(result: TuneResult) -> list[str]:
     else:
         start = f"{out.proposed} candidates shared by every study"
     lines = ["## The search", "",
-         f"Optuna sampler `{s.method}` (seed {s.seed}), {studies_sentence(out)}: {start} ({out.proposed} per study, "
-         f"in {out.rounds} rounds); {n_rows} distinct parameter sets replayed by the search (the identification "
-         "probes and the restarts come on top). The studies are in `study.db` (open them with "
-         "`optuna-dashboard study.db`; every trial carries its `sweep.parquet` row and factmem's metrics as user "
-         "attributes).", ""]
+             f"Optuna sampler `{s.method}` (seed {s.seed}), {studies_sentence(out)}: {start} ({out.proposed} per study, "
+             f"in {out.rounds} rounds); {n_rows} distinct parameter sets replayed by the search (the identification "
+             "probes and the restarts come on top). The studies are in `study.db` (open them with "
+             "`optuna-dashboard study.db`; every trial carries its `sweep.parquet` row and factmem's metrics as user "
+             "attributes).", ""]
     for n in result.notes:
         lines += [f"- {n}"]
     if result.notes:
