@@ -433,7 +433,7 @@ class Evaluator:
                                  kind.astype(np.int64), held_tk, first_mention, self.eps, float(SECONDS_PER_DAY),
                                  AGE_EDGES_DAYS, len(KINDS), _RELIABILITY_BINS)
         (pc, group, ck_loss, ck_n, held_n, held_true, held_n_k, held_true_k, kind_sums, bins, rel, rel_all) = sums
-        S = len(pc)
+        n_held = len(pc)
         # held positives and negatives sorted, over all kinds and per kind (group = 2 * kind + label): the
         # predictions laid out by (label, kind) in one compiled pass, each label's block sorted (a copy:
         # all kinds') and each (label, kind) slice sorted in place — no masks, no index sort (an argsort
@@ -458,18 +458,18 @@ class Evaluator:
         per_checkpoint = np.full(n, np.nan)
         with np.errstate(invalid="ignore", divide="ignore"):
             per_checkpoint[cal_idx] = per_ck_loss / per_ck_n
-        N = per_ck_n.sum()
+        n_samples = per_ck_n.sum()
         rmse_bins = _RmseBins(*bins)
-        W_true, W_false = off_true.sum(), off_false.sum()
+        n_unheld_true, n_unheld_false = off_true.sum(), off_false.sum()
         loss_total, brier_total = kind_sums[:, 1].sum(), kind_sums[:, 2].sum()
         summary: dict[str, Any] = {
-            "log_loss": float(per_ck_loss.sum() / N) if N else float("nan"),
-            "brier": float((brier_total + W_true * (1 - self.eps) ** 2 + W_false * self.eps ** 2) / N)
-            if N else float("nan"),
-            "auc": auc_of_sorted(pos_all, neg_all, W_true, W_false, self.eps),
-            "rmse_bins": rmse_bins.rmse() if S else float("nan"),
-            "held_log_loss": float(loss_total / S) if S else float("nan"),
-            "samples": int(N),
+            "log_loss": float(per_ck_loss.sum() / n_samples) if n_samples else float("nan"),
+            "brier": float((brier_total + n_unheld_true * (1 - self.eps) ** 2 + n_unheld_false * self.eps ** 2)
+                           / n_samples) if n_samples else float("nan"),
+            "auc": auc_of_sorted(pos_all, neg_all, n_unheld_true, n_unheld_false, self.eps),
+            "rmse_bins": rmse_bins.rmse() if n_held else float("nan"),
+            "held_log_loss": float(loss_total / n_held) if n_held else float("nan"),
+            "samples": int(n_samples),
             "calibration_stride": stride,
         }
         # by kind: held samples by the fact's kind, unheld by the triple's kind
