@@ -66,15 +66,15 @@ def budget_curve_table(result: TuneResult, prepared: PreparedLog) -> pd.DataFram
     budget (the budget whose recommendation it is), and ``low``/``high``: the 95% bootstrap band over
     people (at most :data:`CURVE_RESAMPLES` seeded resamples, the same for every line)."""
     res = result.sweep
-    obj, ho = res.objective, res.holdout
-    part = "all" if ho.mode == "subjects" else "test"
-    src = prepared if ho.mode != "log" else ho.log
+    obj, holdout = res.objective, res.holdout
+    part = "all" if holdout.mode == "subjects" else "test"
+    src = prepared if holdout.mode != "log" else holdout.log
     parts = None
-    if ho.mode == "time":
+    if holdout.mode == "time":
         assert res.split_at is not None
         parts = {"test": (res.split_at, np.iinfo(np.int64).max)}
     ctx = ContextEvaluator(src, budgets=obj.budgets, needed=obj.needed, costs=obj.costs,
-                           parts=parts, max_points_per_subject=obj.max_points_per_subject, seed=ho.seed,
+                           parts=parts, max_points_per_subject=obj.max_points_per_subject, seed=holdout.seed,
                            curve_k=CURVE_K)
     grid = res.schedule.consolidations(src.start, src.end)
     cache: dict[int, np.ndarray] = {}
@@ -92,14 +92,14 @@ def budget_curve_table(result: TuneResult, prepared: PreparedLog) -> pd.DataFram
     total = ctx.scored_points(scope)
     points = ctx.points_per_subject(scope)
     # one seeded set of resamples of people for every line (paired, as the report's intervals are)
-    resamples = min(ho.bootstrap, CURVE_RESAMPLES)
+    resamples = min(holdout.bootstrap, CURVE_RESAMPLES)
     weights = None
     groups = result.groups.get(part)
     if groups is not None and len(groups) != len(points):
         groups = None
     n_groups = len(points) if groups is None or not len(points) else int(groups.max()) + 1
     if resamples > 0 and len(points) > 1:
-        rng = np.random.default_rng(ho.seed)
+        rng = np.random.default_rng(holdout.seed)
         draws = rng.integers(0, n_groups, size=(resamples, n_groups))
         weights = np.stack([np.bincount(d, minlength=n_groups) for d in draws]).astype(np.float64)
         if n_groups < len(points):  # whole groups drawn: each person as often as their group
@@ -136,7 +136,7 @@ def write_tune_run(result: TuneResult, prepared: PreparedLog, out: Path) -> Path
     from factmem.export import write_params_file
 
     res = result.sweep
-    obj, ho = res.objective, res.holdout
+    obj, holdout = res.objective, res.holdout
     tab = res.table
     primary = result.primary
     figs: dict[str, Path] = {}
@@ -148,13 +148,13 @@ def write_tune_run(result: TuneResult, prepared: PreparedLog, out: Path) -> Path
     figs["budget"] = plots.save(fig, out / "budget.png")
 
     swept = [c for c in _swept(result) if c in tab.columns and tab[c].nunique() > 1]
-    col = obj.column("all" if ho.mode == "subjects" else "train", primary.budget)
+    col = obj.column("all" if holdout.mode == "subjects" else "train", primary.budget)
     if swept and col in tab.columns:
         logs = [c for c in swept if c.startswith("decay_rate")]
         fig = plots.slices(tab, swept, col, highlight={"recommended": primary.index, "baseline": 0},
                            log_params=logs, lower_is_better=obj.lower_is_better)
         figs["slices"] = plots.save(fig, out / "slices.png")
-    part = "all" if ho.mode == "subjects" else "test"
+    part = "all" if holdout.mode == "subjects" else "test"
     px, py = f"{part}.charged@{primary.budget}", f"{part}.recall@{primary.budget}"
     if px in tab.columns:
         fig = plots.pareto(tab.rename(columns={px: "charge per context", py: "recall@k"}),
@@ -188,7 +188,7 @@ def write_tune_run(result: TuneResult, prepared: PreparedLog, out: Path) -> Path
     info = dict(
         dataset={"path": str(prepared.dataset.path) if prepared.dataset.path else None, "sha256": prepared.sha256,
                  "scenario": prepared.dataset.scenario, "events": int(len(prepared.events))},
-        holdout=ho.to_dict(), objective=obj.to_dict(), schedule=sched.to_dict(), split_at=res.split_at,
+        holdout=holdout.to_dict(), objective=obj.to_dict(), schedule=sched.to_dict(), split_at=res.split_at,
         n_params=len(res.params), points=res.points, sampled_from=res.sampled_from,
         recommendations={str(k): {"params": r.params.to_dict(), "promoted": r.promoted, "keep": r.keep,
                                   "decision": r.decision, "versus_baseline": r.versus_baseline.to_dict(),
@@ -243,15 +243,16 @@ def judgement(result: TuneResult, rec: Recommendation) -> dict[str, float | str]
     interval, the population, the budget, the costs, the references, the rule, identification and
     restarts."""
     res = result.sweep
-    obj, ho = res.objective, res.holdout
+    obj, holdout = res.objective, res.holdout
     vb = rec.versus_baseline
     metric = CONTEXT_OBJECTIVES.get(obj.name, obj.name)
     out: dict[str, float | str] = {
         "keep": rec.keep, "promoted": "yes" if rec.promoted else "no", "against": "baseline",
         "objective": f"{metric}@{rec.budget}" if obj.per_budget else obj.name, "budget": float(rec.budget),
         "recommended": vb.a, "baseline": vb.b, "difference": vb.difference, "low": vb.low, "high": vb.high,
-        "level": 0.95, "people": float(vb.subjects), "points": float(vb.points), "resamples": float(ho.bootstrap),
-        "holdout": {"subjects": f"{ho.folds}-fold over people", "time": "time split", "log": "another log"}[ho.mode],
+        "level": 0.95, "people": float(vb.subjects), "points": float(vb.points), "resamples": float(holdout.bootstrap),
+        "holdout": {"subjects": f"{holdout.folds}-fold over people", "time": "time split",
+                    "log": "another log"}[holdout.mode],
         "costs": str(obj.costs),
         "min_effect": rec.min_effect,
         "rule": "promoted only if the 95% interval's near end clears min_effect against every comparison",
@@ -288,11 +289,11 @@ def _metric_dict(rec: Recommendation, column: str) -> dict[str, float]:
 
 def _folds(result: TuneResult, part: str, n_subjects: int) -> np.ndarray:
     """Each subject's fold as the tune cut them (over groups of people who share sessions)."""
-    ho = result.sweep.holdout
+    holdout = result.sweep.holdout
     groups = result.groups.get(part)
     if groups is None or len(groups) != n_subjects:
-        return ho.subject_folds(n_subjects)
-    return ho.group_folds(groups)
+        return holdout.subject_folds(n_subjects)
+    return holdout.group_folds(groups)
 
 
 def _subject_table(result: TuneResult) -> pd.DataFrame:
@@ -300,8 +301,8 @@ def _subject_table(result: TuneResult) -> pd.DataFrame:
     from factmem.evaluation.context import FIELDS
 
     res = result.sweep
-    ho = res.holdout
-    part = "all" if ho.mode == "subjects" else "test"
+    holdout = res.holdout
+    part = "all" if holdout.mode == "subjects" else "test"
     subjects = res.subjects[part]
     rows = []
     for k, rec in result.recommendations.items():
@@ -331,22 +332,24 @@ def _subject_table(result: TuneResult) -> pd.DataFrame:
 def render_report(result: TuneResult, prepared: PreparedLog, figs: dict[str, Path], calib: dict[str, dict],
                   curves: pd.DataFrame) -> str:
     res = result.sweep
-    obj, ho = res.objective, res.holdout
+    obj, holdout = res.objective, res.holdout
     ds = prepared.dataset
     name = ds.scenario.get("name") or (ds.path.name if ds.path else "log")
-    part = "all" if ho.mode == "subjects" else "test"
+    part = "all" if holdout.mode == "subjects" else "test"
     n_subj = len(res.subjects.get(part, []))
     n_pts = res.points.get(part, 0)
     needed = obj.needed or ("truth" if len(ds.truth) else "next-session")
     needed_text = ("true and relevant then, and mentioned since it became true" if needed == "truth"
                    else "mentioned in that session (no ground truth used)")
-    how = {"subjects": f"{ho.folds}-fold cross-fitting over groups of people (people who share sessions are one "
-                       "group" + ("" if ho.group_by is None else f", here by {describe_group_by(ho.group_by)}")
+    how = {"subjects": f"{holdout.folds}-fold cross-fitting over groups of people (people who share sessions are one "
+                       "group"
+                       + ("" if holdout.group_by is None else f", here by {describe_group_by(holdout.group_by)}")
                        + "): each person is scored by the choice made on the other folds, so no one's number "
                        "comes from a choice made on their own conversations",
            "time": f"chosen on session starts before {_date(res.split_at or 0)}, judged after",
-           "log": f"chosen on this log, judged on another (`{getattr(ho.log, 'dataset', None) and ho.log.dataset.path}`)"
-           }[ho.mode]
+           "log": "chosen on this log, judged on another "
+                  f"(`{getattr(holdout.log, 'dataset', None) and holdout.log.dataset.path}`)"
+           }[holdout.mode]
     lines = [f"# factmem tune — {name}", ""]
     lines += ["## Decision", ""]
     for k, rec in result.recommendations.items():
@@ -367,9 +370,9 @@ def render_report(result: TuneResult, prepared: PreparedLog, figs: dict[str, Pat
                 f"{h.loc['charge (cost-weighted)']['baseline']:.2f} ({charges('baseline')}) for the baseline "
                 f"(costs {obj.costs}). "
                 f"Utility@{k} {vb.a:.4f} against {vb.b:.4f}: difference **{vb.difference:+.4f}**, 95% interval "
-                f"[{vb.low:+.4f}, {vb.high:+.4f}] ({ho.bootstrap:,} bootstrap resamples of {vb.groups} held-out "
+                f"[{vb.low:+.4f}, {vb.high:+.4f}] ({holdout.bootstrap:,} bootstrap resamples of {vb.groups} held-out "
                 f"groups of people — {vb.subjects} people, people who share sessions being one group; "
-                f"{vb.points:,} session starts; promotion needs at least {ho.min_groups} groups).")
+                f"{vb.points:,} session starts; promotion needs at least {holdout.min_groups} groups).")
         if obj.per_budget:
             lines += ["", *comparison_lines(rec, f"{CONTEXT_OBJECTIVES.get(obj.name, obj.name)}@{k}")]
             if rec.baseline_versus_empty is not None:
@@ -391,8 +394,8 @@ def render_report(result: TuneResult, prepared: PreparedLog, figs: dict[str, Pat
         if math.isfinite(rec.stability):
             lines.append(f"Selection stability: the chosen candidate is within the noise of the best (top "
                          f"{100 * 0.05:.0f}% of {int(res.eligible().sum())} candidates) in {100 * rec.stability:.0f}% of "
-                         f"{ho.bootstrap:,} bootstrap resamples of the tuning data — a statement about that candidate, "
-                         "not about its values: which values the log pins down is under Identification."
+                         f"{holdout.bootstrap:,} bootstrap resamples of the tuning data — a statement about that "
+                         "candidate, not about its values: which values the log pins down is under Identification."
                          + (f" The folds chose rows {rec.fold_choices} (the final choice, on all subjects: "
                             f"row {rec.index})." if rec.fold_choices else ""))
             lines.append("")
