@@ -460,7 +460,7 @@ def test_a_full_disk_at_close_is_a_store_write_error_and_the_store_is_closed(tmp
     s = FactStore(path)
     for i in range(5):
         s.remember(f"u{i}", "likes", "x", at=T0 + i)
-    monkeypatch.setattr("factmem.store.active.ActiveState.flush", _disk_full)
+    monkeypatch.setattr("factmem.store.active.PendingWrite.write", _disk_full)
     with pytest.raises(StoreWriteError, match=r"m\.duckdb: cannot write the pending calls .*No space left on device"
                                               r".*kept in .*m\.duckdb\.journal"):
         s.close()
@@ -473,7 +473,7 @@ def test_a_full_disk_at_close_is_a_store_write_error_and_the_store_is_closed(tmp
 def test_a_full_disk_at_a_read_keeps_the_calls(tmp_path, monkeypatch):
     s = FactStore(tmp_path / "m.duckdb")
     s.remember("a", "p", "x", at=T0)
-    monkeypatch.setattr("factmem.store.active.ActiveState.flush", _disk_full)
+    monkeypatch.setattr("factmem.store.active.PendingWrite.write", _disk_full)
     with pytest.raises(StoreWriteError, match="No space left on device"):
         s.facts()
     monkeypatch.undo()
@@ -486,7 +486,7 @@ def test_the_cli_exits_1_on_a_full_disk(tmp_path, monkeypatch, capsys):
 
     path = tmp_path / "m.duckdb"
     killed(calls(str(path), 2))
-    monkeypatch.setattr("factmem.store.active.ActiveState.flush", _disk_full)
+    monkeypatch.setattr("factmem.store.active.PendingWrite.write", _disk_full)
     assert main(["store", "recover", str(path)]) == 1
     err = capsys.readouterr().err
     assert "No space left on device" in err and "Traceback" not in err

@@ -84,14 +84,15 @@ def test_written_behind_equals_row_by_row(tmp_path_factory, items, script, multi
 
 
 @settings(max_examples=25)
-@given(items=calls, flush_at=st.integers(1, 5))
-def test_periodic_flushes_change_nothing(monkeypatch_module, items, flush_at):
-    """Flushing every few calls (the store flushes every FLUSH_CALLS), and merging the appended rows
-    of the in-process state at every flush, give the same store as one flush at the end."""
+@given(items=calls, flush_at=st.integers(1, 5), on_file=st.booleans())
+def test_periodic_flushes_change_nothing(tmp_path_factory, monkeypatch_module, items, flush_at, on_file):
+    """Flushing every few calls (the store flushes every FLUSH_CALLS, in the background, and empties
+    the journal of each flush's calls once written), and merging the appended rows of the in-process
+    state at every flush, give the same store as one flush at the end."""
     script = ["call", "call", "ingest", "consolidate"] * len(items)
     monkeypatch_module.setattr("factmem.store.writebehind.FLUSH_CALLS", flush_at)
     monkeypatch_module.setattr("factmem.store.active.ActiveState.MERGE_AT", flush_at - 1)
-    small = run(None, None, script, items, True)
+    small = run(tmp_path_factory.mktemp("flushes") / "m.duckdb" if on_file else None, None, script, items, True)
     monkeypatch_module.setattr("factmem.store.writebehind.FLUSH_CALLS", 10**9)
     monkeypatch_module.setattr("factmem.store.active.ActiveState.MERGE_AT", 65_536)
     big = run(None, None, script, items, True)
@@ -106,12 +107,13 @@ def monkeypatch_module():
     mp.undo()
 
 
-def calls_script(path: Path, n: int, then: str) -> str:
-    """A child process: n calls on a file store, then `then` (Python), then killed without closing."""
+def calls_script(path: Path, n: int, then: str, before: str = "pass") -> str:
+    """A child process: `before` (Python), n calls on a file store, then `then`, then killed without closing."""
     return textwrap.dedent(f"""
         import os, sys
         sys.path.insert(0, {str(ROOT)!r})
         from factmem.store.factstore import FactStore, Evidence
+        {before}
         s = FactStore({str(path)!r})
         for i in range({n}):
             s.remember("u%d" % (i % 7), "p%d" % (i % 3), "v%d" % (i % 5), "explicit", at=1_700_000_000 + i * 60,
@@ -168,10 +170,82 @@ def test_killed_between_the_flush_commit_and_the_journal_truncation(tmp_path):
     """The rows are committed with the last journal number; the journal still lists the calls: the
     reopened store skips them by number instead of making them twice."""
     path = tmp_path / "m.duckdb"
-    child(calls_script(path, 40, "s._journal.emptied = lambda: None; s.facts()"))
+    child(calls_script(path, 40, "s._journal.emptied = lambda through=None: None; s.facts()"))
     journal = Path(str(path) + ".journal")
     assert len(journal.read_text().splitlines()) == 41
     assert_like_reference(path, 40)
+
+
+def _flushing_every(calls: int) -> str:
+    """Python for calls_script's ``before``: a flush (in the background) every ``calls`` calls."""
+    return f"import factmem.store.writebehind as wb; wb.FLUSH_CALLS = {calls}"
+
+
+def _more_calls(start: int, stop: int) -> str:
+    """Python for calls_script's ``then``: the calls ``start`` .. ``stop - 1`` of the same sequence."""
+    return ("[s.remember('u%d' % (i % 7), 'p%d' % (i % 3), 'v%d' % (i % 5), 'explicit', at=1_700_000_000 + i * 60, "
+            f"evidence=Evidence('s', 'm%d' % i)) for i in range({start}, {stop})]")
+
+
+def test_killed_while_a_background_flush_is_being_written(tmp_path):
+    """The 20th call starts a flush in its own thread; the process is killed while it writes (its
+    write held back) after 15 more calls: the reopened store has all 35, once."""
+    path = tmp_path / "m.duckdb"
+    slow = ("import time; from factmem.store.active import PendingWrite; original = PendingWrite.write; "
+            "PendingWrite.write = lambda self, con: (time.sleep(30), original(self, con))")
+    child(calls_script(path, 20, _more_calls(20, 35), before=_flushing_every(20) + "; " + slow))
+    assert len(Path(str(path) + ".journal").read_text().splitlines()) == 36  # header + 35: none emptied
+    assert_like_reference(path, 35)
+
+
+def test_a_background_flush_empties_the_journal_of_its_calls_only(tmp_path):
+    """Flushed in the background at the 20th call; once written, the journal keeps only the calls
+    after it (a new file renamed over the old one); killed after 15 more: the reopened store has all 35."""
+    path = tmp_path / "m.duckdb"
+    child(calls_script(path, 20, "s._flushing.wait(); " + _more_calls(20, 35), before=_flushing_every(20)))
+    journal = Path(str(path) + ".journal")
+    lines = journal.read_text().splitlines()
+    assert len(lines) == 16 and json.loads(lines[1].partition(" ")[2])[0] == 21  # header + calls 21..35
+    assert not Path(str(journal) + ".compacting").exists()
+    assert_like_reference(path, 35)
+
+
+def test_killed_while_the_journal_is_emptied_of_a_background_flush(tmp_path):
+    """Killed after the new journal is written and before it is renamed over the old one: the old
+    one lists calls the tables hold (skipped by number) and the rest (applied)."""
+    path = tmp_path / "m.duckdb"
+    child(calls_script(path, 20, "os.replace = lambda *a: os._exit(0); s._flushing.wait(); " + _more_calls(20, 21),
+                       before=_flushing_every(20)))
+    journal = Path(str(path) + ".journal")
+    assert len(journal.read_text().splitlines()) == 22  # header + 21: the old journal, whole
+    assert Path(str(journal) + ".compacting").exists()
+    with FactStore(path) as s:
+        assert s.recovered_calls == 1  # the 20 others are in the tables
+    assert_like_reference(path, 21)
+
+
+def test_a_background_flush_that_fails_is_tried_again_and_named(store_factory, monkeypatch):
+    """Its thread's failure is raised at the next call that needs the tables, as a StoreWriteError
+    naming the file; the calls stay pending (a second try writes them)."""
+    monkeypatch.setattr("factmem.store.writebehind.FLUSH_CALLS", 3)
+    s = store_factory()
+    fails = {"left": 2}
+    original = __import__("factmem.store.active", fromlist=["PendingWrite"]).PendingWrite.write
+
+    def flaky(self, con):
+        if fails["left"]:
+            fails["left"] -= 1
+            raise OSError("disk full")
+        return original(self, con)
+
+    monkeypatch.setattr("factmem.store.active.PendingWrite.write", flaky)
+    for i in range(3):
+        s.remember("ada", "likes", f"tea{i}", at=i * DAY)  # the third starts the flush, which fails
+    with pytest.raises(StoreWriteError, match="cannot write the pending calls to the tables: disk full"):
+        s.facts()  # waits for it, tries again: fails again
+    assert fails["left"] == 0
+    facts = s.facts(at=0)  # the third try writes it
+    assert facts["object"].tolist() == ["tea0", "tea1", "tea2"] and len(s.evidence()) == 3
 
 
 def test_a_line_cut_short_by_a_crash_is_a_call_that_never_returned(tmp_path):
@@ -238,7 +312,7 @@ def test_a_failed_flush_loses_nothing(store_factory, monkeypatch):
     def broken(*args, **kwargs):
         raise OSError("disk full")
 
-    monkeypatch.setattr("factmem.store.active.ActiveState.flush", broken)
+    monkeypatch.setattr("factmem.store.active.PendingWrite.write", broken)
     with pytest.raises(StoreWriteError, match="cannot write the pending calls to the tables: disk full"):
         s.facts()
     monkeypatch.undo()

@@ -32,6 +32,7 @@ evaluates — only the facts past it. ``flush`` writes what is pending set-based
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import duckdb
@@ -47,7 +48,7 @@ from factmem.store.keyhash import key_hashes, pair_hashes, state_keys
 from factmem.store.schema import KIND_LABELS, REASON_LABELS, STATUS_LABELS, text_column
 from factmem.store.texts import KeyTexts, Texts
 
-__all__ = ["ActiveState", "key_hashes", "state_keys"]
+__all__ = ["ActiveState", "PendingWrite", "key_hashes", "state_keys"]
 
 
 def _expand(sorted_values: np.ndarray, wanted: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -122,6 +123,39 @@ def _one_table(tables: list[pa.Table], schema: pa.Schema) -> pa.Table:
     if any(t.schema != tables[0].schema for t in tables[1:]):
         tables = [t.cast(schema) if t.schema != schema else t for t in tables]
     return pa.concat_tables(tables).combine_chunks()
+
+
+@dataclass
+class PendingWrite:
+    """The rows one flush writes (:meth:`ActiveState.take_pending`), and :meth:`write` to write them
+    inside a transaction the caller holds open."""
+
+    new_facts: pa.Table | None
+    touched_facts: pa.Table | None
+    evidence: pa.Table | None
+    journal_applied: int | None  # the last journal number these rows hold (a file store), else None
+
+    def write(self, con: duckdb.DuckDBPyConnection) -> None:
+        """Facts created inserted, facts touched updated, evidence appended, and the journal number
+        recorded in ``factmem_meta``."""
+        new_facts, touched_facts, new_evidence = self.new_facts, self.touched_facts, self.evidence  # read by DuckDB by name (replacement scans)
+        if new_facts is not None:
+            # in id order: the store reads facts in storage order and relies on it being id order (the
+            # batches' rows come in it already, unless single calls' rows follow them: then DuckDB sorts)
+            ids = new_facts.column("id").to_numpy()
+            ordered = bool((ids[1:] > ids[:-1]).all())
+            con.execute("INSERT INTO memory_facts SELECT *, false FROM new_facts" + ("" if ordered else " ORDER BY id"))
+        if touched_facts is not None:
+            con.execute(
+                "UPDATE memory_facts SET confidence = u.confidence, reinforcement_count = u.reinforcement_count, "
+                "last_reinforced = u.last_reinforced, status = u.status, "
+                "status_changed_at = coalesce(u.status_changed_at, memory_facts.status_changed_at), "
+                "status_reason = coalesce(u.status_reason, memory_facts.status_reason) "
+                "FROM touched_facts u WHERE memory_facts.id = u.id")
+        if new_evidence is not None:
+            con.execute("INSERT INTO memory_evidence SELECT * FROM new_evidence")
+        if self.journal_applied is not None:
+            con.execute("INSERT OR REPLACE INTO factmem_meta VALUES ('journal_applied', ?)", [str(self.journal_applied)])
 
 
 class ActiveState:
@@ -405,10 +439,11 @@ class ActiveState:
 
     # -- flushing ---------------------------------------------------------------------------------
 
-    def flush(self, con: duckdb.DuckDBPyConnection, journal_applied: int | None) -> None:
-        """Write the pending calls' effects set-based, inside a transaction the caller holds open:
-        facts created inserted (as they now stand), facts touched updated, evidence appended, and (a
-        file store) the last journal number written recorded in ``factmem_meta``."""
+    def take_pending(self, journal_applied: int | None) -> PendingWrite:
+        """What the pending calls wrote, as the tables a flush writes — facts created (as they now
+        stand), facts touched, evidence; and (a file store) the last journal number they hold — after
+        which the state counts them as written (:meth:`settled`). The tables are copies: calls made
+        while they are being written change the state, not them."""
         c = self.col
         dirty, chunked, in_table = c["dirty"][:self.n], c["chunked"][:self.n], c["in_table"][:self.n]
         new = np.flatnonzero(dirty & ~in_table & ~chunked)  # created by single calls: written from the columns
@@ -429,28 +464,14 @@ class ActiveState:
                 **self._changing_columns(new),
             })
             tables.append(made.select(_FACTS_SCHEMA.names).cast(_FACTS_SCHEMA))  # the table's column order
-        if tables:
-            new_facts = _one_table(tables, _FACTS_SCHEMA)  # read by DuckDB (replacement scan)
-            # in id order: the store reads facts in storage order and relies on it being id order (the
-            # batches' rows come in it already, unless single calls' rows follow them: then DuckDB sorts)
-            ids = new_facts.column("id").to_numpy()
-            ordered = bool((ids[1:] > ids[:-1]).all())
-            con.execute("INSERT INTO memory_facts SELECT *, false FROM new_facts" + ("" if ordered else " ORDER BY id"))
-        if len(old):
-            touched_facts = pa.table(  # noqa: F841 - read by DuckDB (replacement scan)
-                {"id": pa.array(c["id"][old]), **self._changing_columns(old)})
-            con.execute(
-                "UPDATE memory_facts SET confidence = u.confidence, reinforcement_count = u.reinforcement_count, "
-                "last_reinforced = u.last_reinforced, status = u.status, "
-                "status_changed_at = coalesce(u.status_changed_at, memory_facts.status_changed_at), "
-                "status_reason = coalesce(u.status_reason, memory_facts.status_reason) "
-                "FROM touched_facts u WHERE memory_facts.id = u.id")
         self._close_evidence_rows()
-        if self.evidence:  # in id order already: the calls' order
-            new_evidence = _one_table(self.evidence, _EVIDENCE_SCHEMA)  # noqa: F841 - read by DuckDB (replacement scan)
-            con.execute("INSERT INTO memory_evidence SELECT * FROM new_evidence")
-        if journal_applied is not None:
-            con.execute("INSERT OR REPLACE INTO factmem_meta VALUES ('journal_applied', ?)", [str(journal_applied)])
+        pending = PendingWrite(
+            new_facts=_one_table(tables, _FACTS_SCHEMA) if tables else None,
+            touched_facts=pa.table({"id": pa.array(c["id"][old]), **self._changing_columns(old)}) if len(old) else None,
+            evidence=_one_table(self.evidence, _EVIDENCE_SCHEMA) if self.evidence else None,  # in id order already
+            journal_applied=journal_applied)
+        self.settled()
+        return pending
 
     def _changing_columns(self, rows: np.ndarray) -> dict[str, pa.Array]:
         """The columns calls change, of these rows, spelled as ``memory_facts`` stores them."""

@@ -64,6 +64,7 @@ class StoreBase:
     # write-behind (factmem.store.writebehind)
     write_behind: bool
     _active: ActiveState | None
+    _flushing: Any  # the flush being written, or not written yet (factmem.store.writebehind._Flush)
     _journal: Journal | None
     _journal_seq: int
     _replaying: int | None  # the journal entry being re-applied at opening
@@ -95,8 +96,8 @@ class StoreBase:
         """The connection for the store's own statements: the calls written behind are flushed first."""
         if self._con is None:
             raise StoreError("the store is closed")
-        if self._active is not None and self._active.calls:
-            self._flush()
+        if self._flushing is not None or (self._active is not None and self._active.calls):
+            self._flush()  # (and waits for a flush in progress)
         return self._con
 
     # write-behind (factmem.store.writebehind): defined by FactStore, declared here for the parts

@@ -87,6 +87,7 @@ class FactStore(BatchWrites, WriteBehind, Reads, ContextReads, ExaminedRecords):
         self._lock = threading.RLock()
         self._keys = KeyIndex()
         self._active = None
+        self._flushing = None
         self._journal = Journal(journal_path(self.real_path)) if self.real_path is not None and not read_only \
             else None
         self._journal_seq = 0
@@ -214,6 +215,9 @@ class FactStore(BatchWrites, WriteBehind, Reads, ContextReads, ExaminedRecords):
                         self._flush()
                         flushed = True
                     finally:
+                        if self._flushing is not None:  # (interrupted while waiting for it: it ends first)
+                            self._flushing.wait()
+                            self._flushing = None
                         con.close()
                         self._con = None
                         self._active = None

@@ -48,6 +48,7 @@ _JOURNAL_FORMAT = 3
 _READABLE_FORMATS = (2, 3)
 _OPS = ("remember", "ingest", "consolidate")
 _WAL_SUFFIX = ".wal"  # DuckDB's write-ahead log: the database's name with this appended
+_COMPACTING_SUFFIX = ".compacting"  # the journal's name with this: a new journal being written (:meth:`Journal.emptied`)
 
 
 class JournalError(StoreError):
@@ -211,15 +212,61 @@ class Journal:
         except OSError:
             pass
 
-    def emptied(self) -> None:
-        """The calls are in the table: keep only the header."""
-        if self._fd is not None and self._size > self._header:
+    @property
+    def size(self) -> int:
+        """The journal's length in bytes: where the next call's entry starts."""
+        return self._size
+
+    def emptied(self, through: int | None = None) -> None:
+        """The calls are in the table — all of them, or (``through``) those whose entries end at that
+        byte: keep only the header and the entries after it.
+
+        The entries after are kept by writing the header and them to a new file, synced, renamed over
+        the journal, and the folder synced before another call is appended: at every instant the
+        journal's name holds either the old file or the new one, and both list every call the
+        tables do not hold (the old one more, which reopening skips by number)."""
+        if self._fd is None or self._size <= self._header:
+            return
+        if through is None or through >= self._size:
             try:
                 os.ftruncate(self._fd, self._header)
                 _sync(self._fd)
             except OSError:
                 return  # the entries stay: the store records their numbers as applied, reopening skips them
             self._size = self._header
+            return
+        if through <= self._header:
+            return
+        fresh = Path(str(self.path) + _COMPACTING_SUFFIX)
+        fd = None
+        try:
+            with open(self.path, "rb") as old:
+                data = old.read(self._header)
+                old.seek(through)
+                data += old.read(self._size - through)
+            fd = os.open(fresh, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o644)
+            whole = os.write(fd, data) == len(data)
+            if whole:
+                _sync(fd)
+                os.replace(fresh, self.path)
+        except OSError:
+            whole = False
+        if not whole:  # the journal keeps every entry: reopening skips those the tables hold
+            if fd is not None:
+                os.close(fd)
+            try:
+                fresh.unlink()
+            except OSError:
+                pass
+            return
+        # the journal's name is the new file's now: calls are appended there
+        os.close(self._fd)
+        self._fd, self._size = fd, len(data)
+        try:
+            _sync_folder(self.path.parent)  # before another call is appended: the rename is durable
+        except OSError as exc:
+            raise StoreWriteError(f"{self.path}: cannot sync the folder after renaming the journal: "
+                                  f"{exc.strerror or exc}") from None
 
     def close(self, remove: bool) -> None:
         if self._fd is not None:
@@ -329,3 +376,15 @@ def discard_journal(store_path: Path) -> None:
 
 def _sync(fd: int) -> None:
     (getattr(os, "fdatasync", None) or os.fsync)(fd)
+
+
+def _sync_folder(folder: Path) -> None:
+    """Make a rename in ``folder`` durable (POSIX: fsync of the directory; elsewhere nothing to do)."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:  # pragma: no cover - Windows opens no directory: its renames are durable as they are
+        return
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

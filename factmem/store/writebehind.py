@@ -47,14 +47,26 @@ arguments and the fact id it returned), ``consolidate`` (time, prune, the count 
 ``ingest`` (the byte length of the batch that follows it as an Arrow IPC stream, then a newline) —
 and the next fact id the call started from. A flush records the last sequence number it wrote
 (``journal_applied`` in ``factmem_meta``) in the same transaction as the rows, then empties the
-journal: a crash between the two leaves calls the store already holds, and reopening skips them by
-number. An entry cut short by a crash is a call that never returned, and is dropped. An in-memory
+journal of those calls: a crash between the two leaves calls the store already holds, and reopening
+skips them by number.
+
+**The flush the calls' count triggers runs in the background**: its rows are taken from the state
+(copies) by the call that reaches the count, and written in a thread of their own while the next
+calls are made — DuckDB compresses and writes them with the GIL released, on a core the calls do
+not use. Whatever next needs the tables (a read, another write, the next flush, ``store.db``,
+``close()``) waits for it first. Once it is written, the journal keeps the calls made since: a new
+file holding the header and them, synced, renamed over the journal, the folder synced before the
+next append (at every instant the journal's name holds a file that lists every call the tables
+lack). A flush that fails in the background is written again by whatever next waits for it, and if
+that fails too :class:`~factmem.errors.StoreWriteError` is raised there, the rows kept for the next
+try and the calls in the journal. An entry cut short by a crash is a call that never returned, and is dropped. An in-memory
 store keeps no journal (nothing of it survives a crash).
 """
 
 from __future__ import annotations
 
 import atexit
+import threading
 import uuid
 import weakref
 from collections.abc import Sequence
@@ -68,7 +80,7 @@ from factmem.core.codes import KIND_CODES, NO_TIME, Status
 from factmem.core.decay import age_days, effective_confidence, reinforce
 from factmem.core.params import MemoryParams
 from factmem.errors import FactmemError, StoreError, StoreWriteError
-from factmem.store.active import ActiveState
+from factmem.store.active import ActiveState, PendingWrite
 from factmem.store.base import ConsolidateResult, Evidence, StoreBase
 from factmem.store.calls import check_count, state_key
 from factmem.store.journal import Journal, JournalEntry, JournalError, journal_path
@@ -111,6 +123,47 @@ def remember_outcome(rows: Sequence[tuple], object: str, predicate: str, kind: s
     return Outcome("insert", None, float(params.initial_confidence[kind]), conflict)
 
 
+class _Flush:
+    """One flush's rows and where its calls end in the journal; written by :meth:`run` in a
+    transaction of its own, in the caller's thread or (:meth:`start`) in one of its own."""
+
+    def __init__(self, pending: PendingWrite, journal_id: str | None, journal_size: int | None):
+        self.pending = pending
+        self.journal_id = journal_id  # the journal whose calls these rows hold (None: no journal)
+        self.journal_size = journal_size  # where its last call's entry ends
+        self.thread: threading.Thread | None = None
+        self.written = False
+        self.error: BaseException | None = None
+
+    def start(self, con: duckdb.DuckDBPyConnection) -> None:
+        self.thread = threading.Thread(target=self.run, args=(con,), name="factmem-flush")
+        self.thread.start()
+
+    def finished(self) -> bool:
+        return self.thread is None or not self.thread.is_alive()
+
+    def wait(self) -> None:
+        if self.thread is not None:
+            self.thread.join()
+            self.thread = None
+
+    def run(self, con: duckdb.DuckDBPyConnection) -> None:
+        try:
+            con.begin()
+            self.pending.write(con)
+            if self.journal_id is not None:
+                # whose numbers journal_applied counts: reopening tells this journal's calls from another's
+                con.execute("INSERT OR REPLACE INTO factmem_meta VALUES ('journal_id', ?)", [self.journal_id])
+            con.commit()
+            self.written = True
+        except BaseException as exc:  # kept for the thread that waits for it (raised there)
+            try:
+                con.rollback()
+            except duckdb.Error:
+                pass  # DuckDB already rolled it back
+            self.error = exc
+
+
 class WriteBehind(StoreBase):
     """The write-behind paths of a FactStore (mixed into it): the state, the journal, the flush."""
 
@@ -148,7 +201,9 @@ class WriteBehind(StoreBase):
         """One more call held behind: flush when enough are."""
         state.calls += 1
         if state.calls >= FLUSH_CALLS or state.pending_rows() >= FLUSH_ROWS:
-            self._flush()
+            self._flush(background=True)
+        elif self._flushing is not None and self._flushing.finished():
+            self._finish_flush()  # (empties the journal of what it wrote as soon as it can)
 
     def _remember_behind(self, state: ActiveState, subject: str, predicate: str, object: str, kind: str, at: int,
                          ev: Evidence, note: str | None) -> int:
@@ -189,33 +244,53 @@ class WriteBehind(StoreBase):
             self._called(state)
         return ConsolidateResult(len(rows), 0)  # no links: nothing to prune
 
-    def _flush(self) -> None:
-        """Write the calls held behind, in one transaction; then empty the journal."""
+    def _flush(self, background: bool = False) -> None:
+        """Write the calls held behind, in one transaction; then empty the journal of them.
+
+        ``background`` (the flush the count of pending calls triggers): the rows are taken from the
+        state here (:meth:`ActiveState.take_pending`: copies) and written by a thread of their own
+        while the next calls are made, DuckDB compressing and writing them with the GIL released.
+        Whatever next uses the connection — another flush, a read, a write transaction, ``close()``
+        — waits for it first (:meth:`_finish_flush`)."""
         with self._lock:
+            self._finish_flush()
             state = self._active
             con = self._con
             if state is None or not state.calls or con is None:
                 return
-            journaled = self._journal is not None and state.last_seq > 0
-            try:
-                con.begin()
-                state.flush(con, state.last_seq if journaled else None)
-                if journaled and self._journal is not None and self._journal.journal_id is not None:
-                    # whose numbers journal_applied counts: reopening tells this journal's calls from another's
-                    con.execute("INSERT OR REPLACE INTO factmem_meta VALUES ('journal_id', ?)",
-                                [self._journal.journal_id])
-                con.commit()
-            except BaseException as exc:
-                try:
-                    con.rollback()
-                except duckdb.Error:
-                    pass  # DuckDB already rolled it back
+            journal = self._journal if self._journal is not None and state.last_seq > 0 else None
+            write = _Flush(state.take_pending(state.last_seq if journal is not None else None),
+                           None if journal is None else journal.journal_id, None if journal is None else journal.size)
+            self._flushing = write
+            if background:
+                write.start(con)
+            else:
+                self._finish_flush()
+
+    def _finish_flush(self) -> None:
+        """Wait for the flush in progress, if any, then empty the journal of the calls it wrote.
+        A flush not written yet — a synchronous one, or one that failed in the background — is
+        written here; if that fails it stays pending (its rows, and its calls in the journal) and
+        :class:`StoreWriteError` is raised: the next use of the store tries it again first, and a
+        store closed without it keeps its journal, applied when the store is next opened."""
+        write = self._flushing
+        if write is None:
+            return
+        write.wait()
+        if not write.written:
+            con = self._con
+            if con is None:
+                raise StoreError("the store is closed")
+            write.run(con)
+            if not write.written:
+                exc, write.error = write.error, None
+                assert exc is not None
                 if isinstance(exc, (duckdb.IOException, duckdb.TransactionException, OSError)):
                     raise StoreWriteError(self._write_failed(exc)) from None
-                raise
-            state.settled()
-            if journaled and self._journal is not None:
-                self._journal.emptied()
+                raise exc
+        self._flushing = None
+        if write.journal_id is not None and self._journal is not None:
+            self._journal.emptied(through=write.journal_size)
 
     def _write_failed(self, exc: BaseException) -> str:
         """What to tell a user whose flush the file system refused: the file, the system's words, and
