@@ -12,7 +12,9 @@ values that change, all kinds; ``benchmarks/streams.py``) with a consolidation a
     store, written behind (the default: every call journaled and synced, the tables written set-based
     every ``FLUSH_ROWS`` events and at ``close()``, which is counted) and row by row
     (``write_behind=False``: every call committed, and synced on a file store), vs the port (which
-    never syncs); the journal's ``fdatasync`` calls are counted and timed (:class:`JournalSyncs`);
+    never syncs); the journal's ``fdatasync`` calls are counted and timed (:class:`JournalSyncs`), and
+    so are the flushes written in the background while the next calls are made, with the time the
+    calls waited for one (:class:`BackgroundFlushes`);
 (3) ``remember()`` on a file store of about 1M facts: median, 95th and 99th percentile per call (a third
     each reinforcing, superseding, inserting), written behind (the default: journaled, flushed set-based)
     and row by row (``write_behind=False``) on copies of the same store, with the first call (which
@@ -102,6 +104,42 @@ class JournalSyncs:
         self._module._sync = self._sync
 
 
+class BackgroundFlushes:
+    """Counts the flushes written in a thread of their own inside a block (the write-behind flush the
+    calls' count triggers), the seconds their threads spent writing, and the seconds the caller
+    waited for one (a read, the next flush or ``close()`` waits for the flush in flight)."""
+
+    def __enter__(self) -> BackgroundFlushes:
+        from factmem.store import writebehind
+
+        self.count, self.writing, self.waited = 0, 0.0, 0.0
+        self._cls = flush = writebehind._Flush
+        self._start, self._run, self._wait = flush.start, flush.run, flush.wait
+        outer = self
+
+        def start(self, con) -> None:
+            outer.count += 1
+            self.in_thread = True
+            outer._start(self, con)
+
+        def run(self, con) -> None:
+            t = time.perf_counter()
+            outer._run(self, con)
+            if getattr(self, "in_thread", False):
+                outer.writing += time.perf_counter() - t
+
+        def wait(self) -> None:
+            t = time.perf_counter()
+            outer._wait(self)
+            outer.waited += time.perf_counter() - t
+
+        flush.start, flush.run, flush.wait = start, run, wait
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._cls.start, self._cls.run, self._cls.wait = self._start, self._run, self._wait
+
+
 def load() -> str:
     one, five, fifteen = os.getloadavg()
     return f"load average {one:.1f} / {five:.1f} / {fifteen:.1f} on {os.cpu_count()} cores"
@@ -159,7 +197,7 @@ def bench_log(n_events: int, n_days: int, tmp: str) -> dict:
     for backend, behind in (("file", True), ("memory", True), ("file", False), ("memory", False)):
         path = os.path.join(tmp, f"incremental-{behind}.duckdb") if backend == "file" else None
         store = FactStore(path, write_behind=behind)
-        with Clock() as c, JournalSyncs() as syncs:
+        with Clock() as c, JournalSyncs() as syncs, BackgroundFlushes() as flushes:
             for at, (a, b) in zip(grid, spans):
                 if b > a:
                     store.ingest(ev.iloc[a:b])
@@ -169,12 +207,15 @@ def bench_log(n_events: int, n_days: int, tmp: str) -> dict:
         key = ("incremental" if backend == "file" else "incremental_memory") + ("" if behind else "_row_by_row")
         total, closing = c.wall, closed.wall
         out[key] = {"s": total, "cpu_s": c.cpu, "close_s": closing, "x_port": port / total, "x_port_cpu": port_cpu / c.cpu,
-                    "journal_syncs": syncs.count, "journal_sync_s": syncs.wall}
+                    "journal_syncs": syncs.count, "journal_sync_s": syncs.wall, "background_flushes": flushes.count,
+                    "background_writing_s": flushes.writing, "waited_s": flushes.waited}
         how = "written behind" if behind else "row by row    "
         print(f"  factmem ingest a day + consolidate, {backend:6s} store, {how}: {total:7.2f} s incl. close, "
               f"cpu {c.cpu:.2f} ({total / len(grid) * 1000:.1f} ms a day; close {closing:.2f} s)   {port / total:6.1f}x "
               f"the port ({port_cpu / c.cpu:.1f}x by cpu)"
-              + (f"; journal: {syncs.count} fdatasyncs, {syncs.wall:.2f} s" if syncs.count else ""))
+              + (f"; journal: {syncs.count} fdatasyncs, {syncs.wall:.2f} s" if syncs.count else "")
+              + (f"; {flushes.count} flushes in the background, writing {flushes.writing:.2f} s, waited for "
+                 f"{flushes.waited:.2f} s" if flushes.count else ""))
     print(f"  [{load()}]")
     return out
 
@@ -434,6 +475,9 @@ def summary(r: dict) -> None:
                      f"{inc['x_port']:.1f}x (cpu {inc['x_port_cpu']:.1f}x)", ">= 8x (aim 20x)"))
         rows.append(("  of its wall: the journal's fdatasyncs", "-",
                      f"{inc['journal_sync_s']:.2f} s ({inc['journal_syncs']} syncs)", "-"))
+        rows.append(("  beside it: flushes written in the background", "-",
+                     f"{inc['background_writing_s']:.2f} s ({inc['background_flushes']}; waited "
+                     f"{inc['waited_s']:.2f} s)", "-"))
     if "remember" in r:
         fc = r["remember"]["first_call"]
         rows.append(("first remember() after opening a 1M-fact store", f"{fc['cold_first_s']:.3f} s "
