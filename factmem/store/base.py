@@ -5,9 +5,11 @@ counters, the lock, and the transaction every write runs in.
 calls run one at a time (a write never interleaves with another write or a read), and
 ``with store.transaction():`` keeps the lock — other threads wait — until the transaction ends.
 The connection itself (``store.db``, ``store.con``) is not guarded: used directly, it is the
-caller's business (each access first writes the ``remember`` calls still held behind, and makes the
-next call rebuild its in-process state: see :mod:`factmem.store.writebehind`). For parallel work, open one store per thread on different files, or read-only
-stores in other processes.
+caller's business (each access first waits for a flush in progress and writes the calls still held
+behind, and makes the next call rebuild its in-process state: see :mod:`factmem.store.writebehind`).
+The one thread a store starts itself writes such a flush, holding the connection alone while the
+next calls are decided in process; whatever next uses the connection waits for it. For parallel
+work, open one store per thread on different files, or read-only stores in other processes.
 
 :class:`~factmem.store.factstore.FactStore` is assembled from parts that each keep to one concern —
 :class:`~factmem.store.writes.BatchWrites` (set-based ``ingest`` and ``replay``),
