@@ -138,7 +138,8 @@ class PendingWrite:
     def write(self, con: duckdb.DuckDBPyConnection) -> None:
         """Facts created inserted, facts touched updated, evidence appended, and the journal number
         recorded in ``factmem_meta``."""
-        new_facts, touched_facts, new_evidence = self.new_facts, self.touched_facts, self.evidence  # read by DuckDB by name (replacement scans)
+        # read by DuckDB by these names (replacement scans)
+        new_facts, touched_facts, new_evidence = self.new_facts, self.touched_facts, self.evidence
         if new_facts is not None:
             # in id order: the store reads facts in storage order and relies on it being id order (the
             # batches' rows come in it already, unless single calls' rows follow them: then DuckDB sorts)

@@ -48,7 +48,8 @@ arguments and the fact id it returned), ``consolidate`` (time, prune, the count 
 and the next fact id the call started from. A flush records the last sequence number it wrote
 (``journal_applied`` in ``factmem_meta``) in the same transaction as the rows, then empties the
 journal of those calls: a crash between the two leaves calls the store already holds, and reopening
-skips them by number.
+skips them by number. An entry cut short by a crash is a call that never returned, and is dropped.
+An in-memory store keeps no journal (nothing of it survives a crash).
 
 **The flush the calls' count triggers runs in the background**: its rows are taken from the state
 (copies) by the call that reaches the count, and written in a thread of their own while the next
@@ -59,8 +60,7 @@ file holding the header and them, synced, renamed over the journal, the folder s
 next append (at every instant the journal's name holds a file that lists every call the tables
 lack). A flush that fails in the background is written again by whatever next waits for it, and if
 that fails too :class:`~factmem.errors.StoreWriteError` is raised there, the rows kept for the next
-try and the calls in the journal. An entry cut short by a crash is a call that never returned, and is dropped. An in-memory
-store keeps no journal (nothing of it survives a crash).
+try and the calls in the journal.
 """
 
 from __future__ import annotations
@@ -129,8 +129,8 @@ class _Flush:
 
     def __init__(self, pending: PendingWrite, journal_id: str | None, journal_size: int | None):
         self.pending = pending
-        self.journal_id = journal_id  # the journal whose calls these rows hold (None: no journal)
-        self.journal_size = journal_size  # where its last call's entry ends
+        self.journal_id = journal_id  # the journal whose calls these rows hold (recorded with them)
+        self.journal_size = journal_size  # where its last call's entry ends (None: no journal)
         self.thread: threading.Thread | None = None
         self.written = False
         self.error: BaseException | None = None
@@ -289,7 +289,7 @@ class WriteBehind(StoreBase):
                     raise StoreWriteError(self._write_failed(exc)) from None
                 raise exc
         self._flushing = None
-        if write.journal_id is not None and self._journal is not None:
+        if write.journal_size is not None and self._journal is not None:
             self._journal.emptied(through=write.journal_size)
 
     def _write_failed(self, exc: BaseException) -> str:
