@@ -139,10 +139,10 @@ class _SharedRows:
     group: np.ndarray
     triple: np.ndarray
     start: np.ndarray
-    k0: np.ndarray
-    pb: np.ndarray
-    pt: np.ndarray
-    me: np.ndarray
+    first_held: np.ndarray
+    pair_state: np.ndarray
+    pair_truth: np.ndarray
+    earliest_end: np.ndarray
     #: per part: calibration's inputs that depend on the rows and the part alone (``Evaluator._calibration_rows``)
     calibration: dict = field(default_factory=dict)
 
@@ -273,27 +273,29 @@ class Evaluator:
         cp, n = self.cp, len(self.cp)
         if shared is not None:
             order = settle_ties(shared.order, shared.pos, shared.group, lambda rows: (b["end"][rows],))
-            triple, start, k0, pb, pt, me = shared.triple, shared.start, shared.k0, shared.pb, shared.pt, shared.me
+            triple, start, first_held = shared.triple, shared.start, shared.first_held
+            pair_state, pair_truth, earliest_end = shared.pair_state, shared.pair_truth, shared.earliest_end
         else:
             tri, st = b["triple"].astype(np.int64), b["start"].astype(np.int64)
             order = np.lexsort((b["end"], st, tri))
             triple, start = tri[order], st[order]
-            k0 = grid_index(cp, start + 1, "left")
-            pb, pt = self._pairs(triple)
+            first_held = grid_index(cp, start + 1, "left")
+            pair_state, pair_truth = self._pairs(triple)
             # triples past the log's own (derived facts the log never names, e.g. invented by a
             # model) were never true, never needed and never mentioned
-            me = _lookup(self.min_end_k, triple, n)
+            earliest_end = _lookup(self.min_end_k, triple, n)
         end, reason = b["end"][order].astype(np.int64), b["reason"][order].astype(np.int64)
         conf, rate, kind = b["confidence"][order].astype(float), b["rate"][order].astype(float), b["kind"][order].astype(np.int64)
         by_event = (reason == EndReason.REINFORCED) | (reason == EndReason.SUPERSEDED)
         vis_end = np.where(by_event, end + 1, end)  # an event at `end` is seen only after `end`
-        k1 = np.where(end == OPEN, n, grid_index(cp, np.where(end == OPEN, 0, vis_end), "left"))
-        kb = self._believed_until(conf, rate, start, k0, k1, retrieval_threshold)
+        end_held = np.where(end == OPEN, n, grid_index(cp, np.where(end == OPEN, 0, vis_end), "left"))
+        end_believed = self._believed_until(conf, rate, start, first_held, end_held, retrieval_threshold)
 
         # per checkpoint: believed, and of it true, needed, stale — pairs (state, truth row) of the same
-        # triple: pb, pt (one compiled pass over states and pairs)
+        # triple: pair_state, pair_truth (one compiled pass over states and pairs)
         believed, true_believed, hit_needed, stale = coverage(
-            n, *(np.asarray(a, np.int64) for a in (k0, kb, me, pb, pt, self.t_k0, self.t_k1, self.t_needed_k0)))
+            n, *(np.asarray(a, np.int64) for a in (first_held, end_believed, earliest_end, pair_state, pair_truth,
+                                                    self.t_k0, self.t_k1, self.t_needed_k0)))
         lost_all = self._lost(triple, kind, start, end, reason)
         lost_at = lost_all["archived_at"].to_numpy(np.int64)
         with np.errstate(invalid="ignore", divide="ignore"):
@@ -301,34 +303,36 @@ class Evaluator:
             recall = np.where(self.needed > 0, hit_needed / np.maximum(self.needed, 1), np.nan)
 
         out = {}
-        for name, (pa_, pb_) in parts.items():
-            if not 0 <= pa_ < pb_ <= n:
-                raise InputError(f"part {name!r}: checkpoint range [{pa_}, {pb_}) is empty or outside 0..{n}")
-            sl = slice(pa_, pb_)
-            pcp = cp[sl]
+        for name, (part_start, part_end) in parts.items():
+            if not 0 <= part_start < part_end <= n:
+                raise InputError(f"part {name!r}: checkpoint range [{part_start}, {part_end}) is empty or outside 0..{n}")
+            window = slice(part_start, part_end)
+            pcp = cp[window]
             # lost facts archived in the part's window: from one checkpoint period before its first
             step = int(pcp[1] - pcp[0]) if len(pcp) > 1 else int(SECONDS_PER_DAY)
             in_win = (lost_at > pcp[0] - step) & (lost_at <= pcp[-1])
             lost = lost_all[in_win].reset_index(drop=True)
             lost_cum = np.searchsorted(np.sort(lost_at[in_win]), pcp, "right")
             ckpt = pd.DataFrame({
-                "t": pcp, "believed": believed[sl].astype(np.int64), "true_believed": true_believed[sl].astype(np.int64),
-                "needed": self.needed[sl].astype(np.int64), "precision": precision[sl], "recall": recall[sl],
-                "stale": stale[sl].astype(np.int64), "lost": lost_cum.astype(np.int64),
+                "t": pcp, "believed": believed[window].astype(np.int64),
+                "true_believed": true_believed[window].astype(np.int64),
+                "needed": self.needed[window].astype(np.int64), "precision": precision[window],
+                "recall": recall[window],
+                "stale": stale[window].astype(np.int64), "lost": lost_cum.astype(np.int64),
             })
-            cal = self._calibration(shared, triple, kind, start, conf, rate, k0, k1, pb, pt, (pa_, pb_)) if calibration \
-                else _no_calibration(n)
-            ckpt["log_loss"] = cal.pop("per_checkpoint")[sl]
-            pr, rc = precision[sl], recall[sl]
+            cal = self._calibration(shared, triple, kind, start, conf, rate, first_held, end_held, pair_state,
+                                    pair_truth, (part_start, part_end)) if calibration else _no_calibration(n)
+            ckpt["log_loss"] = cal.pop("per_checkpoint")[window]
+            pr, rc = precision[window], recall[window]
             summary = {
                 "precision": float(np.nanmean(pr)) if np.isfinite(pr).any() else float("nan"),
                 "recall": float(np.nanmean(rc)) if np.isfinite(rc).any() else float("nan"),
-                "believed": float(believed[sl].mean()),
-                "needed": float(self.needed[sl].mean()),
-                "stale": float(stale[sl].mean()),
+                "believed": float(believed[window].mean()),
+                "needed": float(self.needed[window].mean()),
+                "stale": float(stale[window].mean()),
                 "lost": int(len(lost)),
-                "final_believed": int(believed[pb_ - 1]),
-                "final_recall": float(recall[pb_ - 1]),
+                "final_believed": int(believed[part_end - 1]),
+                "final_recall": float(recall[part_end - 1]),
             }
             summary.update(cal.pop("summary"))
             out[name] = Evaluation(ckpt, summary, cal.pop("reliability"), lost, cal.pop("by_kind"))
@@ -348,9 +352,9 @@ class Evaluator:
             return None
         order, pos, group = packed_order(tri * span + (st - st.min(initial=0)))
         triple, start = tri[order], st[order]  # rows that tie share both: the tie order changes neither
-        pb, pt = self._pairs(triple)
+        pair_state, pair_truth = self._pairs(triple)
         self._shared = _SharedRows(tri_in, st_in, order, pos, group, triple, start, grid_index(self.cp, start + 1, "left"),
-                                   pb, pt, _lookup(self.min_end_k, triple, len(self.cp)))
+                                   pair_state, pair_truth, _lookup(self.min_end_k, triple, len(self.cp)))
         return self._shared
 
     def _pairs(self, triple: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -358,15 +362,15 @@ class Evaluator:
         lo = np.searchsorted(self.t_triple, triple, "left")
         hi = np.searchsorted(self.t_triple, triple, "right")
         cnt = hi - lo
-        pb = np.repeat(np.arange(len(triple)), cnt)
+        pair_state = np.repeat(np.arange(len(triple)), cnt)
         offs = np.arange(cnt.sum()) - np.repeat(np.cumsum(cnt) - cnt, cnt)
-        return pb, np.repeat(lo, cnt) + offs
+        return pair_state, np.repeat(lo, cnt) + offs
 
-    def _believed_until(self, conf, rate, start, k0, k1, thr) -> np.ndarray:
-        """Index one past the last checkpoint in [k0, k1) where the state is believed (effective
+    def _believed_until(self, conf, rate, start, first_held, end_held, thr) -> np.ndarray:
+        """Index one past the last checkpoint in [first_held, end_held) where the state is believed (effective
         confidence at least ``thr``; rates are >= 0, so the checkpoints it is believed at are a prefix)."""
-        return believed_until(self.cp.astype(np.int64), conf, rate, start, k0.astype(np.int64), k1.astype(np.int64),
-                               float(thr), float(SECONDS_PER_DAY))
+        return believed_until(self.cp.astype(np.int64), conf, rate, start, first_held.astype(np.int64),
+                               end_held.astype(np.int64), float(thr), float(SECONDS_PER_DAY))
 
     def _lost(self, triple, kind, start, end, reason) -> pd.DataFrame:
         arch = np.flatnonzero((reason == EndReason.ARCHIVED) | (reason == EndReason.PRUNED))
@@ -374,16 +378,16 @@ class Evaluator:
         if arch.size == 0:
             return pd.DataFrame({c: pd.Series(dtype=np.int64 if c != "why" else object) for c in cols})
         tr, at = triple[arch], end[arch]
-        pb, pt = self._pairs(tr)
-        inside = (self.t_from[pt] <= at[pb]) & (at[pb] < self.t_end[pt])
-        pb, pt = pb[inside], pt[inside]
+        pair_state, pair_truth = self._pairs(tr)
+        inside = (self.t_from[pair_truth] <= at[pair_state]) & (at[pair_state] < self.t_end[pair_truth])
+        pair_state, pair_truth = pair_state[inside], pair_truth[inside]
         # mentioned again: at or after the archival (consolidate(T) runs before the events at T), but
         # not the state's own observation when it began at that instant
-        began = start[arch][pb]
-        nxt = self._next_mention(tr[pb], np.where(began < at[pb], at[pb] - 1, at[pb]))
-        again = nxt < self.t_end[pt]
-        pb, nxt = pb[again], nxt[again]
-        sel = arch[pb]
+        began = start[arch][pair_state]
+        nxt = self._next_mention(tr[pair_state], np.where(began < at[pair_state], at[pair_state] - 1, at[pair_state]))
+        again = nxt < self.t_end[pair_truth]
+        pair_state, nxt = pair_state[again], nxt[again]
+        sel = arch[pair_state]
         return pd.DataFrame({
             "triple": triple[sel], "kind": kind[sel], "archived_at": end[sel], "needed_again_at": nxt,
             "why": np.where(reason[sel] == EndReason.PRUNED, "pruned", "decay"),
@@ -399,7 +403,8 @@ class Evaluator:
         stride = max(1, -(-population // self.max_samples))
         return np.arange(b - 1, a - 1, -stride)[::-1], stride
 
-    def _calibration_rows(self, shared: _SharedRows | None, triple, k0, pb, pt, part: tuple[int, int]) -> tuple:
+    def _calibration_rows(self, shared: _SharedRows | None, triple, first_held, pair_state, pair_truth,
+                          part: tuple[int, int]) -> tuple:
         """What calibration reads that depends on the rows' triple and start and the part alone (kept in
         ``shared`` for the sets that share them): the calibration checkpoints and stride, each state's
         first calibration rank, its run of (state, truth row) pairs, their truth rows' ranges of
@@ -407,30 +412,30 @@ class Evaluator:
         if shared is not None and part in shared.calibration:
             return shared.calibration[part]
         cal_idx, stride = self.calibration_checkpoints(part)
-        r0 = grid_index(cal_idx, k0, "left")
-        # each state's (state, truth row) pairs: a contiguous run of pb (it is sorted by state)
-        pair_start = np.searchsorted(pb, np.arange(len(triple) + 1), "left")
-        tr0 = grid_index(cal_idx, self.t_k0[pt], "left")
-        tr1 = grid_index(cal_idx, self.t_k1[pt], "left")
-        rows = (cal_idx, stride, r0, pair_start, tr0, tr1, _lookup(self.first_mention, triple, OPEN),
-                _lookup(self.kind_of_triple, triple, -1))
+        cal_first = grid_index(cal_idx, first_held, "left")
+        # each state's (state, truth row) pairs: a contiguous run of pair_state (it is sorted by state)
+        pair_start = np.searchsorted(pair_state, np.arange(len(triple) + 1), "left")
+        truth_cal_first = grid_index(cal_idx, self.t_k0[pair_truth], "left")
+        truth_cal_end = grid_index(cal_idx, self.t_k1[pair_truth], "left")
+        rows = (cal_idx, stride, cal_first, pair_start, truth_cal_first, truth_cal_end,
+                _lookup(self.first_mention, triple, OPEN), _lookup(self.kind_of_triple, triple, -1))
         if shared is not None:
             shared.calibration[part] = rows
         return rows
 
-    def _calibration(self, shared: _SharedRows | None, triple, kind, start, conf, rate, k0, k1, pb, pt,
-                     part: tuple[int, int]) -> dict:
+    def _calibration(self, shared: _SharedRows | None, triple, kind, start, conf, rate, first_held, end_held,
+                     pair_state, pair_truth, part: tuple[int, int]) -> dict:
         n = len(self.cp)
-        cal_idx, stride, r0, pair_start, tr0, tr1, first_mention, held_tk = self._calibration_rows(
-            shared, triple, k0, pb, pt, part)
-        r1 = grid_index(cal_idx, k1, "left")  # [k0, k1) as calibration ranks
+        (cal_idx, stride, cal_first, pair_start, truth_cal_first, truth_cal_end, first_mention,
+         triple_kind) = self._calibration_rows(shared, triple, first_held, pair_state, pair_truth, part)
+        cal_end = grid_index(cal_idx, end_held, "left")  # [first_held, end_held) as calibration ranks
         if len(kind) and not (0 <= int(kind.min()) and int(kind.max()) < len(KINDS)):
             raise InputError(f"belief states: kind codes must lie in 0..{len(KINDS) - 1}, got {int(kind.min())}.."
                              f"{int(kind.max())}")
         # every held sample (state, calibration checkpoint) in one compiled pass: its prediction, label,
         # loss and the sums the metrics read (see metrics_kernels.calibration_pass)
-        sums = calibration_pass(r0, r1, pair_start, tr0, tr1, self.cp[cal_idx], start, conf, rate,
-                                 kind.astype(np.int64), held_tk, first_mention, self.eps, float(SECONDS_PER_DAY),
+        sums = calibration_pass(cal_first, cal_end, pair_start, truth_cal_first, truth_cal_end, self.cp[cal_idx],
+                                 start, conf, rate, kind.astype(np.int64), triple_kind, first_mention, self.eps, float(SECONDS_PER_DAY),
                                  AGE_EDGES_DAYS, len(KINDS), _RELIABILITY_BINS)
         (pc, group, ck_loss, ck_n, held_n, held_true, held_n_k, held_true_k, kind_sums, bins, rel, rel_all) = sums
         n_held = len(pc)

@@ -18,39 +18,40 @@ __all__ = ["believed_until", "coverage", "by_label_and_kind", "calibration_pass"
 
 
 @njit
-def believed_until(cp, conf, rate, start, k0, k1, thr, day):  # pragma: no cover - compiled
-    """Per state: one past the last checkpoint ``k`` in ``[k0, k1)`` with
-    ``conf × exp(−rate × max(0, (cp[k] − start) / day)) >= thr`` (at least ``k0``). The boundary is
+def believed_until(cp, conf, rate, start, first_held, end_held, thr, day):  # pragma: no cover - compiled
+    """Per state: one past the last checkpoint ``k`` in ``[first_held, end_held)`` with
+    ``conf × exp(−rate × max(0, (cp[k] − start) / day)) >= thr`` (at least ``first_held``). The boundary is
     guessed from ``log(conf / thr) / rate`` and then moved checkpoint by checkpoint until exact."""
     n = len(conf)
     out = np.empty(n, np.int64)
     for s in range(n):
-        a, z = k0[s], k1[s]
+        a, z = first_held[s], end_held[s]
         c, r, st = conf[s], rate[s], start[s]
         if z <= a:
             out[s] = a
             continue
         if c < thr:
-            kb = a
+            end_believed = a
         elif r > 0 and thr > 0:
             bound = st + min(np.log(c / thr) / r, 1e12) * day  # the boundary's time, roughly
-            kb = search_right(cp, a, z, bound)  # the first checkpoint past it, in [a, z]
+            end_believed = search_right(cp, a, z, bound)  # the first checkpoint past it, in [a, z]
         else:
-            kb = z
-        while kb > a and not c * np.exp(-r * max(0.0, (cp[kb - 1] - st) / day)) >= thr:
-            kb -= 1
-        while kb < z and c * np.exp(-r * max(0.0, (cp[kb] - st) / day)) >= thr:
-            kb += 1
-        out[s] = kb
+            end_believed = z
+        while end_believed > a and not c * np.exp(-r * max(0.0, (cp[end_believed - 1] - st) / day)) >= thr:
+            end_believed -= 1
+        while end_believed < z and c * np.exp(-r * max(0.0, (cp[end_believed] - st) / day)) >= thr:
+            end_believed += 1
+        out[s] = end_believed
     return out
 
 
 @njit
-def coverage(n, k0, kb, me, pb, pt, t_k0, t_k1, t_needed_k0):  # pragma: no cover - compiled
-    """Per checkpoint ``0 … n − 1`` (float64 counts): states believed (``[k0, kb)``), and of them true
-    (a truth row of the triple covers the checkpoint: ``[max(k0, t_k0), min(kb, t_k1))`` over the
-    (state, truth row) pairs ``pb``, ``pt``), needed (from ``t_needed_k0``) and stale (from ``me``,
-    the triple's earliest truth end, and not true) — each :func:`~factmem.evaluation.arrays.cover_count` of those ranges."""
+def coverage(n, first_held, end_believed, earliest_end, pair_state, pair_truth, t_k0, t_k1,
+             t_needed_k0):  # pragma: no cover - compiled
+    """Per checkpoint ``0 … n − 1`` (float64 counts): states believed (``[first_held, end_believed)``),
+    and of them true (a truth row of the triple covers the checkpoint: ``[max(first_held, t_k0),
+    min(end_believed, t_k1))`` over the (state, truth row) pairs ``pair_state``, ``pair_truth``), needed
+    (from ``t_needed_k0``) and stale (from ``earliest_end``, the triple's earliest truth end, and not true) — each :func:`~factmem.evaluation.arrays.cover_count` of those ranges."""
     d = np.zeros((5, n + 1), np.int64)  # believed, true, needed, stale (all), stale (true)
 
     def add(row, lo, hi):
@@ -60,15 +61,15 @@ def coverage(n, k0, kb, me, pb, pt, t_k0, t_k1, t_needed_k0):  # pragma: no cove
             if hi <= n:
                 d[row, hi] -= 1
 
-    for s in range(len(k0)):
-        add(0, k0[s], kb[s])
-        add(3, max(k0[s], me[s]), kb[s])
-    for q in range(len(pb)):
-        s, t = pb[q], pt[q]
-        lo, hi = max(k0[s], t_k0[t]), min(kb[s], t_k1[t])
+    for s in range(len(first_held)):
+        add(0, first_held[s], end_believed[s])
+        add(3, max(first_held[s], earliest_end[s]), end_believed[s])
+    for q in range(len(pair_state)):
+        s, t = pair_state[q], pair_truth[q]
+        lo, hi = max(first_held[s], t_k0[t]), min(end_believed[s], t_k1[t])
         add(1, lo, hi)
-        add(2, max(k0[s], t_needed_k0[t]), hi)
-        add(4, max(lo, me[s]), hi)
+        add(2, max(first_held[s], t_needed_k0[t]), hi)
+        add(4, max(lo, earliest_end[s]), hi)
     out = np.zeros((5, n))
     for row in range(5):
         run = 0
@@ -100,23 +101,24 @@ def by_label_and_kind(values, group, n_kinds):  # pragma: no cover - compiled
 
 
 @njit
-def calibration_pass(r0, r1, pair_start, tr0, tr1, t_cal, start, conf, rate, kind, held_tk, first_mention, eps,
-                      day, age_edges, n_kinds, n_rel):  # pragma: no cover - compiled
-    """One pass over the held samples — state ``s`` at calibration checkpoints ``r0[s] … r1[s] − 1``
+def calibration_pass(cal_first, cal_end, pair_start, truth_cal_first, truth_cal_end, t_cal, start, conf, rate, kind,
+                      triple_kind, first_mention, eps, day, age_edges, n_kinds, n_rel):  # pragma: no cover - compiled
+    """One pass over the held samples — state ``s`` at calibration checkpoints ``cal_first[s] … cal_end[s] − 1``
     (times ``t_cal``), in that order — and the sums calibration reads from them.
 
     Per sample: the prediction ``p = confidence × exp(−rate × max(0, age))`` clipped to ``[eps, 1 − eps]``
     (``pc``); the label ``y``: a true-and-relevant interval of the state's triple covers the checkpoint
-    (its truth rows ``pair_start[s] …``, as calibration ranks ``[tr0, tr1)``); the loss
+    (its truth rows ``pair_start[s] …``, as calibration ranks
+    ``[truth_cal_first, truth_cal_end)``); the loss
     ``−(y log pc + (1 − y) log(1 − pc))``; ``group`` = 2 × kind + y (for the AUC's sorts).
     Sums: per checkpoint the loss, the samples, those of mentioned triples and of them the true ones
     (also by the triple's kind); per kind (held samples, loss, Brier); RMSE(bins) counts, predictions
     and labels per (kind, age bucket); reliability per (kind, bin) and over all kinds."""
-    n_states = len(r0)
+    n_states = len(cal_first)
     total = 0
     for s in range(n_states):
-        if r1[s] > r0[s]:
-            total += r1[s] - r0[s]
+        if cal_end[s] > cal_first[s]:
+            total += cal_end[s] - cal_first[s]
     m_cal = len(t_cal)
     n_edges = len(age_edges)
     pc = np.empty(total)
@@ -136,14 +138,14 @@ def calibration_pass(r0, r1, pair_start, tr0, tr1, t_cal, start, conf, rate, kin
     i = 0
     for s in range(n_states):
         k = kind[s]
-        tk = held_tk[s]
-        for r in range(r0[s], r1[s]):
+        triple_k = triple_kind[s]
+        for r in range(cal_first[s], cal_end[s]):
             t = t_cal[r]
             age = (t - start[s]) / day
             p = conf[s] * np.exp(-rate[s] * max(0.0, age))
             y = 0
             for j in range(pair_start[s], pair_start[s + 1]):
-                if tr0[j] <= r < tr1[j]:
+                if truth_cal_first[j] <= r < truth_cal_end[j]:
                     y = 1
                     break
             q = min(max(p, eps), 1.0 - eps)
@@ -156,9 +158,9 @@ def calibration_pass(r0, r1, pair_start, tr0, tr1, t_cal, start, conf, rate, kin
             if first_mention[s] < t:
                 held_n[r] += 1.0
                 held_true[r] += y
-                if 0 <= tk < n_kinds:
-                    held_n_k[tk, r] += 1.0
-                    held_true_k[tk, r] += y
+                if 0 <= triple_k < n_kinds:
+                    held_n_k[triple_k, r] += 1.0
+                    held_true_k[triple_k, r] += y
             kind_sums[k, 0] += 1.0
             kind_sums[k, 1] += loss
             kind_sums[k, 2] += (q - y) ** 2
