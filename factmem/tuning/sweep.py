@@ -319,35 +319,36 @@ def score_chunk(log: Any, holdout_log: Any, params: list[dict], schedule: dict, 
     prepared = _resolve(log)
     held_out = None if holdout_log is None else _resolve(holdout_log)
     sched = Schedule(**schedule)
-    ho = Holdout(**{k: v for k, v in holdout.items() if k != "log"}, log=holdout_log) if holdout["mode"] == "log" \
-        else Holdout(**{k: v for k, v in holdout.items() if k != "log"})
-    ps = [MemoryParams.from_dict(d) for d in params]
-    rows: list[dict] = [{} for _ in ps]
+    holdout_spec = Holdout(**{k: v for k, v in holdout.items() if k != "log"}, log=holdout_log) \
+        if holdout["mode"] == "log" else Holdout(**{k: v for k, v in holdout.items() if k != "log"})
+    param_sets = [MemoryParams.from_dict(d) for d in params]
+    rows: list[dict] = [{} for _ in param_sets]
     sums: dict[str, list[np.ndarray]] = {}
     subjects: dict[str, np.ndarray] = {}
     points: dict[str, tuple[int, int]] = {}
-    plan, _ = plan_parts(prepared, held_out, sched, ho)
-    for prep, cp_ranges, time_ranges in plan:
-        checkpoints = sched.checkpoints(prep.start, prep.end)
-        beliefs = kernel_belief_arrays(prep, ps, sched.consolidations(prep.start, prep.end),
-                                       _encoded(prep, frozenset(ps[0].multi_valued_predicates)))
-        ev = prep.evaluator(checkpoints)
-        ctx = _context_evaluator(prep, objective, time_ranges, ho.seed)
+    plan, _ = plan_parts(prepared, held_out, sched, holdout_spec)
+    for part_log, cp_ranges, time_ranges in plan:
+        checkpoints = sched.checkpoints(part_log.start, part_log.end)
+        beliefs = kernel_belief_arrays(part_log, param_sets, sched.consolidations(part_log.start, part_log.end),
+                                       _encoded(part_log, frozenset(param_sets[0].multi_valued_predicates)))
+        evaluator = part_log.evaluator(checkpoints)
+        context_evaluator = _context_evaluator(part_log, objective, time_ranges, holdout_spec.seed)
         for part in time_ranges:
-            subjects[part] = ctx.subjects
+            subjects[part] = context_evaluator.subjects
             sums.setdefault(part, [])
-            points[part] = (ctx.scored_points(part), ctx.sampled_from)
-        for row, p, bel in zip(rows, ps, beliefs):
-            for label, res in ev.score_parts(bel, p.retrieval_threshold, cp_ranges, calibration=calibration).items():
-                s = res.summary
-                row.update({f"{label}.{m}": s[m] for m in SUMMARY_METRICS})
-                row.update({f"{label}.{k}": v for k, v in s.items() if k.startswith("log_loss.")})
-            scores = ctx.score(bel, p)
-            for pi, part in enumerate(scores.parts):
-                sums[part].append(scores.sums[pi])
-                for k in scores.budgets:
-                    summ = scores.summary(part, k)
-                    row.update({f"{part}.{m}@{k}": summ[m] for m in CONTEXT_METRICS})
+            points[part] = (context_evaluator.scored_points(part), context_evaluator.sampled_from)
+        for row, param_set, belief in zip(rows, param_sets, beliefs):
+            for label, evaluation in evaluator.score_parts(belief, param_set.retrieval_threshold, cp_ranges,
+                                                           calibration=calibration).items():
+                summary = evaluation.summary
+                row.update({f"{label}.{m}": summary[m] for m in SUMMARY_METRICS})
+                row.update({f"{label}.{k}": v for k, v in summary.items() if k.startswith("log_loss.")})
+            scores = context_evaluator.score(belief, param_set)
+            for part_index, part in enumerate(scores.parts):
+                sums[part].append(scores.sums[part_index])
+                for budget in scores.budgets:
+                    budget_summary = scores.summary(part, budget)
+                    row.update({f"{part}.{m}@{budget}": budget_summary[m] for m in CONTEXT_METRICS})
     return rows, {part: np.stack(v) for part, v in sums.items()}, subjects, points
 
 
