@@ -186,8 +186,8 @@ class Evaluator:
         self.t_triple, self.t_from, self.t_end = true_intervals(
             rows_triple, t["valid_from"].to_numpy(np.int64),
             np.minimum(as_end(t["valid_to"]), as_end(t["relevant_until"])))  # true and relevant until
-        self.t_k0 = np.searchsorted(self.cp, self.t_from, "left")
-        self.t_k1 = np.searchsorted(self.cp, self.t_end, "left")
+        self.t_from_k = np.searchsorted(self.cp, self.t_from, "left")
+        self.t_end_k = np.searchsorted(self.cp, self.t_end, "left")
 
         m = mentions.sort_values(["triple", "ts"], kind="stable")
         self.m_triple = m["triple"].to_numpy(np.int64)
@@ -205,8 +205,8 @@ class Evaluator:
         self._m_key = self.m_triple * self._m_span + (self.m_ts - self._m_base + 1)
         fm_row = self._next_mention(self.t_triple, self.t_from - 1)
         fm_row = np.where(fm_row < self.t_end, fm_row, OPEN)
-        self.t_needed_k0 = np.where(fm_row == OPEN, n, np.searchsorted(self.cp, np.where(fm_row == OPEN, 0, fm_row + 1), "left"))
-        self.needed = cover_count(n, self.t_needed_k0, self.t_k1)
+        self.t_needed_k = np.where(fm_row == OPEN, n, np.searchsorted(self.cp, np.where(fm_row == OPEN, 0, fm_row + 1), "left"))
+        self.needed = cover_count(n, self.t_needed_k, self.t_end_k)
 
         # earliest end of a (non-empty) true-and-relevant interval, per triple, for "stale": a
         # misstatement was never true, so believing it is wrong but not stale
@@ -219,20 +219,20 @@ class Evaluator:
         self.kind_of_triple = np.full(n_tr, -1, np.int64)
         self.kind_of_triple[rows_triple] = rows_kind  # never-true rows too: a misstatement has a kind
         self.t_kind = self.kind_of_triple[self.t_triple]
-        mk0 = np.searchsorted(self.cp, np.where(first_any == OPEN, 0, first_any + 1), "left")
-        mk0 = np.where(first_any == OPEN, n, mk0)
+        mentioned_k = np.searchsorted(self.cp, np.where(first_any == OPEN, 0, first_any + 1), "left")
+        mentioned_k = np.where(first_any == OPEN, n, mentioned_k)
         fm_tr = first_any[self.t_triple]
-        self._mt_k0 = np.maximum(self.t_k0, np.where(fm_tr == OPEN, n, mk0[self.t_triple]))
+        self._mentioned_true_k = np.maximum(self.t_from_k, np.where(fm_tr == OPEN, n, mentioned_k[self.t_triple]))
         # per checkpoint (all, then by kind): triples mentioned so far, and those of them true then;
         # they do not depend on the memory's parameters, so they are counted once here
-        self._mentioned = cover_count(n, mk0, np.full(n_tr, n)) if n_tr else np.zeros(n)
-        self._mentioned_true = cover_count(n, self._mt_k0, self.t_k1)
+        self._mentioned = cover_count(n, mentioned_k, np.full(n_tr, n)) if n_tr else np.zeros(n)
+        self._mentioned_true = cover_count(n, self._mentioned_true_k, self.t_end_k)
         self._mentioned_by_kind, self._mentioned_true_by_kind = [], []
         for k in range(len(KINDS)):
             trip_k = self.kind_of_triple == k
             tk = self.t_kind == k
-            self._mentioned_by_kind.append(cover_count(n, mk0[trip_k], np.full(int(trip_k.sum()), n)))
-            self._mentioned_true_by_kind.append(cover_count(n, self._mt_k0[tk], self.t_k1[tk]))
+            self._mentioned_by_kind.append(cover_count(n, mentioned_k[trip_k], np.full(int(trip_k.sum()), n)))
+            self._mentioned_true_by_kind.append(cover_count(n, self._mentioned_true_k[tk], self.t_end_k[tk]))
 
     def __getstate__(self) -> dict:
         return {**self.__dict__, "_shared": None}  # a cache of one run's rows: not worth shipping
@@ -295,7 +295,7 @@ class Evaluator:
         # triple: pair_state, pair_truth (one compiled pass over states and pairs)
         believed, true_believed, hit_needed, stale = coverage(
             n, *(np.asarray(a, np.int64) for a in (first_held, end_believed, earliest_end, pair_state, pair_truth,
-                                                    self.t_k0, self.t_k1, self.t_needed_k0)))
+                                                    self.t_from_k, self.t_end_k, self.t_needed_k)))
         lost_all = self._lost(triple, kind, start, end, reason)
         lost_at = lost_all["archived_at"].to_numpy(np.int64)
         with np.errstate(invalid="ignore", divide="ignore"):
@@ -415,8 +415,8 @@ class Evaluator:
         cal_first = grid_index(cal_idx, first_held, "left")
         # each state's (state, truth row) pairs: a contiguous run of pair_state (it is sorted by state)
         pair_start = np.searchsorted(pair_state, np.arange(len(triple) + 1), "left")
-        truth_cal_first = grid_index(cal_idx, self.t_k0[pair_truth], "left")
-        truth_cal_end = grid_index(cal_idx, self.t_k1[pair_truth], "left")
+        truth_cal_first = grid_index(cal_idx, self.t_from_k[pair_truth], "left")
+        truth_cal_end = grid_index(cal_idx, self.t_end_k[pair_truth], "left")
         rows = (cal_idx, stride, cal_first, pair_start, truth_cal_first, truth_cal_end,
                 _lookup(self.first_mention, triple, OPEN), _lookup(self.kind_of_triple, triple, -1))
         if shared is not None:
@@ -435,8 +435,8 @@ class Evaluator:
         # every held sample (state, calibration checkpoint) in one compiled pass: its prediction, label,
         # loss and the sums the metrics read (see metrics_kernels.calibration_pass)
         sums = calibration_pass(cal_first, cal_end, pair_start, truth_cal_first, truth_cal_end, self.cp[cal_idx],
-                                 start, conf, rate, kind.astype(np.int64), triple_kind, first_mention, self.eps, float(SECONDS_PER_DAY),
-                                 AGE_EDGES_DAYS, len(KINDS), _RELIABILITY_BINS)
+                                 start, conf, rate, kind.astype(np.int64), triple_kind, first_mention, self.eps,
+                                 float(SECONDS_PER_DAY), AGE_EDGES_DAYS, len(KINDS), _RELIABILITY_BINS)
         (pc, group, ck_loss, ck_n, held_n, held_true, held_n_k, held_true_k, kind_sums, bins, rel, rel_all) = sums
         n_held = len(pc)
         # held positives and negatives sorted, over all kinds and per kind (group = 2 * kind + label): the
@@ -556,13 +556,13 @@ class _RmseBins:
         self.n, self.p, self.y = n, p, y
 
     def rmse(self, kind: int | None = None) -> float:
-        sl = slice(None) if kind is None else slice(kind * len(AGE_EDGES_DAYS), (kind + 1) * len(AGE_EDGES_DAYS))
-        nb = self.n[sl]
-        used = nb > 0
+        kind_bins = slice(None) if kind is None else slice(kind * len(AGE_EDGES_DAYS), (kind + 1) * len(AGE_EDGES_DAYS))
+        bin_n = self.n[kind_bins]
+        used = bin_n > 0
         if not used.any():
             return float("nan")
-        pm, ym = self.p[sl][used] / nb[used], self.y[sl][used] / nb[used]
-        return float(np.sqrt((nb[used] * (pm - ym) ** 2).sum() / nb[used].sum()))
+        mean_p, mean_y = self.p[kind_bins][used] / bin_n[used], self.y[kind_bins][used] / bin_n[used]
+        return float(np.sqrt((bin_n[used] * (mean_p - mean_y) ** 2).sum() / bin_n[used].sum()))
 
 
 def _reliability(by_kind: np.ndarray, overall: np.ndarray) -> pd.DataFrame:
@@ -574,15 +574,15 @@ def _reliability(by_kind: np.ndarray, overall: np.ndarray) -> pd.DataFrame:
     counts = [(overall[0], overall[1], overall[2])] + [(by_kind[0, i], by_kind[1, i], by_kind[2, i])
                                                         for i in range(len(KINDS))]
     frames = []
-    for name, (nb, ps, ys) in zip(("all",) + tuple(KINDS), counts):
-        nb = nb.astype(np.int64)
-        if not nb.any():
+    for name, (bin_n, p_sum, y_sum) in zip(("all",) + tuple(KINDS), counts):
+        bin_n = bin_n.astype(np.int64)
+        if not bin_n.any():
             continue
-        keep = nb > 0
+        keep = bin_n > 0
         frames.append(pd.DataFrame({
             "kind": name, "bin": np.arange(n_bins)[keep],
-            "p_mean": (ps / np.maximum(nb, 1))[keep],
-            "y_mean": (ys / np.maximum(nb, 1))[keep],
-            "n": nb[keep],
+            "p_mean": (p_sum / np.maximum(bin_n, 1))[keep],
+            "y_mean": (y_sum / np.maximum(bin_n, 1))[keep],
+            "n": bin_n[keep],
         }))
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=cols)

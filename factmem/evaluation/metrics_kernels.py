@@ -25,33 +25,34 @@ def believed_until(cp, conf, rate, start, first_held, end_held, thr, day):  # pr
     n = len(conf)
     out = np.empty(n, np.int64)
     for s in range(n):
-        a, z = first_held[s], end_held[s]
-        c, r, st = conf[s], rate[s], start[s]
-        if z <= a:
-            out[s] = a
+        first, end = first_held[s], end_held[s]
+        conf_s, rate_s, start_s = conf[s], rate[s], start[s]
+        if end <= first:
+            out[s] = first
             continue
-        if c < thr:
-            end_believed = a
-        elif r > 0 and thr > 0:
-            bound = st + min(np.log(c / thr) / r, 1e12) * day  # the boundary's time, roughly
-            end_believed = search_right(cp, a, z, bound)  # the first checkpoint past it, in [a, z]
+        if conf_s < thr:
+            until = first
+        elif rate_s > 0 and thr > 0:
+            bound = start_s + min(np.log(conf_s / thr) / rate_s, 1e12) * day  # the boundary's time, roughly
+            until = search_right(cp, first, end, bound)  # the first checkpoint past it, in [first, end]
         else:
-            end_believed = z
-        while end_believed > a and not c * np.exp(-r * max(0.0, (cp[end_believed - 1] - st) / day)) >= thr:
-            end_believed -= 1
-        while end_believed < z and c * np.exp(-r * max(0.0, (cp[end_believed] - st) / day)) >= thr:
-            end_believed += 1
-        out[s] = end_believed
+            until = end
+        while until > first and not conf_s * np.exp(-rate_s * max(0.0, (cp[until - 1] - start_s) / day)) >= thr:
+            until -= 1
+        while until < end and conf_s * np.exp(-rate_s * max(0.0, (cp[until] - start_s) / day)) >= thr:
+            until += 1
+        out[s] = until
     return out
 
 
 @njit
-def coverage(n, first_held, end_believed, earliest_end, pair_state, pair_truth, t_k0, t_k1,
-             t_needed_k0):  # pragma: no cover - compiled
+def coverage(n, first_held, end_believed, earliest_end, pair_state, pair_truth, t_from_k, t_end_k,
+             t_needed_k):  # pragma: no cover - compiled
     """Per checkpoint ``0 … n − 1`` (float64 counts): states believed (``[first_held, end_believed)``),
-    and of them true (a truth row of the triple covers the checkpoint: ``[max(first_held, t_k0),
-    min(end_believed, t_k1))`` over the (state, truth row) pairs ``pair_state``, ``pair_truth``), needed
-    (from ``t_needed_k0``) and stale (from ``earliest_end``, the triple's earliest truth end, and not true) — each :func:`~factmem.evaluation.arrays.cover_count` of those ranges."""
+    and of them true (a truth row of the triple covers the checkpoint: ``[max(first_held, t_from_k),
+    min(end_believed, t_end_k))`` over the (state, truth row) pairs ``pair_state``, ``pair_truth``), needed
+    (from ``t_needed_k``) and stale (from ``earliest_end``, the triple's earliest truth end, and not true) —
+    each :func:`~factmem.evaluation.arrays.cover_count` of those ranges."""
     d = np.zeros((5, n + 1), np.int64)  # believed, true, needed, stale (all), stale (true)
 
     def add(row, lo, hi):
@@ -66,9 +67,9 @@ def coverage(n, first_held, end_believed, earliest_end, pair_state, pair_truth, 
         add(3, max(first_held[s], earliest_end[s]), end_believed[s])
     for q in range(len(pair_state)):
         s, t = pair_state[q], pair_truth[q]
-        lo, hi = max(first_held[s], t_k0[t]), min(end_believed[s], t_k1[t])
+        lo, hi = max(first_held[s], t_from_k[t]), min(end_believed[s], t_end_k[t])
         add(1, lo, hi)
-        add(2, max(first_held[s], t_needed_k0[t]), hi)
+        add(2, max(first_held[s], t_needed_k[t]), hi)
         add(4, max(lo, earliest_end[s]), hi)
     out = np.zeros((5, n))
     for row in range(5):
