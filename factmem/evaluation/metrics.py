@@ -203,9 +203,10 @@ class Evaluator:
         self._m_base = int(self.m_ts.min(initial=0))
         self._m_span = int(self.m_ts.max(initial=0)) - self._m_base + 2
         self._m_key = self.m_triple * self._m_span + (self.m_ts - self._m_base + 1)
-        fm_row = self._next_mention(self.t_triple, self.t_from - 1)
-        fm_row = np.where(fm_row < self.t_end, fm_row, OPEN)
-        self.t_needed_k = np.where(fm_row == OPEN, n, np.searchsorted(self.cp, np.where(fm_row == OPEN, 0, fm_row + 1), "left"))
+        mentioned_at = self._next_mention(self.t_triple, self.t_from - 1)
+        mentioned_at = np.where(mentioned_at < self.t_end, mentioned_at, OPEN)
+        self.t_needed_k = np.where(mentioned_at == OPEN, n,
+                                   np.searchsorted(self.cp, np.where(mentioned_at == OPEN, 0, mentioned_at + 1), "left"))
         self.needed = cover_count(n, self.t_needed_k, self.t_end_k)
 
         # earliest end of a (non-empty) true-and-relevant interval, per triple, for "stale": a
@@ -221,8 +222,9 @@ class Evaluator:
         self.t_kind = self.kind_of_triple[self.t_triple]
         mentioned_k = np.searchsorted(self.cp, np.where(first_any == OPEN, 0, first_any + 1), "left")
         mentioned_k = np.where(first_any == OPEN, n, mentioned_k)
-        fm_tr = first_any[self.t_triple]
-        self._mentioned_true_k = np.maximum(self.t_from_k, np.where(fm_tr == OPEN, n, mentioned_k[self.t_triple]))
+        triple_first_mention = first_any[self.t_triple]
+        self._mentioned_true_k = np.maximum(self.t_from_k,
+                                            np.where(triple_first_mention == OPEN, n, mentioned_k[self.t_triple]))
         # per checkpoint (all, then by kind): triples mentioned so far, and those of them true then;
         # they do not depend on the memory's parameters, so they are counted once here
         self._mentioned = cover_count(n, mentioned_k, np.full(n_tr, n)) if n_tr else np.zeros(n)
@@ -307,14 +309,14 @@ class Evaluator:
             if not 0 <= part_start < part_end <= n:
                 raise InputError(f"part {name!r}: checkpoint range [{part_start}, {part_end}) is empty or outside 0..{n}")
             window = slice(part_start, part_end)
-            pcp = cp[window]
+            part_cp = cp[window]
             # lost facts archived in the part's window: from one checkpoint period before its first
-            step = int(pcp[1] - pcp[0]) if len(pcp) > 1 else int(SECONDS_PER_DAY)
-            in_win = (lost_at > pcp[0] - step) & (lost_at <= pcp[-1])
+            step = int(part_cp[1] - part_cp[0]) if len(part_cp) > 1 else int(SECONDS_PER_DAY)
+            in_win = (lost_at > part_cp[0] - step) & (lost_at <= part_cp[-1])
             lost = lost_all[in_win].reset_index(drop=True)
-            lost_cum = np.searchsorted(np.sort(lost_at[in_win]), pcp, "right")
+            lost_cum = np.searchsorted(np.sort(lost_at[in_win]), part_cp, "right")
             ckpt = pd.DataFrame({
-                "t": pcp, "believed": believed[window].astype(np.int64),
+                "t": part_cp, "believed": believed[window].astype(np.int64),
                 "true_believed": true_believed[window].astype(np.int64),
                 "needed": self.needed[window].astype(np.int64), "precision": precision[window],
                 "recall": recall[window],

@@ -149,9 +149,9 @@ def calibration_pass(cal_first, cal_end, pair_start, truth_cal_first, truth_cal_
                 if truth_cal_first[j] <= r < truth_cal_end[j]:
                     y = 1
                     break
-            q = min(max(p, eps), 1.0 - eps)
-            loss = -np.log(q) if y else -np.log1p(-q)
-            pc[i] = q
+            clipped = min(max(p, eps), 1.0 - eps)
+            loss = -np.log(clipped) if y else -np.log1p(-clipped)
+            pc[i] = clipped
             group[i] = 2 * k + y
             i += 1
             ck_loss[r] += loss
@@ -164,21 +164,21 @@ def calibration_pass(cal_first, cal_end, pair_start, truth_cal_first, truth_cal_
                     held_true_k[triple_k, r] += y
             kind_sums[k, 0] += 1.0
             kind_sums[k, 1] += loss
-            kind_sums[k, 2] += (q - y) ** 2
+            kind_sums[k, 2] += (clipped - y) ** 2
             # RMSE(bins): the age bucket (edges[a] <= age < edges[a + 1]; the last one open)
             a = 0
             while a < n_edges - 2 and age >= age_edges[a + 1]:
                 a += 1
             cell = k * n_edges + a
             bin_n[cell] += 1
-            bin_p[cell] += q
+            bin_p[cell] += clipped
             bin_y[cell] += y
-            b = min(int(q * n_rel), n_rel - 1)
+            b = min(int(clipped * n_rel), n_rel - 1)
             rel[0, k, b] += 1.0
-            rel[1, k, b] += q
+            rel[1, k, b] += clipped
             rel[2, k, b] += y
             rel_all[0, b] += 1.0
-            rel_all[1, b] += q
+            rel_all[1, b] += clipped
             rel_all[2, b] += y
     return (pc, group, ck_loss, ck_n, held_n, held_true, held_n_k, held_true_k, kind_sums,
             (bin_n, bin_p, bin_y), rel, rel_all)
