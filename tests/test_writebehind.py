@@ -221,6 +221,7 @@ def test_killed_while_the_journal_is_emptied_of_a_background_flush(tmp_path):
     assert Path(str(journal) + ".compacting").exists()
     with FactStore(path) as s:
         assert s.recovered_calls == 1  # the 20 others are in the tables
+    assert not Path(str(journal) + ".compacting").exists()  # the crash's leftover went with the journal
     assert_like_reference(path, 21)
 
 

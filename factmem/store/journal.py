@@ -273,10 +273,11 @@ class Journal:
             os.close(self._fd)
             self._fd = None
         if remove:
-            try:
-                self.path.unlink()
-            except FileNotFoundError:
-                pass
+            for name in (self.path, Path(str(self.path) + _COMPACTING_SUFFIX)):  # (the latter: a crash's leftover)
+                try:
+                    name.unlink()
+                except FileNotFoundError:
+                    pass
 
     def read(self) -> tuple[dict[str, Any], list[JournalEntry]]:
         """The header and the complete entries of an existing journal, each checked (see the module
