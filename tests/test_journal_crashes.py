@@ -25,8 +25,10 @@ from hypothesis import strategies as st
 
 from factmem.core.params import MemoryParams
 from factmem.errors import StoreError
+from factmem.store import writebehind
 from factmem.store.factstore import Evidence, FactStore
 from factmem.store.journal import JOURNAL_SUFFIX, Journal
+from factmem.store.writebehind import FLUSH_CALLS
 from factmem.testing.compare import FACT_COLUMNS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -249,6 +251,10 @@ def run(path: Path, script, calls_, behind: bool, pending: list[int]) -> tuple[p
             i += 1
         else:  # crash: carry on with what a killed process leaves
             crashes += 1
+            if s._flushing is not None:  # a flush in its thread (a copy cannot catch DuckDB mid-write):
+                s._flushing.wait()  # killed once it has committed, before the journal is emptied of its calls,
+                if crashes % 2 == 0:
+                    s._finish_flush()  # or (every other crash) after
             if behind and Path(str(path) + JOURNAL_SUFFIX).exists():
                 pending.append(len(Journal(Path(str(path) + JOURNAL_SUFFIX)).read()[1]))
             new = crash_copy(s, path, crashes)
@@ -260,11 +266,16 @@ def run(path: Path, script, calls_, behind: bool, pending: list[int]) -> tuple[p
 
 
 @settings(max_examples=15, deadline=None)
-@given(calls_=items, script=steps)
-def test_crashes_between_calls_lose_nothing_and_repeat_nothing(tmp_path_factory, calls_, script):
+@given(calls_=items, script=steps, flush_every=st.sampled_from([FLUSH_CALLS, 2, 3]))
+def test_crashes_between_calls_lose_nothing_and_repeat_nothing(tmp_path_factory, calls_, script, flush_every):
+    """... also with a flush (in the background, the journal then emptied of its calls) every few calls."""
     d = tmp_path_factory.mktemp("crashes")
     pending: list[int] = []
-    behind = run(d / "behind.duckdb", script, calls_, True, pending)
+    try:
+        writebehind.FLUSH_CALLS = flush_every
+        behind = run(d / "behind.duckdb", script, calls_, True, pending)
+    finally:
+        writebehind.FLUSH_CALLS = FLUSH_CALLS
     rows = run(d / "rows.duckdb", script, calls_, False, [])
     pd.testing.assert_frame_equal(behind[0], rows[0], check_exact=True)
     pd.testing.assert_frame_equal(behind[1], rows[1], check_exact=True)
@@ -280,6 +291,24 @@ def test_the_crash_property_reopens_pending_journals(tmp_path):
     rows = run(tmp_path / "rows.duckdb", script, calls_, False, [])
     assert pending == [2, 2, 1]  # journals with calls in them at every crash
     pd.testing.assert_frame_equal(behind[0], rows[0], check_exact=True)
+
+
+def test_crashes_after_background_flushes_lose_nothing(tmp_path, monkeypatch):
+    """A flush every two calls, its write done as soon as it starts (the thread's timing made
+    deterministic): each next call empties the journal of the flush's calls, keeping itself; crashes
+    then hand the reopening store journals holding that one call, which it applies."""
+    script = ["call"] * 5 + ["crash"] + ["call"] * 3 + ["crash"]
+    calls_ = [("ada", "likes", "x", "explicit", 0), ("bo", "uses", "z", "explicit", 99),
+              ("ada", "lives_in", "y", "explicit", 5)]
+    pending: list[int] = []
+    monkeypatch.setattr(writebehind, "FLUSH_CALLS", 2)
+    monkeypatch.setattr(writebehind._Flush, "start", lambda self, con: self.run(con))
+    behind = run(tmp_path / "behind.duckdb", script, calls_, True, pending)
+    monkeypatch.undo()
+    rows = run(tmp_path / "rows.duckdb", script, calls_, False, [])
+    assert pending == [1, 1]  # calls 5 and 8: 1-4 and 6-7 are in the tables, the journal emptied of them
+    for got, want in zip(behind, rows):
+        pd.testing.assert_frame_equal(got, want, check_exact=True)
 
 
 @pytest.mark.parametrize("failure", ["short", "error"])
