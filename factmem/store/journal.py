@@ -237,7 +237,7 @@ class Journal:
             return
         if through <= self._header:
             return
-        fresh = Path(str(self.path) + _COMPACTING_SUFFIX)
+        fresh = _compacting(self.path)
         fd = None
         try:
             with open(self.path, "rb") as old:
@@ -273,11 +273,7 @@ class Journal:
             os.close(self._fd)
             self._fd = None
         if remove:
-            for name in (self.path, Path(str(self.path) + _COMPACTING_SUFFIX)):  # (the latter: a crash's leftover)
-                try:
-                    name.unlink()
-                except FileNotFoundError:
-                    pass
+            _remove(self.path)
 
     def read(self) -> tuple[dict[str, Any], list[JournalEntry]]:
         """The header and the complete entries of an existing journal, each checked (see the module
@@ -369,10 +365,21 @@ def _checked(seq: Any, op: str, next_id: Any, args: list, payload: bytes, line_n
 
 def discard_journal(store_path: Path) -> None:
     """Remove the journal beside a store file that is being replaced (its calls belong to the old one)."""
-    try:
-        journal_path(Path(os.path.realpath(store_path))).unlink()
-    except FileNotFoundError:
-        pass
+    _remove(journal_path(Path(os.path.realpath(store_path))))
+
+
+def _remove(journal: Path) -> None:
+    """Remove a journal, and the new journal a crash may have left half-renamed beside it."""
+    for name in (journal, _compacting(journal)):
+        try:
+            name.unlink()
+        except FileNotFoundError:
+            pass
+
+
+def _compacting(journal: Path) -> Path:
+    """Where :meth:`Journal.emptied` writes the new journal before renaming it over the old one."""
+    return Path(str(journal) + _COMPACTING_SUFFIX)
 
 
 def _sync(fd: int) -> None:
