@@ -11,6 +11,7 @@ import pytest
 from factmem.core.codes import OPEN
 from factmem.evaluation.auc import auc_with_unheld, weighted_auc
 from factmem.evaluation.metrics import Evaluator
+from factmem.evaluation.metrics_kernels import merge_runs
 
 D = 86400
 EXPLICIT = 0
@@ -155,6 +156,21 @@ def test_the_auc_of_sorted_held_samples_and_unheld_counts_is_the_weighted_auc(se
     listed_p = np.concatenate([p, np.full(w_true + w_false, eps)])
     listed_y = np.concatenate([y, np.ones(w_true, int), np.zeros(w_false, int)])
     assert auc_with_unheld(p, y, w_true, w_false, eps) == pytest.approx(weighted_auc(listed_p, listed_y), abs=1e-12)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_merged_sorted_runs_equal_a_sort_of_them_all(seed):
+    # runs of any length (empty ones too), ties within and across runs, as the kinds' sorted predictions are
+    rng = np.random.default_rng(seed)
+    lengths = rng.integers(0, 40, size=int(rng.integers(1, 6)))
+    lengths[rng.random(len(lengths)) < 0.3] = 0
+    values = np.round(rng.random(int(lengths.sum())), int(rng.integers(1, 4)))
+    bounds = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    for a, b in zip(bounds[:-1], bounds[1:]):
+        values[a:b].sort()
+    first = int(rng.integers(0, len(bounds)))  # a slice of the runs, as the evaluator passes each label's
+    got = merge_runs(values, bounds[first:])
+    assert got.tolist() == np.sort(values[bounds[first]:]).tolist()
 
 
 def test_bad_input():

@@ -4,7 +4,7 @@ Loops over checkpoints, states and calibration samples, compiled with the projec
 :func:`~factmem.core.compiled.njit` (cached on disk): how long a state stays believed
 (:func:`believed_until`), the per-checkpoint counts of believed, true, needed and stale facts in one
 pass (:func:`coverage`), calibration's predictions laid out by (label, kind) for in-place sorts
-(:func:`by_label_and_kind`) and the calibration sums in one pass (:func:`calibration_pass`). The rules
+(:func:`by_label_and_kind`), those sorted runs merged into one (:func:`merge_runs`) and the calibration sums in one pass (:func:`calibration_pass`). The rules
 are documented where the evaluator calls them; each lives only here.
 """
 
@@ -14,7 +14,7 @@ import numpy as np
 
 from factmem.core.compiled import njit, search_right
 
-__all__ = ["believed_until", "coverage", "by_label_and_kind", "calibration_pass"]
+__all__ = ["believed_until", "coverage", "by_label_and_kind", "merge_runs", "calibration_pass"]
 
 
 @njit
@@ -99,6 +99,24 @@ def by_label_and_kind(values, group, n_kinds):  # pragma: no cover - compiled
         parts[fill[slot]] = values[i]
         fill[slot] += 1
     return parts, bounds
+
+
+@njit
+def merge_runs(values, bounds):  # pragma: no cover - compiled
+    """The sorted runs ``values[bounds[i]:bounds[i + 1]]`` (each ascending) merged into one ascending
+    array: at every step the least of the runs' heads (the first run's on a tie) — what ``np.sort`` of
+    their concatenation gives, in one pass instead of a sort (the values hold no NaN)."""
+    n_runs = len(bounds) - 1
+    head = bounds[:-1].copy()
+    out = np.empty(bounds[n_runs] - bounds[0])
+    for i in range(len(out)):
+        pick = -1
+        for r in range(n_runs):
+            if head[r] < bounds[r + 1] and (pick < 0 or values[head[r]] < values[head[pick]]):
+                pick = r
+        out[i] = values[head[pick]]
+        head[pick] += 1
+    return out
 
 
 @njit

@@ -48,6 +48,7 @@ import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
+from factmem.core.allocator import retain_freed_memory
 from factmem.core.params import MemoryParams
 from factmem.data.logs import Dataset
 from factmem.errors import InputError
@@ -67,7 +68,7 @@ from factmem.tuning.settings import OBJECTIVES, Compute, Holdout, Objective, Sea
 from factmem.tuning.space import ALIASES, assign, grid_points, random_points
 
 __all__ = ["SUMMARY_METRICS", "CONTEXT_METRICS", "run_id", "SweepResult", "score_chunk", "sweep", "dask_executor",
-           "load_kernels",
+           "load_kernels", "worker_pool",
            "calibration_columns", "fill_calibration",
            "plan_parts", "baseline_rows", "concat_results", "OBJECTIVES"]
 
@@ -248,6 +249,13 @@ def load_kernels(objective: Objective | None = None) -> None:
     ContextEvaluator(prepared, budgets=obj["budgets"], needed=obj["needed"], costs=obj["costs"],
                      max_points_per_subject=obj["max_points_per_subject"]).score(beliefs, params)
     _KERNELS_LOADED = True
+
+
+def worker_pool(workers: int) -> ProcessPoolExecutor:
+    """The local worker processes a sweep (or a whole search) scores its chunks on: each keeps the memory it
+    frees for the next chunk (:func:`~factmem.core.allocator.retain_freed_memory`; the processes end with the
+    pool)."""
+    return ProcessPoolExecutor(max_workers=workers, initializer=retain_freed_memory)
 
 
 def _build_evaluators(log_ref: Any, hold_ref: Any, schedule: Schedule, objective: Objective,
@@ -455,7 +463,7 @@ def sweep(log: Any, space: Mapping[str, Any] | Sequence[MemoryParams], *, base: 
     bar = tqdm(total=len(points), desc=f"sweep {compute.where}", unit="params", disable=not compute.progress)
     executor, own = compute.executor, None
     if executor is None and (compute.workers is None or compute.workers > 0) and len(chunks) > 1:
-        own = executor = ProcessPoolExecutor(max_workers=compute.workers or min(len(chunks), os.cpu_count() or 1))
+        own = executor = worker_pool(compute.workers or min(len(chunks), os.cpu_count() or 1))
     # the evaluators, built once here: this process scores with them and worker processes forked from it
     # (Linux) inherit them — each worker built its own before (~2 s of every worker's time on `large`)
     built, encoded = _build_evaluators(log_ref, hold_ref, schedule, objective, holdout,

@@ -51,7 +51,6 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Mapping
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -78,7 +77,7 @@ from factmem.tuning.runs import default_run_dir, run_folder
 from factmem.tuning.search import ADAPTIVE, SearchOutcome, run_search
 from factmem.tuning.settings import CALIBRATION_OBJECTIVES, CONTEXT_OBJECTIVES, Compute, Holdout, Objective, Search
 from factmem.tuning.studies import load_search, parameter_importances, save_search
-from factmem.tuning.sweep import SweepResult, baseline_rows, concat_results, fill_calibration, sweep
+from factmem.tuning.sweep import SweepResult, baseline_rows, concat_results, fill_calibration, sweep, worker_pool
 from factmem.tuning.uncertainty import TOP_SHARE, Comparison, bootstrap_difference, selection_stability
 
 __all__ = ["Comparison", "Recommendation", "TuneResult", "base_params", "tune", "resume", "decide", "subject_folds",
@@ -441,7 +440,7 @@ def _search(job: _Job, search: Search, previous: SearchOutcome | None = None, mo
     compute = job.compute
     pool = None
     if compute.executor is None and (compute.workers is None or compute.workers > 0):
-        pool = ProcessPoolExecutor(max_workers=compute.workers or os.cpu_count() or 1)
+        pool = worker_pool(compute.workers or os.cpu_count() or 1)
     inner = Compute(workers=compute.workers, executor=pool or compute.executor, chunk_size=compute.chunk_size,
                     progress=False)
     bar = tqdm(desc=f"search (seed {search.seed})", unit="params", disable=not compute.progress)
