@@ -286,8 +286,10 @@ class Evaluator:
             # triples past the log's own (derived facts the log never names, e.g. invented by a
             # model) were never true, never needed and never mentioned
             earliest_end = _lookup(self.min_end_k, triple, n)
-        end, reason = b["end"][order].astype(np.int64), b["reason"][order].astype(np.int64)
-        conf, rate, kind = b["confidence"][order].astype(float), b["rate"][order].astype(float), b["kind"][order].astype(np.int64)
+        # (gathered, then converted only where the type differs: astype copies a million rows again otherwise)
+        end, reason = b["end"][order].astype(np.int64, copy=False), b["reason"][order].astype(np.int64, copy=False)
+        conf, rate = b["confidence"][order].astype(float, copy=False), b["rate"][order].astype(float, copy=False)
+        kind = b["kind"][order].astype(np.int64, copy=False)
         by_event = (reason == EndReason.REINFORCED) | (reason == EndReason.SUPERSEDED)
         vis_end = np.where(by_event, end + 1, end)  # an event at `end` is seen only after `end`
         end_held = np.where(end == OPEN, n, grid_index(cp, np.where(end == OPEN, 0, vis_end), "left"))
@@ -371,8 +373,9 @@ class Evaluator:
     def _believed_until(self, conf, rate, start, first_held, end_held, thr) -> np.ndarray:
         """Index one past the last checkpoint in [first_held, end_held) where the state is believed (effective
         confidence at least ``thr``; rates are >= 0, so the checkpoints it is believed at are a prefix)."""
-        return believed_until(self.cp.astype(np.int64), conf, rate, start, first_held.astype(np.int64),
-                               end_held.astype(np.int64), float(thr), float(SECONDS_PER_DAY))
+        return believed_until(self.cp.astype(np.int64, copy=False), conf, rate, start,
+                              first_held.astype(np.int64, copy=False), end_held.astype(np.int64, copy=False), float(thr),
+                              float(SECONDS_PER_DAY))
 
     def _lost(self, triple, kind, start, end, reason) -> pd.DataFrame:
         arch = np.flatnonzero((reason == EndReason.ARCHIVED) | (reason == EndReason.PRUNED))
@@ -437,7 +440,7 @@ class Evaluator:
         # every held sample (state, calibration checkpoint) in one compiled pass: its prediction, label,
         # loss and the sums the metrics read (see metrics_kernels.calibration_pass)
         sums = calibration_pass(cal_first, cal_end, pair_start, truth_cal_first, truth_cal_end, self.cp[cal_idx],
-                                 start, conf, rate, kind.astype(np.int64), triple_kind, first_mention, self.eps,
+                                 start, conf, rate, kind.astype(np.int64, copy=False), triple_kind, first_mention, self.eps,
                                  float(SECONDS_PER_DAY), AGE_EDGES_DAYS, len(KINDS), _RELIABILITY_BINS)
         (pc, group, ck_loss, ck_n, held_n, held_true, held_n_k, held_true_k, kind_sums, bins, rel, rel_all) = sums
         n_held = len(pc)
