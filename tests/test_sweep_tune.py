@@ -18,7 +18,7 @@ from factmem.export import load_params_file
 from factmem.tuning.runs import load_run
 from factmem.tuning.settings import Compute, Holdout, Objective, Search
 from factmem.tuning.space import Range, assign, random_points, refine_points
-from factmem.tuning.sweep import baseline_rows, calibration_columns, fill_calibration, sweep
+from factmem.tuning.sweep import baseline_rows, calibration_columns, fill_calibration, sweep, worker_pool
 from factmem.tuning.tune import Comparison, base_params, bootstrap_difference, decide, edge_notes, subject_folds, tune
 from tests.conftest import write_tiny
 
@@ -67,6 +67,25 @@ def test_sweep_is_deterministic_across_executors(tiny_dir):
     pd.testing.assert_frame_equal(a.table, b.table)
     assert np.array_equal(a.context["all"], b.context["all"])
     assert a.table["run_id"].is_unique
+
+
+def _allocator_set_up() -> tuple[bool, bool]:
+    """Whether this process's allocator was already set to keep freed memory, and whether it can be."""
+    from factmem.core import allocator
+
+    before = allocator._DONE
+    return before, allocator.retain_freed_memory()
+
+
+def test_sweep_workers_keep_the_memory_they_free():
+    # the pool's processes set their allocator up before their first task (where the C library allows
+    # it: glibc); this process never does — a process that imports factmem keeps its allocator as it is
+    from factmem.core import allocator
+
+    with worker_pool(1) as pool:
+        before, possible = pool.submit(_allocator_set_up).result()
+    assert before == possible
+    assert not allocator._DONE
 
 
 def test_sweep_on_a_dask_local_cluster_equals_a_local_run(tiny_dir):
