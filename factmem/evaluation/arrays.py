@@ -18,8 +18,8 @@ from factmem.core.compiled import njit
 from factmem.core.context_rule import lexicographic_rank
 from factmem.errors import InputError
 
-__all__ = ["sorted_unique", "cover_count", "member", "group_min", "lexicographic_rank", "blocks", "session_ranks",
-           "session_starts", "sorted_level", "triple_ranks"]
+__all__ = ["sorted_unique", "cover_count", "member", "group_min", "lexicographic_rank", "blocks", "session_starts",
+           "sorted_level", "triple_ranks"]
 
 
 def sorted_unique(values: np.ndarray) -> np.ndarray:
@@ -125,17 +125,11 @@ def triple_ranks(triples: pd.MultiIndex) -> tuple[np.ndarray, np.ndarray, np.nda
     return names, np.asarray(subject, np.int64), po_rank
 
 
-def session_ranks(sessions) -> tuple[np.ndarray, np.ndarray]:
-    """Per mention, the rank of its session id in lexicographic order; and the ids in that order."""
-    rank, names, _ = session_starts(sessions)
-    return rank, np.asarray(names.to_pylist(), dtype=object)
-
-
 def session_starts(sessions, message_sessions=None, message_ts=None) -> tuple[np.ndarray, pa.Array, np.ndarray]:
-    """:func:`session_ranks` of the mentions' ``sessions`` (the ids as an Arrow string array) and each
-    ranked session's start: the first of
-    ``message_ts`` among the messages of that session (``message_sessions``; NaN for a session with no
-    message; all NaN when no messages are given), float64.
+    """Per mention, the rank of its session id (``sessions``) in lexicographic order; the ids in that
+    order (an Arrow string array); and each ranked session's start: the first of ``message_ts`` among
+    the messages of that session (``message_sessions``; NaN for a session with no message; all NaN
+    when no messages are given), float64.
 
     The ids of mentions and messages are numbered together, by Arrow's dictionary encoding (no Python
     string a row), and the distinct ids the mentions use sorted by code point — the order of Python's

@@ -308,7 +308,7 @@ class ContextEvaluator:
         base = int(min(m_ts.min(initial=0), vfrom.min(initial=0)))
         span = int(max(m_ts.max(initial=0), self.prepared.end) - base + 2)
         # the mentions in (triple, ts) order: the packed pairs sorted as numbers (a DataFrame's sort_values
-        # by the two columns took 5x), then unpacked
+        # by the two columns took 1.5x), then unpacked
         m_key = np.sort(m_tr * span + (m_ts - base))
         m_tr, m_ts = m_key // span, m_key % span + base
         q = triple * span + (np.maximum(vfrom, base) - base)
