@@ -4,8 +4,9 @@ Loops over checkpoints, states and calibration samples, compiled with the projec
 :func:`~factmem.core.compiled.njit` (cached on disk): how long a state stays believed
 (:func:`believed_until`), the per-checkpoint counts of believed, true, needed and stale facts in one
 pass (:func:`coverage`), calibration's predictions laid out by (label, kind) for in-place sorts
-(:func:`by_label_and_kind`), those sorted runs merged into one (:func:`merge_runs`) and the calibration sums in one pass (:func:`calibration_pass`). The rules
-are documented where the evaluator calls them; each lives only here.
+(:func:`by_label_and_kind`), those sorted runs merged into one (:func:`merge_runs`) and the
+calibration sums in one pass (:func:`calibration_pass`). The rules are documented where the
+evaluator calls them; each lives only here.
 """
 
 from __future__ import annotations
