@@ -1,13 +1,15 @@
 """The write-behind state's key hash is one function however it is computed: over an Arrow array's
 buffers (any offset, chunked or not, large or plain strings), from a subject and a predicate column
-without spelling the key, or from one Python string (a ``remember`` call)."""
+without spelling the key, or from one Python string (a ``remember`` call); and the rows found by it
+are every row chained under it, in the order added (:class:`~factmem.store.hashchains.HashChains`)."""
 
 import numpy as np
 import pyarrow as pa
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from factmem.store.calls import state_key
+from factmem.store.hashchains import HashChains
 from factmem.store.keyhash import key_hashes, pair_hashes, state_keys
 
 texts = st.text(st.characters(blacklist_categories=("Cs",)), max_size=12)
@@ -34,3 +36,28 @@ def test_every_way_of_hashing_a_key_agrees(pairs, cut):
 def test_distinct_keys_hash_apart():
     keys = [state_key(f"user{i}", f"p{j}") for i in range(300) for j in range(40)]
     assert len(set(key_hashes(pa.array(keys)).tolist())) == len(keys)
+
+
+# a few distinct hash values, some sharing their low bits (the same slot of a small table), extremes
+_hashes = st.sampled_from([0, 1, -1, 16, 32, 48, 2**62, -2**63, 2**63 - 1, 12345678901234567, -99])
+
+
+@settings(max_examples=150)
+@given(st.lists(st.lists(_hashes, max_size=30), min_size=1, max_size=6), st.lists(_hashes, max_size=12))
+def test_hash_chains_find_every_row_of_a_hash_in_the_order_added(additions, wanted):
+    """HashChains against a dict of lists: rows added in several calls (the table grows, slots
+    collide), every wanted hash's rows found oldest first, grouped by wanted index in order."""
+    chains, reference, row = HashChains(), {}, 0
+    for hashes in additions:
+        rows = np.arange(row, row + len(hashes), dtype=np.int64)
+        chains.add(rows, np.array(hashes, np.int64))
+        for r, h in zip(rows.tolist(), hashes):
+            reference.setdefault(h, []).append(r)
+        row += len(hashes)
+        query, found = chains.find(np.array(wanted, np.int64))
+        expected = [(i, r) for i, h in enumerate(wanted) for r in reference.get(h, [])]
+        assert list(zip(query.tolist(), found.tolist())) == expected
+    every = np.concatenate([np.array(h, np.int64) for h in additions])
+    rebuilt = HashChains.of(every)  # built at once: the same groups
+    query, found = rebuilt.find(np.array(wanted, np.int64))
+    assert list(zip(query.tolist(), found.tolist())) == [(i, r) for i, h in enumerate(wanted) for r in reference.get(h, [])]

@@ -2,27 +2,27 @@
 active fact's key, object, confidence, count, last reinforcement and decay rate in numpy columns, plus
 every fact the calls since touched or created, and the evidence rows they added.
 
-Rows ``[0, n_sorted)`` are found through a sorted index beside them (``sorted_hash``, ``sorted_row``:
-the rows in order of (hash, id)), the hash of (subject, predicate) being
-:func:`~factmem.store.keyhash.key_hashes` (a polynomial over the UTF-8 bytes of the length-prefixed key :func:`~factmem.store.calls.state_key`
-modulo 2**64, then SplitMix64's finalizer — the same in every process, computed from an Arrow
-array's buffers or from a Python string alike); rows appended since stay where they are and are
-found through a small sorted (hash, row) index of their own, the last few by comparing hashes
-directly; a flush that has let ``MERGE_AT`` rows pile up puts every row in (hash, id) order again.
-A fact's row is found from its id through a dense id → row array (so a store's ids must be dense
-enough: :meth:`ActiveState.dense_enough`). Every candidate found by hash is checked against its
-key string, so a hash collision cannot mix two keys.
+A fact's rows are found from the hash of its (subject, predicate) —
+:func:`~factmem.store.keyhash.key_hashes` (a polynomial over the UTF-8 bytes of the length-prefixed
+key :func:`~factmem.store.calls.state_key` modulo 2**64, then SplitMix64's finalizer — the same in
+every process, computed from an Arrow array's buffers or from a Python string alike) — through
+:class:`~factmem.store.hashchains.HashChains`: per hash, its rows in id order (a row is added to
+its hash's chain when the fact is created, O(1)). Rows no longer active stay until ``MERGE_AT``
+rows have been appended since the state was last compacted; a flush then drops them and chains the
+rest again. A fact's row is found from its id through a dense id → row array (so a store's ids must
+be dense enough: :meth:`ActiveState.dense_enough`). Every candidate found by hash is checked against
+its key string, so a hash collision cannot mix two keys.
 
 **Opening makes no Python object per fact, and moves no row.** The state is built from the Arrow
 columns DuckDB returns, in the table's order: the hashes put together from the subject and
 predicate dictionaries (:func:`~factmem.store.keyhash.pair_hashes`: each distinct subject and
 predicate hashed once from its buffers), the numbers copied into numpy as they come, the text
 columns (key, object) kept as the Arrow arrays read (:class:`~factmem.store.texts.Texts`: a call
-reads its few rows from them, spelled then); the index is sorted only when first needed — a batch's lookup, or the single call after
-``SCANS_BEFORE_INDEX`` calls that scanned the hashes instead — so a process that opens a store for
-one call never sorts. At a million active facts, warm, the query costs ~0.07 s of CPU, the hashes
-~0.06, the sort ~0.06 (packed (hash, row) pairs sorted as numbers: numpy's argsort took 0.10);
-making a million key and object strings and hashing them took 0.77–0.96 s two rounds ago.
+reads its few rows from them, spelled then); the chains are built only when first needed — a
+batch's lookup, or the single call after ``SCANS_BEFORE_INDEX`` calls that scanned the hashes instead
+— so a process that opens a store for one call never builds them. At a million active facts, warm,
+the query costs ~0.07 s of CPU, the hashes ~0.06, the chains ~0.1; making a million key and object
+strings and hashing them took 0.77–0.96 s two rounds ago.
 
 ``consolidate`` keeps, per row, a lower bound of the time its effective confidence falls below the
 archive threshold, and tests exactly — with the engine's expression, the one consolidate's SQL
@@ -44,44 +44,12 @@ from factmem.core.decay import days_to_threshold
 from factmem.engine.waves import effective_at
 from factmem.errors import StoreError
 from factmem.store.calls import state_key
+from factmem.store.hashchains import HashChains
 from factmem.store.keyhash import key_hashes, pair_hashes, state_keys
 from factmem.store.schema import KIND_LABELS, REASON_LABELS, STATUS_LABELS, text_column
 from factmem.store.texts import KeyTexts, Texts
 
 __all__ = ["ActiveState", "PendingWrite", "key_hashes", "state_keys"]
-
-
-def _expand(sorted_values: np.ndarray, wanted: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Every (i, j) with ``sorted_values[j] == wanted[i]``, grouped by i: searchsorted ranges, expanded."""
-    lo = np.searchsorted(sorted_values, wanted, "left")
-    counts = np.searchsorted(sorted_values, wanted, "right") - lo
-    total = int(counts.sum())
-    which = np.repeat(np.arange(len(wanted)), counts)
-    start = np.repeat(lo - (np.cumsum(counts) - counts), counts)
-    return which, start + np.arange(total)
-
-
-def _by_hash_then_id(hashes: np.ndarray, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The order of rows by (hash, id), and the hashes in it: each hash's high bits and its row packed
-    in one int64 and sorted as plain numbers (``np.sort``: 62 ms of CPU at a million rows, against
-    100 ms for ``np.argsort`` of the hashes, same run), then the few runs sharing their high bits (keys holding several active
-    facts, the odd pair of distinct hashes alike) put in (hash, id) order."""
-    n = len(hashes)
-    bits = max(int(n - 1).bit_length(), 1)
-    low = (1 << bits) - 1
-    # clearing the low bits keeps the signed order (a floor): packed order is (high bits, row)
-    packed = np.sort((hashes & np.int64(~low)) | np.arange(n, dtype=np.int64))
-    order = packed & low
-    h = hashes[order]
-    high = packed >> bits
-    tie = np.flatnonzero(high[1:] == high[:-1])  # neighbours sharing their high bits
-    if tie.size:
-        member = np.zeros(n, bool)
-        member[tie] = member[tie + 1] = True
-        at = np.flatnonzero(member)  # runs in ascending high bits: one sort of all keeps each in its place
-        order[at] = order[at][np.lexsort((ids[order[at]], h[at]))]
-        h[at] = hashes[order[at]]
-    return order, h
 
 
 def _copy_chunks(into: np.ndarray, column: pa.ChunkedArray) -> None:
@@ -161,34 +129,24 @@ class PendingWrite:
 
 class ActiveState:
     """The store's active facts in numpy columns, plus every fact the calls since touched or created
-    (see the module docstring). Rows ``[0, n_sorted)`` are sorted by key hash; rows appended since
-    stay where they are, found through a small sorted index of (hash, row) kept beside them
-    (``[n_sorted, n_indexed)``: merged into at every batch), and the last few (``[n_indexed, n)``:
-    single calls since the last batch) by comparing their hashes directly. A flush that has let
-    ``MERGE_AT`` rows pile up sorts everything again."""
+    (see the module docstring), found by key hash through :class:`HashChains` (``chains``: None until
+    first needed). A flush that has let ``MERGE_AT`` rows be appended since the state was last
+    compacted drops the rows no longer active and chains the rest again."""
 
-    #: merge the appended rows into the sorted ones beyond this many
+    #: compact the state (drop the rows no longer active) once this many rows were appended since
     MERGE_AT = 65_536
-    #: a state read from the table sorts its index at first need: the first single calls find their
-    #: key by a scan of the hashes instead (~0.5 ms at a million rows, against ~70 ms for the sort),
-    #: so a process that opens a store for a call or two never sorts, and one that makes many pays
-    #: at most this many scans more
+    #: a state read from the table chains its rows at first need: the first single calls find their
+    #: key by a scan of the hashes instead (~0.5 ms at a million rows, against ~0.1 s for the
+    #: chains), so a process that opens a store for a call or two never builds them, and one that
+    #: makes many pays at most this many scans more
     SCANS_BEFORE_INDEX = 32
 
-    def __init__(self, columns: dict[str, Any], n: int, next_fact_id: int,
-                 sorted_already: bool = False):  # numpy arrays and Texts
+    def __init__(self, columns: dict[str, Any], n: int, next_fact_id: int):  # numpy arrays and Texts
         self.col: dict[str, Any] = columns
         self.n = n
-        self.n_sorted = self.n_indexed = n
-        # the index of rows [0, n_sorted): their rows in (hash, id) order, and the hashes in that order
-        # (None until first needed: :meth:`_index`)
-        self.sorted_row: np.ndarray | None = None
-        self.sorted_hash: np.ndarray | None = None
-        if sorted_already:
-            self.sorted_row, self.sorted_hash = np.arange(n, dtype=np.int64), columns["hash"][:n].copy()
+        self.n_compacted = n  # the rows when the state was read or last compacted
+        self.chains: HashChains | None = None  # every row [0, n) by key hash (built at first need: :meth:`_chains`)
         self.scans_left = self.SCANS_BEFORE_INDEX
-        self.tail_hash = np.empty(0, np.int64)  # the index of rows [n_sorted, n_indexed), by hash
-        self.tail_row = np.empty(0, np.int64)
         self.row_of_id = np.full(max(next_fact_id, 1) + 1024, -1, np.int64)
         self.row_of_id[columns["id"][:n]] = np.arange(n)
         self.evidence: list[pa.Table] = []  # rows of memory_evidence since the last flush
@@ -241,46 +199,16 @@ class ActiveState:
 
     # -- finding facts --------------------------------------------------------------------------
 
-    def _index(self) -> tuple[np.ndarray, np.ndarray]:
-        """The sorted index of rows ``[0, n_sorted)`` (hashes, rows), sorted now if not yet: those rows'
-        hashes and ids never change, so it is the index opening would have sorted."""
-        if self.sorted_hash is None or self.sorted_row is None:
+    def _chains(self) -> HashChains:
+        """The chains of rows ``[0, n)``, built now if not yet — each hash's rows in id order (the
+        table's order is the ids' when the store wrote it; a file written otherwise is sorted here)."""
+        if self.chains is None:
             c = self.col
-            self.sorted_row, self.sorted_hash = _by_hash_then_id(c["hash"][:self.n_sorted], c["id"][:self.n_sorted])
-        return self.sorted_hash, self.sorted_row
-
-    def _rows_of_hashes(self, hashes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(query index, row) for every row whose key hash equals one of ``hashes``."""
-        order = np.argsort(hashes, kind="stable")  # searched in sorted order: twice as fast on large arrays
-        wanted = hashes[order]
-        sorted_hash, sorted_row = self._index()
-        position, at = _expand(sorted_hash, wanted)
-        parts_q, parts_r = [order[position]], [sorted_row[at]]
-        if len(self.tail_hash):
-            position, at = _expand(self.tail_hash, wanted)
-            parts_q.append(order[position])
-            parts_r.append(self.tail_row[at])
-        if self.n > self.n_indexed:  # the few rows single calls appended since the last batch: compared directly
-            recent = self.col["hash"][self.n_indexed:self.n]
-            r, position = _expand(wanted, recent)
-            parts_q.append(order[position])
-            parts_r.append(self.n_indexed + r)
-        if len(parts_q) == 1:
-            return parts_q[0], parts_r[0]
-        return np.concatenate(parts_q), np.concatenate(parts_r)
-
-    def _index_recent(self) -> None:
-        """Merge the rows appended since into the sorted tail index (O(tail), no row moves)."""
-        if self.n == self.n_indexed:
-            return
-        rows = np.arange(self.n_indexed, self.n)
-        hashes = self.col["hash"][rows]
-        order = np.argsort(hashes, kind="stable")
-        hashes, rows = hashes[order], rows[order]
-        position = np.searchsorted(self.tail_hash, hashes, "right")
-        self.tail_hash = np.insert(self.tail_hash, position, hashes)
-        self.tail_row = np.insert(self.tail_row, position, rows)
-        self.n_indexed = self.n
+            ids = c["id"][:self.n]
+            in_order = None if bool((ids[1:] > ids[:-1]).all()) else np.argsort(ids, kind="stable")
+            hashes = c["hash"][:self.n]
+            self.chains = HashChains.of(hashes if in_order is None else hashes[in_order], in_order)
+        return self.chains
 
     def lookup(self, keys: pa.Array, hashes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Active facts of the :func:`~factmem.store.calls.state_key` strings ``keys`` (:func:`state_keys`;
@@ -288,7 +216,7 @@ class ActiveState:
         batch kernel's state join returned, as rows)."""
         if not len(keys):
             return np.empty(0, np.int64), np.empty(0, np.int64)
-        query, rows = self._rows_of_hashes(hashes)
+        query, rows = self._chains().find(hashes)
         active = self.col["status"][rows] == Status.ACTIVE
         query, rows = query[active], rows[active]
         keep = self.col["key"].equal(rows, keys.take(pa.array(query)))  # the key itself: hashes may collide
@@ -300,19 +228,13 @@ class ActiveState:
         key = state_key(subject, predicate)
         h = int(key_hashes([key])[0])
         c = self.col
-        if self.sorted_hash is None and self.scans_left > 0:  # not sorted yet: a scan (SCANS_BEFORE_INDEX)
+        if self.chains is None and self.scans_left > 0:  # not chained yet: a scan (SCANS_BEFORE_INDEX)
             self.scans_left -= 1
-            found = np.flatnonzero(c["hash"][:self.n_sorted] == h)
-            # in id order, as the index gives them (the table's row order need not be the ids')
+            found = np.flatnonzero(c["hash"][:self.n] == h)
+            # in id order, as the chains give them (the table's row order need not be the ids')
             rows = found[np.argsort(c["id"][found], kind="stable")].tolist()
         else:
-            main, order = self._index()
-            rows = order[int(main.searchsorted(h, "left")):int(main.searchsorted(h, "right"))].tolist()
-        if len(self.tail_hash):
-            lo, hi = int(self.tail_hash.searchsorted(h, "left")), int(self.tail_hash.searchsorted(h, "right"))
-            rows += self.tail_row[lo:hi].tolist()
-        if self.n > self.n_indexed:
-            rows += (self.n_indexed + np.flatnonzero(c["hash"][self.n_indexed:self.n] == h)).tolist()
+            rows = self._chains().find(np.array([h], np.int64))[1].tolist()
         status, keys = c["status"], c["key"]
         return h, [(int(c["id"][r]), c["object"][r], float(c["confidence"][r]), int(c["last"][r]), float(c["rate"][r]))
                    for r in rows if status[r] == Status.ACTIVE and keys[r] == key]
@@ -327,8 +249,8 @@ class ActiveState:
         c["hash"][row], c["in_table"][row], c["dirty"][row] = key_hash, False, True
         self.row_of_id[values["id"]] = row
         self.n += 1
-        if self.n - self.n_indexed > 1024:
-            self._index_recent()
+        if self.chains is not None:
+            self.chains.add(np.array([row], np.int64), np.array([key_hash], np.int64))
         if len(self.archive_guess):
             self._guess(np.array([row]))
         return row
@@ -378,8 +300,8 @@ class ActiveState:
         self.new_chunks.append(chunk)
         self.row_of_id[values["id"]] = rows
         self.n += k
-        if k > 1 or self.n - self.n_indexed > 1024:
-            self._index_recent()
+        if self.chains is not None:
+            self.chains.add(rows, hashes)
         if len(self.archive_guess):
             self._guess(rows)
         return rows
@@ -392,13 +314,15 @@ class ActiveState:
             self._guess(rows)
 
     def maybe_merge(self) -> None:
-        """Sort the appended rows in (the facts no longer active are dropped unless a flush still
-        has to write them)."""
-        if self.n - self.n_sorted <= self.MERGE_AT:
+        """Compact the state once ``MERGE_AT`` rows were appended since it was read or last compacted:
+        the facts no longer active are dropped (unless a flush still has to write them), the rest
+        kept in id order and chained again."""
+        if self.n - self.n_compacted <= self.MERGE_AT:
             return
         c = self.col
         keep = np.flatnonzero((c["status"][:self.n] == Status.ACTIVE) | c["dirty"][:self.n])
-        order = keep[np.lexsort((c["id"][keep], c["hash"][keep]))]
+        kept_ids = c["id"][keep]
+        order = keep if bool((kept_ids[1:] > kept_ids[:-1]).all()) else keep[np.argsort(kept_ids, kind="stable")]
         for name in c:
             if isinstance(c[name], Texts):
                 c[name] = c[name].reordered(order, self.n)
@@ -407,11 +331,10 @@ class ActiveState:
         if len(self.archive_guess):
             self.archive_guess[:len(order)] = self.archive_guess[order]
         self.row_of_id[:] = -1
-        self.n = self.n_sorted = self.n_indexed = len(order)
-        self.sorted_row = np.arange(self.n, dtype=np.int64)  # the rows are in (hash, id) order now
-        self.sorted_hash = c["hash"][:self.n].copy()
-        self.tail_hash, self.tail_row = np.empty(0, np.int64), np.empty(0, np.int64)
+        self.n = self.n_compacted = len(order)
         self.row_of_id[c["id"][:self.n]] = np.arange(self.n)
+        if self.chains is not None:  # the rows are in id order now
+            self.chains = HashChains.of(c["hash"][:self.n])
 
     # -- consolidation ----------------------------------------------------------------------------
 

@@ -156,9 +156,9 @@ MUTANTS: tuple[Mutant, ...] = (
       JC + "test_a_failed_journal_append_leaves_nothing_of_the_call",
       "a failed append leaves its partial bytes in the journal"),
     M("A1", "factmem/store/active.py",
-      "rows += (self.n_indexed + np.flatnonzero(c[\"hash\"][self.n_indexed:self.n] == h)).tolist()",
+      "self.chains.add(np.array([row], np.int64), np.array([key_hash], np.int64))",
       "pass", (JC + "test_crashes_between_calls_lose_nothing_and_repeat_nothing",),
-      "active_of misses the rows appended since the last index"),
+      "a fact a single call created is not chained: later calls do not find it"),
     # -- landed this round: journal checks (reliability issue) ------------------------------------------
     M("JE1", "factmem/store/journal.py", 'if checksum is not None and checksum != _crc(line, payload).encode("ascii"):',
       "if False:", JE + "test_a_flipped_digit_fails_the_checksum", "the entry's checksum is not checked"),
