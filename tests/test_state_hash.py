@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from factmem.store.calls import state_key
 from factmem.store.hashchains import HashChains
-from factmem.store.keyhash import key_hashes, keys_and_hashes, pair_hashes, state_keys
+from factmem.store.keyhash import key_hashes, pair_hashes, state_keys
 
 texts = st.text(st.characters(blacklist_categories=("Cs",)), max_size=12)
 
@@ -61,21 +61,3 @@ def test_hash_chains_find_every_row_of_a_hash_in_the_order_added(additions, want
     rebuilt = HashChains.of(every)  # built at once: the same groups
     query, found = rebuilt.find(np.array(wanted, np.int64))
     assert list(zip(query.tolist(), found.tolist())) == [(i, r) for i, h in enumerate(wanted) for r in reference.get(h, [])]
-
-
-@given(st.lists(st.tuples(texts, texts), max_size=40), st.integers(0, 5))
-def test_keys_spelled_and_hashed_in_one_pass_are_state_keys_and_their_hashes(pairs, cut):
-    """keys_and_hashes (the compiled pass over the bytes) against state_key and the Python hash:
-    code points counted for the prefix (multi-byte characters, lengths of several digits), sliced
-    arrays (an offset into the buffers), large strings."""
-    pairs = pairs + [("ü" * 12, "ℝ"), ("x" * 105, ""), ("", "p")]
-    subjects = pa.array([s for s, _ in pairs], pa.string())
-    predicates = pa.array([p for _, p in pairs], pa.string())
-    expected = [state_key(s, p) for s, p in pairs]
-    one_by_one = np.array([key_hashes([k])[0] for k in expected])
-    keys, hashes = keys_and_hashes(subjects, predicates)
-    assert keys.to_pylist() == expected and (hashes == one_by_one).all()
-    assert (key_hashes(keys) == one_by_one).all()
-    cut = min(cut, len(pairs))
-    keys, hashes = keys_and_hashes(subjects.slice(cut), predicates.cast(pa.large_string()).slice(cut))
-    assert keys.to_pylist() == expected[cut:] and (hashes == one_by_one[cut:]).all()

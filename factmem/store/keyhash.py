@@ -6,11 +6,8 @@ string made) or from a Python string (a ``remember`` call).
 The hash is a polynomial over the key's UTF-8 bytes, ``h = sum(byte_i * B**(len-1-i)) mod 2**64`` with
 ``B = 0x100000001B3``, then SplitMix64's finalizer. :func:`pair_hashes` puts a key's hash together
 from its subject's and predicate's (computed once per distinct value), without spelling the keys;
-:func:`state_keys` spells them as an Arrow array, and :func:`keys_and_hashes` spells and hashes them
-in one compiled pass over the subjects' and predicates' bytes (a batch's keys: ~0.05 ms for 2,000
-keys, where spelling them with Arrow's kernels and hashing the spelled array with numpy took 0.8 ms).
-The polynomial is one compiled loop over a string's bytes (:func:`_poly_of`), whichever way the
-bytes come. Hashes may collide: the state checks every candidate against its key string.
+:func:`state_keys` spells them as an Arrow array. Hashes may collide: the state checks every
+candidate against its key string.
 """
 
 from __future__ import annotations
@@ -21,17 +18,18 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from factmem.core.compiled import njit
 from factmem.errors import StoreError
 from factmem.store.batch import encode
 
-__all__ = ["key_hashes", "pair_hashes", "state_keys", "keys_and_hashes"]
+__all__ = ["key_hashes", "pair_hashes", "state_keys"]
 
 
 #: the key hash: a polynomial over the key's UTF-8 bytes modulo 2**64, then SplitMix64's finalizer
 _HASH_BASE = 0x100000001B3
 _MIX1, _MIX2 = 0xBF58476D1CE4E5B9, 0x94D049BB133111EB
 _MASK = (1 << 64) - 1
+_HASH_CHUNK = 1 << 14  # keys hashed at once: per-byte temporaries under a few MB (4x faster than 1M at once)
+_KEPT_POWERS = 1 << 20  # power tables up to this long are kept between calls (16 MB); longer ones are not
 
 
 def key_hashes(keys: pa.Array | pa.ChunkedArray | np.ndarray | list[str]) -> np.ndarray:
@@ -87,8 +85,10 @@ def _polys(keys: pa.Array | pa.ChunkedArray) -> np.ndarray:
     out = np.empty(len(keys), np.uint64)
     at = 0
     for chunk in keys.chunks if isinstance(keys, pa.ChunkedArray) else [keys]:
-        out[at:at + len(chunk)] = _poly_hashes(chunk)
-        at += len(chunk)
+        for lo in range(0, len(chunk), _HASH_CHUNK):
+            part = chunk.slice(lo, _HASH_CHUNK)
+            out[at:at + len(part)] = _poly_hashes(part)
+            at += len(part)
     return out
 
 
@@ -105,99 +105,45 @@ def _mix(h: np.ndarray) -> np.ndarray:
     return h ^ (h >> np.uint64(31))
 
 
-def _string_buffers(keys: pa.Array) -> tuple[np.ndarray, np.ndarray]:
-    """An Arrow string array's offsets (int64, this slice's ``n + 1``) and its whole data buffer."""
+def _poly_hashes(keys: pa.Array) -> np.ndarray:
+    """The polynomial part of :func:`key_hashes` of one Arrow string array, from its buffers."""
     if keys.null_count:
         raise StoreError("internal: a null key in the write-behind state")
     n = len(keys)
-    off_type: Any = np.int64 if pa.types.is_large_string(keys.type) else np.int32
-    if not (pa.types.is_large_string(keys.type) or pa.types.is_string(keys.type)):
+    if pa.types.is_large_string(keys.type):
+        off_type: Any = np.int64
+    else:
         keys = keys.cast(pa.string())
+        off_type = np.int32
     buffers = keys.buffers()
     offsets = np.frombuffer(buffers[1], off_type)[keys.offset:keys.offset + n + 1].astype(np.int64)
-    data = np.frombuffer(buffers[2], np.uint8) if buffers[2] is not None else np.zeros(0, np.uint8)
-    return offsets, data
+    lo, hi = int(offsets[0]), int(offsets[-1])
+    out = np.zeros(n, np.uint64)
+    if hi == lo:
+        return out
+    data = np.frombuffer(buffers[2], np.uint8)[lo:hi]
+    # with S the running sum of byte_j * B**-j (B is odd: invertible modulo 2**64), the string over bytes
+    # [start, end) hashes to B**(end-1) * (S[end] - S[start]): three passes over the bytes, none gathered
+    up, down = _power_tables(hi - lo + 1)
+    running = np.zeros(hi - lo + 1, np.uint64)
+    np.cumsum(data * down[:hi - lo], out=running[1:])  # (uint8 * uint64: uint64, wrapping)
+    start, end = offsets[:-1] - lo, offsets[1:] - lo
+    return up[np.maximum(end - 1, 0)] * (running[end] - running[start])  # an empty string: 0
 
 
-@njit(inline=True)
-def _poly_of(data, lo, hi):  # pragma: no cover - compiled
-    """The polynomial of bytes ``data[lo:hi]`` modulo 2**64 (uint64 arithmetic wraps)."""
-    h = np.uint64(0)
-    base = np.uint64(_HASH_BASE)
-    for i in range(lo, hi):
-        h = h * base + np.uint64(data[i])
-    return h
+_TABLES: list[np.ndarray] = [np.ones(1, np.uint64), np.ones(1, np.uint64)]
 
 
-@njit
-def _polys_of(offsets, data):  # pragma: no cover - compiled
-    out = np.empty(len(offsets) - 1, np.uint64)
-    for i in range(len(out)):
-        out[i] = _poly_of(data, offsets[i], offsets[i + 1])
-    return out
-
-
-def _poly_hashes(keys: pa.Array) -> np.ndarray:
-    """The polynomial part of :func:`key_hashes` of one Arrow string array, from its buffers."""
-    offsets, data = _string_buffers(keys)
-    return _polys_of(offsets, data)
-
-
-@njit
-def _spell_and_hash(s_offsets, s_data, p_offsets, p_data):  # pragma: no cover - compiled
-    """The keys ``f"{len(subject)}\0{subject}\0{predicate}"`` (the length in code points) as Arrow
-    offsets and bytes, and each key's polynomial: one pass to size them, one to write and hash."""
-    n = len(s_offsets) - 1
-    chars = np.zeros(n, np.int64)
-    digits = np.ones(n, np.int64)
-    offsets = np.zeros(n + 1, np.int64)
-    for i in range(n):
-        for j in range(s_offsets[i], s_offsets[i + 1]):
-            if (s_data[j] & 0xC0) != 0x80:  # not a UTF-8 continuation byte: a code point starts here
-                chars[i] += 1
-        c = chars[i]
-        while c >= 10:
-            c //= 10
-            digits[i] += 1
-        offsets[i + 1] = (offsets[i] + digits[i] + 1 + (s_offsets[i + 1] - s_offsets[i]) + 1
-                          + (p_offsets[i + 1] - p_offsets[i]))
-    data = np.empty(offsets[n], np.uint8)
-    polys = np.empty(n, np.uint64)
-    for i in range(n):
-        at = offsets[i]
-        c = chars[i]
-        for d in range(digits[i] - 1, -1, -1):
-            data[at + d] = 48 + c % 10  # "0" + the digit
-            c //= 10
-        at += digits[i]
-        data[at] = 0
-        at += 1
-        for j in range(s_offsets[i], s_offsets[i + 1]):
-            data[at] = s_data[j]
-            at += 1
-        data[at] = 0
-        at += 1
-        for j in range(p_offsets[i], p_offsets[i + 1]):
-            data[at] = p_data[j]
-            at += 1
-        polys[i] = _poly_of(data, offsets[i], offsets[i + 1])
-    return offsets, data, polys
-
-
-def keys_and_hashes(subjects: pa.Array, predicates: pa.Array) -> tuple[pa.Array, np.ndarray]:
-    """``(state_keys(subjects, predicates), key_hashes(of them))`` in one compiled pass: the keys
-    spelled into an Arrow string array's buffers and hashed as they are written."""
-    if len(subjects) != len(predicates):
-        raise StoreError("internal: subjects and predicates of different lengths")
-    s_offsets, s_data = _string_buffers(subjects)
-    p_offsets, p_data = _string_buffers(predicates)
-    offsets, data, polys = _spell_and_hash(s_offsets, s_data, p_offsets, p_data)
-    n = len(subjects)
-    if offsets[-1] < 2**31:
-        keys = pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(data)])
-    else:  # (over 2 GiB of keys)
-        keys = pa.Array.from_buffers(pa.large_string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
-    return keys, _mix(polys).view(np.int64)
+def _power_tables(n: int) -> tuple[np.ndarray, np.ndarray]:
+    """B**k and B**-k modulo 2**64 for k < n (kept, grown as needed, up to ``_KEPT_POWERS``: a chunk
+    holding a very long key gets tables of its own)."""
+    if len(_TABLES[0]) < n:
+        size = max(n, min(2 * len(_TABLES[0]), _KEPT_POWERS))
+        tables = [_powers(size, _HASH_BASE), _powers(size, pow(_HASH_BASE, -1, 1 << 64))]
+        if size > _KEPT_POWERS:
+            return tables[0], tables[1]
+        _TABLES[:] = tables
+    return _TABLES[0], _TABLES[1]
 
 
 def state_keys(subjects: pa.Array | pa.ChunkedArray, predicates: pa.Array | pa.ChunkedArray) -> pa.Array:

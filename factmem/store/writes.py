@@ -21,7 +21,7 @@ from factmem.engine import kernel
 from factmem.store.base import StoreBase
 from factmem.store.batch import Batch, load_batch
 from factmem.store.calls import MAX_COUNT, check_count
-from factmem.store.keyhash import keys_and_hashes
+from factmem.store.keyhash import key_hashes, state_keys
 from factmem.store.schema import ACTION_LABELS, KIND_LABELS, REASON_LABELS, SOURCE_LABELS, STATUS_LABELS, text_column
 
 if TYPE_CHECKING:
@@ -136,11 +136,10 @@ class BatchWrites(StoreBase):
         kind = batch.kind_codes()
 
         # active facts of the touched (subject, predicate) pairs
-        pair_subjects, pair_predicates = s_dict.take(pa.array(pair // n_p)), p_dict.take(pa.array(pair % n_p))
         _fm_pairs = pa.table({
             "sp": pa.array(np.arange(len(sp_uniq), dtype=np.int64)),
-            "subject": pair_subjects,
-            "predicate": pair_predicates,
+            "subject": s_dict.take(pa.array(pair // n_p)),
+            "predicate": p_dict.take(pa.array(pair % n_p)),
         })
         if state is None:
             ex = self._db.sql(
@@ -150,7 +149,8 @@ class BatchWrites(StoreBase):
             pair_keys = pair_hash = pair_of_row = None
         else:
             # the pairs' keys and hashes serve the lookup here and the new facts' rows in the state later
-            pair_keys, pair_hash = keys_and_hashes(pair_subjects, pair_predicates)
+            pair_keys = state_keys(_fm_pairs.column("subject"), _fm_pairs.column("predicate"))
+            pair_hash = key_hashes(pair_keys)
             pair_of_row = np.empty(n, np.int64)
             pair_of_row[order] = (np.cumsum(sp_new) - 1)[key_sorted]
             sp_of, rows = state.lookup(pair_keys, pair_hash)
