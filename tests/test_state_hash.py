@@ -45,8 +45,10 @@ _hashes = st.sampled_from([0, 1, -1, 16, 32, 48, 2**62, -2**63, 2**63 - 1, 12345
 @settings(max_examples=150)
 @given(st.lists(st.lists(_hashes, max_size=30), min_size=1, max_size=6), st.lists(_hashes, max_size=12))
 def test_hash_chains_find_every_row_of_a_hash_in_the_order_added(additions, wanted):
-    """HashChains against a dict of lists: rows added in several calls (the table grows, slots
-    collide), every wanted hash's rows found oldest first, grouped by wanted index in order."""
+    """HashChains against a dict of lists: rows added in several calls — up to 4 rows one by one in
+    Python, more compiled; the table grows, slots collide — and built at once with numpy: every
+    wanted hash's rows found oldest first (compiled, grouped by wanted index in order; one hash in
+    Python)."""
     chains, reference, row = HashChains(), {}, 0
     for hashes in additions:
         rows = np.arange(row, row + len(hashes), dtype=np.int64)
@@ -57,7 +59,11 @@ def test_hash_chains_find_every_row_of_a_hash_in_the_order_added(additions, want
         query, found = chains.find(np.array(wanted, np.int64))
         expected = [(i, r) for i, h in enumerate(wanted) for r in reference.get(h, [])]
         assert list(zip(query.tolist(), found.tolist())) == expected
+        assert all(chains.rows_of(h) == reference.get(h, []) for h in wanted)
     every = np.concatenate([np.array(h, np.int64) for h in additions])
     rebuilt = HashChains.of(every)  # built at once: the same groups
     query, found = rebuilt.find(np.array(wanted, np.int64))
     assert list(zip(query.tolist(), found.tolist())) == [(i, r) for i, h in enumerate(wanted) for r in reference.get(h, [])]
+    assert all(rebuilt.rows_of(h) == reference.get(h, []) for h in wanted)
+    rebuilt.add(np.array([row]), np.array([wanted[0] if wanted else 5], np.int64))  # then one more, in Python
+    assert rebuilt.rows_of(wanted[0] if wanted else 5) == reference.get(wanted[0] if wanted else 5, []) + [row]

@@ -449,3 +449,37 @@ def test_big_batches_are_written_at_once_and_drop_the_state(store_factory, monke
                            "object": ["tea", "tea", "vim", "here"], "kind": "explicit"}))
     assert s._active is None  # written in a transaction (after a flush): the state is rebuilt when next needed
     assert s.facts(at=0)["reinforcement_count"].tolist() == [2, 0, 0]
+
+
+def test_single_calls_never_run_compiled_code_and_batches_do(store_factory, monkeypatch):
+    """A process's first compiled call costs ~0.4 s (factmem.store.hashchains): remember() calls —
+    the first ones scanning, the next building the chains with numpy, then one key looked up and one
+    row added at a time in Python — never reach the compiled loops; a batch does; and the facts are
+    the row-by-row path's."""
+    from factmem.store import hashchains
+
+    monkeypatch.setattr("factmem.store.active.ActiveState.SCANS_BEFORE_INDEX", 3)
+    compiled = {"insert": hashchains._insert, "find": hashchains._find}
+    used = []
+
+    def counted(name):
+        def call(*args):
+            used.append(name)
+            return compiled[name](*args)
+        return call
+
+    monkeypatch.setattr(hashchains, "_insert", counted("insert"))
+    monkeypatch.setattr(hashchains, "_find", counted("find"))
+    s, reference = store_factory(), FactStore(None, write_behind=False)
+    t0 = 1_700_000_000
+    for i in range(12):  # scans, then the chains built, then found and added one at a time
+        for store in (s, reference):
+            store.remember(f"u{i % 5}", "likes" if i % 2 else "lives_in", f"v{i % 3}", "explicit", at=t0 + i * 60)
+    assert used == [] and s._active is not None and s._active.chains is not None
+    batch = pd.DataFrame({"ts": [t0 + 3600 + j for j in range(6)], "subject": [f"u{j}" for j in range(6)],
+                          "predicate": ["likes"] * 6, "object": ["v1"] * 6, "kind": ["explicit"] * 6})
+    s.ingest(batch)
+    reference.ingest(batch)
+    assert "find" in used and "insert" in used  # a batch's keys and new rows: compiled
+    assert table(s)[0].equals(table(reference)[0])
+    reference.close()

@@ -234,7 +234,7 @@ class ActiveState:
             # in id order, as the chains give them (the table's row order need not be the ids')
             rows = found[np.argsort(c["id"][found], kind="stable")].tolist()
         else:
-            rows = self._chains().find(np.array([h], np.int64))[1].tolist()
+            rows = self._chains().rows_of(h)
         status, keys = c["status"], c["key"]
         return h, [(int(c["id"][r]), c["object"][r], float(c["confidence"][r]), int(c["last"][r]), float(c["rate"][r]))
                    for r in rows if status[r] == Status.ACTIVE and keys[r] == key]
@@ -250,7 +250,7 @@ class ActiveState:
         self.row_of_id[values["id"]] = row
         self.n += 1
         if self.chains is not None:
-            self.chains.add(np.array([row], np.int64), np.array([key_hash], np.int64))
+            self.chains.add(np.array([row], np.int64), np.array([key_hash], np.int64))  # (one row: no compiled code)
         if len(self.archive_guess):
             self._guess(np.array([row]))
         return row

@@ -10,7 +10,19 @@ its newest row, and ``older[row]`` links each row to the one added before it und
   whatever the number of rows already held (the sorted index it replaces merged a tail of
   appended rows into a sorted array at every batch, and re-sorted everything past 65,536);
 * :meth:`HashChains.find` — for each wanted hash, every row added under it, oldest first, as
-  (index into the wanted hashes, row) pairs grouped by wanted hash: O(rows found).
+  (index into the wanted hashes, row) pairs grouped by wanted hash: O(rows found);
+  :meth:`HashChains.rows_of` the same for one hash, as a list.
+
+**A single call never starts the compiler.** A process's first compiled call costs ~0.4 s (Numba's
+code generator starting, whatever its on-disk cache holds) — more than the whole first
+``remember()`` may take. So the chains are built (:meth:`HashChains.of`), and the table grown,
+with numpy: the hashes' groups by a stable sort, then the table filled in rounds — in each, every
+hash not yet placed tries the next slot of its probe sequence, and of those trying one empty
+slot one takes it (the one whose write numpy's scatter leaves: the same in every run); every slot
+a hash passed is held by then, so a probe from its home slot finds it — a linear-probing table
+like the one the compiled loop fills, perhaps with another arrangement. One row added or looked up (a ``remember`` call) is a short loop in
+Python over the numpy arrays; only a batch's rows (``add``, ``find``) run compiled. The tests hold
+the two ways of filling and of reading a table to the same groups.
 
 Rows are never removed one by one: a row that left the active set stays until the state is
 compacted, and then the chains are built again (:meth:`HashChains.of`). Different keys whose hashes
@@ -32,6 +44,7 @@ from factmem.core.compiled import njit
 __all__ = ["HashChains"]
 
 _EMPTY = -1  # a slot holding no hash (its newest row); a row with no older one
+_ONE_BY_ONE = 4  # rows added at once up to this many: a loop in Python (a call's), beyond it compiled
 
 
 @njit
@@ -58,17 +71,69 @@ def _insert(slot_hash, slot_newest, older, rows, hashes):  # pragma: no cover - 
     return added
 
 
-@njit
-def _rehash(old_hash, old_newest, slot_hash, slot_newest):  # pragma: no cover - compiled
-    """The occupied slots of a table moved into a larger empty one (the chains stay as they are)."""
-    mask = len(slot_hash) - 1
-    for s in range(len(old_hash)):
-        if old_newest[s] != _EMPTY:
-            t = old_hash[s] & mask
-            while slot_newest[t] != _EMPTY:
-                t = (t + 1) & mask
-            slot_hash[t] = old_hash[s]
-            slot_newest[t] = old_newest[s]
+def _fill(slot_hash: np.ndarray, slot_newest: np.ndarray, distinct: np.ndarray, newest: np.ndarray,
+          in_home_order: bool = False) -> None:
+    """Fill an empty table with distinct hashes and their newest rows by linear probing, in order of
+    home slot: each hash takes its home slot or the one after the hash before it, whichever is
+    later — a running maximum (slot minus rank never decreases). The few pushed past the table's
+    end wrap around to its start (:func:`_place`)."""
+    size = len(slot_hash)
+    home = distinct & np.int64(size - 1)
+    if not in_home_order:
+        by_home = np.argsort(home, kind="stable")
+        distinct, newest, home = distinct[by_home], newest[by_home], home[by_home]
+    rank = np.arange(len(distinct), dtype=np.int64)
+    slot = np.maximum.accumulate(home - rank) + rank
+    inside = slot < size
+    slot_hash[slot[inside]], slot_newest[slot[inside]] = distinct[inside], newest[inside]
+    if not inside.all():
+        _place(slot_hash, slot_newest, distinct[~inside], newest[~inside])
+
+
+def _place(slot_hash: np.ndarray, slot_newest: np.ndarray, hashes: np.ndarray, newest: np.ndarray) -> None:
+    """Put distinct ``hashes`` (none in the table yet) with their newest rows into the table, by linear
+    probing in numpy rounds: in each, every hash not yet placed tries the next slot of its probe
+    sequence, and of several trying one empty slot one takes it (the one whose write numpy's
+    scatter leaves: the same in every run). Every slot a hash passed is held by then, so a probe
+    from its home slot finds it."""
+    mask = np.int64(len(slot_hash) - 1)
+    waiting = np.arange(len(hashes))
+    slot = hashes & mask
+    while waiting.size:
+        trying = slot[waiting]
+        free = np.flatnonzero(slot_newest[trying] == _EMPTY)
+        hopeful, target = waiting[free], trying[free]
+        slot_hash[target] = hashes[hopeful]  # (several writes to one slot: one stays, and took the slot)
+        took = slot_hash[target] == hashes[hopeful]  # (the hashes are distinct)
+        slot_newest[target[took]] = newest[hopeful[took]]
+        left = np.ones(len(waiting), bool)
+        left[free[took]] = False
+        waiting = waiting[left]
+        slot[waiting] = (slot[waiting] + 1) & mask
+
+
+def _by_home_then_hash(hashes: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
+    """The order of positions by (home slot in a table of ``size``, hash, position), and the hashes in
+    it: each hash rotated so that its home slot's bits lead, its top bits cleared for the position,
+    and the packed numbers sorted as plain numbers (np.sort: about twice as fast as a stable
+    argsort); the rare runs sharing their kept bits are then put in order by a lexsort."""
+    n = len(hashes)
+    home_bits = size.bit_length() - 1
+    keyed = hashes.view(np.uint64)
+    if home_bits:
+        keyed = (keyed >> np.uint64(home_bits)) | (keyed << np.uint64(64 - home_bits))  # home slot's bits on top
+    position_bits = max(int(n - 1).bit_length(), 1)
+    low = np.uint64((1 << position_bits) - 1)
+    packed = np.sort((keyed & ~low) | np.arange(n, dtype=np.uint64))
+    order = (packed & low).astype(np.int64)
+    kept = packed >> np.uint64(position_bits)
+    tie = np.flatnonzero(kept[1:] == kept[:-1])  # neighbours sharing their kept bits
+    if tie.size:
+        member = np.zeros(n, bool)
+        member[tie] = member[tie + 1] = True
+        at = np.flatnonzero(member)  # runs in ascending kept bits: one sort of all keeps each in its place
+        order[at] = order[at][np.lexsort((order[at], keyed[order[at]]))]
+    return order, hashes[order]
 
 
 @njit
@@ -119,7 +184,7 @@ class HashChains:
     """Rows grouped by key hash, each group in the order its rows were added (the module docstring)."""
 
     def __init__(self, rows: int = 0, hashes: int = 0) -> None:
-        size = _table_size(hashes)
+        size = _table_size(hashes)  # (room for this many distinct hashes)
         self.slot_hash = np.zeros(size, np.int64)
         self.slot_newest = np.full(size, _EMPTY, np.int64)
         self.older = np.full(max(rows, 16), _EMPTY, np.int64)
@@ -128,10 +193,22 @@ class HashChains:
     @classmethod
     def of(cls, hashes: np.ndarray, rows: np.ndarray | None = None) -> HashChains:
         """The chains of ``rows`` (default: ``0 .. len(hashes) - 1``) added in that order, ``hashes[i]``
-        being the hash of ``rows[i]``."""
-        rows = np.arange(len(hashes), dtype=np.int64) if rows is None else rows
-        chains = cls(int(rows.max()) + 1 if len(rows) else 0, len(hashes))
-        chains.add(rows, hashes)
+        being the hash of ``rows[i]`` — built with numpy, no compiled code (the module docstring)."""
+        rows = np.arange(len(hashes), dtype=np.int64) if rows is None else np.asarray(rows, np.int64)
+        hashes = np.asarray(hashes, np.int64)
+        chains = cls(int(rows.max()) + 1 if len(rows) else 0, len(rows))
+        if not len(rows):
+            return chains
+        size = len(chains.slot_hash)
+        order, grouped = _by_home_then_hash(hashes, size)
+        grouped_rows = rows[order]
+        starts = np.ones(len(grouped), bool)
+        starts[1:] = grouped[1:] != grouped[:-1]
+        chains.older[grouped_rows] = np.where(starts, _EMPTY, np.roll(grouped_rows, 1))
+        ends = np.append(starts[1:], True)
+        distinct, newest = grouped[ends], grouped_rows[ends]  # in order of their home slot
+        _fill(chains.slot_hash, chains.slot_newest, distinct, newest, in_home_order=True)
+        chains.hashes = len(distinct)
         return chains
 
     def add(self, rows: np.ndarray, hashes: np.ndarray) -> None:
@@ -144,12 +221,43 @@ class HashChains:
             grown[:len(self.older)] = self.older
             self.older = grown
         if 2 * (self.hashes + len(rows)) > len(self.slot_hash):  # (as if every hash were new: at most half full)
+            held = self.slot_newest != _EMPTY
+            distinct, newest = self.slot_hash[held], self.slot_newest[held]
             size = _table_size(self.hashes + len(rows))
-            slot_hash, slot_newest = np.zeros(size, np.int64), np.full(size, _EMPTY, np.int64)
-            _rehash(self.slot_hash, self.slot_newest, slot_hash, slot_newest)
-            self.slot_hash, self.slot_newest = slot_hash, slot_newest
+            self.slot_hash, self.slot_newest = np.zeros(size, np.int64), np.full(size, _EMPTY, np.int64)
+            _fill(self.slot_hash, self.slot_newest, distinct, newest)
+        if len(rows) <= _ONE_BY_ONE:  # a call's row or two: no compiled code (the module docstring)
+            for row, h in zip(rows.tolist(), np.asarray(hashes, np.int64).tolist()):
+                self._add_one(row, h)
+            return
         self.hashes += int(_insert(self.slot_hash, self.slot_newest, self.older,
                                    np.ascontiguousarray(rows, np.int64), np.ascontiguousarray(hashes, np.int64)))
+
+    def _slot_of(self, h: int) -> int:
+        """The slot holding hash ``h``, or the empty slot where its probe sequence ends."""
+        mask = len(self.slot_hash) - 1
+        s = h & mask
+        while self.slot_newest[s] != _EMPTY and self.slot_hash[s] != h:
+            s = (s + 1) & mask
+        return s
+
+    def _add_one(self, row: int, h: int) -> None:
+        s = self._slot_of(h)
+        newest = int(self.slot_newest[s])
+        if newest == _EMPTY:
+            self.slot_hash[s] = h
+            self.hashes += 1
+        self.older[row] = newest
+        self.slot_newest[s] = row
+
+    def rows_of(self, h: int) -> list[int]:
+        """Every row added under hash ``h``, oldest first (one call's key: no compiled code)."""
+        rows = []
+        row = int(self.slot_newest[self._slot_of(h)])
+        while row != _EMPTY:
+            rows.append(row)
+            row = int(self.older[row])
+        return rows[::-1]
 
     def find(self, wanted: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(index into ``wanted``, row) for every row added under each wanted hash: grouped by wanted

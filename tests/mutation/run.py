@@ -156,7 +156,7 @@ MUTANTS: tuple[Mutant, ...] = (
       JC + "test_a_failed_journal_append_leaves_nothing_of_the_call",
       "a failed append leaves its partial bytes in the journal"),
     M("A1", "factmem/store/active.py",
-      "self.chains.add(np.array([row], np.int64), np.array([key_hash], np.int64))",
+      "self.chains.add(np.array([row], np.int64), np.array([key_hash], np.int64))  # (one row: no compiled code)",
       "pass", (JC + "test_crashes_between_calls_lose_nothing_and_repeat_nothing",),
       "a fact a single call created is not chained: later calls do not find it"),
     # -- landed this round: journal checks (reliability issue) ------------------------------------------
