@@ -25,7 +25,7 @@ Python over the numpy arrays; only a batch's rows (``add``, ``find``) run compil
 batch a process ingests pays that start once, as its first ``replay()`` does. Measured on a year of
 daily batches (2,740 events each, a file store): the lookups and appends took ~0.35 s less than
 with the sorted index they replace, about what that start costs — a gain for a process that runs
-on (or has started Numba already), even for one that ingests a year and exits. The tests hold the
+on (or has started Numba already), about even for one that ingests a year and exits. The tests hold the
 two ways of filling and of reading a table to the same groups.
 
 Rows are never removed one by one: a row that left the active set stays until the state is
