@@ -15,18 +15,19 @@ its newest row, and ``older[row]`` links each row to the one added before it und
 
 **A single call never starts the compiler.** A process's first compiled call costs ~0.4 s (Numba's
 code generator starting, whatever its on-disk cache holds) — more than the whole first
-``remember()`` may take. So the chains are built (:meth:`HashChains.of`), and the table grown,
-with numpy: the hashes' groups by a stable sort, then the table filled in rounds — in each, every
-hash not yet placed tries the next slot of its probe sequence, and of those trying one empty
-slot one takes it (the one whose write numpy's scatter leaves: the same in every run); every slot
-a hash passed is held by then, so a probe from its home slot finds it — a linear-probing table
-like the one the compiled loop fills, perhaps with another arrangement. One row added or looked up (a ``remember`` call) is a short loop in
-Python over the numpy arrays; only a batch's rows (``add``, ``find``) run compiled — so the first
-batch a process ingests pays that start once, as its first ``replay()`` does. Measured on a year of
-daily batches (2,740 events each, a file store): the lookups and appends took ~0.35 s less than
-with the sorted index they replace, about what that start costs — a gain for a process that runs
-on (or has started Numba already), about even for one that ingests a year and exits. The tests hold the
-two ways of filling and of reading a table to the same groups.
+``remember()`` may take. So the chains are built (:meth:`HashChains.of`), and the table grown, with
+numpy: the rows grouped by a packed sort on (home slot, hash, position), each linked to the one
+before it in its group; the distinct hashes, in order of home slot, each take their home slot or
+the slot after the hash before them, whichever is later (a running maximum); the few pushed past
+the table's end wrap to its start in numpy rounds (:func:`_place`). Every slot between a hash's home
+and its place is held, so a probe finds it: a linear-probing table like the one the compiled loop
+fills, perhaps arranged otherwise. One row added or looked up (a ``remember`` call) is a short loop
+in Python over the numpy arrays; only a batch's rows (``add``, ``find``) run compiled — so the
+first batch a process ingests pays that start once, as its first ``replay()`` does. Measured on a
+year of daily batches (2,740 events each, a file store): the lookups and appends took ~0.35 s less
+than with the sorted index they replace, about what that start costs — a gain for a process that
+runs on (or has started Numba already), about even for one that ingests a year and exits. The
+tests hold the two ways of filling and of reading a table to the same groups.
 
 Rows are never removed one by one: a row that left the active set stays until the state is
 compacted, and then the chains are built again (:meth:`HashChains.of`). Different keys whose hashes
