@@ -21,7 +21,7 @@ columns (key, object) kept as the Arrow arrays read (:class:`~factmem.store.text
 reads its few rows from them, spelled then); the chains are built only when first needed — a
 batch's lookup, or the single call after ``SCANS_BEFORE_INDEX`` calls that scanned the hashes instead
 — so a process that opens a store for one call never builds them. At a million active facts, warm,
-the query costs ~0.07 s of CPU, the hashes ~0.06, the chains ~0.1; making a million key and object
+the query costs ~0.07 s of CPU, the hashes ~0.06, the chains ~0.13; making a million key and object
 strings and hashing them took 0.77–0.96 s two rounds ago.
 
 ``consolidate`` keeps, per row, a lower bound of the time its effective confidence falls below the
@@ -136,7 +136,7 @@ class ActiveState:
     #: compact the state (drop the rows no longer active) once this many rows were appended since
     MERGE_AT = 65_536
     #: a state read from the table chains its rows at first need: the first single calls find their
-    #: key by a scan of the hashes instead (~0.5 ms at a million rows, against ~0.1 s for the
+    #: key by a scan of the hashes instead (~0.5 ms at a million rows, against ~0.13 s for the
     #: chains), so a process that opens a store for a call or two never builds them, and one that
     #: makes many pays at most this many scans more
     SCANS_BEFORE_INDEX = 32
