@@ -52,6 +52,12 @@ from factmem.store.texts import KeyTexts, Texts
 __all__ = ["ActiveState", "PendingWrite", "key_hashes", "state_keys"]
 
 
+def _id_order(ids: np.ndarray) -> np.ndarray | None:
+    """The order that sorts these distinct ids, or None when they are ascending already (the table's
+    order, and a state's rows, are the ids' whenever the store wrote them)."""
+    return None if bool((ids[1:] > ids[:-1]).all()) else np.argsort(ids, kind="stable")
+
+
 def _copy_chunks(into: np.ndarray, column: pa.ChunkedArray) -> None:
     """A numeric column's chunks copied into the start of ``into`` (no concatenated copy between)."""
     at = 0
@@ -204,10 +210,9 @@ class ActiveState:
         table's order is the ids' when the store wrote it; a file written otherwise is sorted here)."""
         if self.chains is None:
             c = self.col
-            ids = c["id"][:self.n]
-            in_order = None if bool((ids[1:] > ids[:-1]).all()) else np.argsort(ids, kind="stable")
+            by_id = _id_order(c["id"][:self.n])
             hashes = c["hash"][:self.n]
-            self.chains = HashChains.of(hashes if in_order is None else hashes[in_order], in_order)
+            self.chains = HashChains.of(hashes if by_id is None else hashes[by_id], by_id)
         return self.chains
 
     def lookup(self, keys: pa.Array, hashes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -321,8 +326,8 @@ class ActiveState:
             return
         c = self.col
         keep = np.flatnonzero((c["status"][:self.n] == Status.ACTIVE) | c["dirty"][:self.n])
-        kept_ids = c["id"][keep]
-        order = keep if bool((kept_ids[1:] > kept_ids[:-1]).all()) else keep[np.argsort(kept_ids, kind="stable")]
+        by_id = _id_order(c["id"][keep])
+        order = keep if by_id is None else keep[by_id]
         for name in c:
             if isinstance(c[name], Texts):
                 c[name] = c[name].reordered(order, self.n)

@@ -56,8 +56,8 @@ An in-memory store keeps no journal (nothing of it survives a crash).
 calls are made — DuckDB compresses and writes them with the GIL released, on a core the calls do
 not use; on a file store the thread then checkpoints, so that ``close()`` folds into the file only
 what the flushes after it wrote (an A/B of a year of daily ingests: close 0.62 -> 0.48 s, the whole
-loop ~5 % faster by the clock, at a little more CPU). Whatever next needs the tables (a read, another write, the next flush, ``store.db``,
-``close()``) waits for it first. Once it is written, the journal keeps the calls made since: a new
+loop ~5 % faster by the clock, at a little more CPU). Whatever next needs the tables (a read,
+another write, the next flush, ``store.db``, ``close()``) waits for it first. Once it is written, the journal keeps the calls made since: a new
 file holding the header and them, synced, renamed over the journal, the folder synced before the
 next append (at every instant the journal's name holds a file that lists every call the tables
 lack). A flush that fails in the background is written again by whatever next waits for it, and if
