@@ -249,6 +249,30 @@ def test_a_background_flush_that_fails_is_tried_again_and_named(store_factory, m
     assert facts["object"].tolist() == ["tea0", "tea1", "tea2"] and len(s.evidence()) == 3
 
 
+def test_a_background_flush_writes_on_one_thread_and_puts_the_setting_back(store_factory, monkeypatch):
+    """DuckDB runs the flush on one thread (the calls keep the other core), and the database's
+    threads are what they were once it is written — also after a flush that failed."""
+    monkeypatch.setattr("factmem.store.writebehind.FLUSH_CALLS", 3)
+    s = store_factory()
+    setting = "SELECT current_setting('threads')"
+    before = s.query(setting).iloc[0, 0]
+    seen = []
+    original = __import__("factmem.store.active", fromlist=["PendingWrite"]).PendingWrite.write
+
+    def watched(self, con):
+        seen.append(con.execute(setting).fetchone()[0])
+        if len(seen) == 1:
+            raise OSError("disk full")
+        return original(self, con)
+
+    monkeypatch.setattr("factmem.store.active.PendingWrite.write", watched)
+    for i in range(3):
+        s.remember("ada", "likes", f"tea{i}", at=i * DAY)  # the third starts the flush (which fails)
+    assert len(s.facts(at=0)) == 3  # waits for it; written again here, in this thread, with the threads it has
+    assert seen == [1, before] and before > 1
+    assert s.query(setting).iloc[0, 0] == before
+
+
 def test_a_line_cut_short_by_a_crash_is_a_call_that_never_returned(tmp_path):
     path = tmp_path / "m.duckdb"
     child(calls_script(path, 30, "pass"))
