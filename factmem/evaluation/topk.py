@@ -56,9 +56,9 @@ def _better(v1, i1, v2, i2, keys):  # pragma: no cover - compiled
     """Whether candidate ``i1`` (value ``v1``) ranks before ``i2`` (``v2``): the one order."""
     if v1 != v2:
         return v1 > v2
-    for c in range(keys.shape[1]):
-        a = keys[i1, c]
-        b = keys[i2, c]
+    for c in range(keys.shape[0]):
+        a = keys[c, i1]
+        b = keys[c, i2]
         if a != b:
             return a < b
     return i1 < i2
@@ -257,10 +257,13 @@ class TopK:
 
 
 def _keys(columns: Sequence[np.ndarray], n: int) -> np.ndarray:
-    """Tie keys (most significant first) as one (n, keys) int64 array for the compiled order."""
+    """Tie keys (most significant first) as one (keys, n) int64 array for the compiled order: a key
+    a row, each written in one contiguous pass (an (n, keys) array, its columns written with a
+    stride, took 2x as long to fill: ~8 against ~4 ms at 1M states; the order reads a state's keys
+    only on a tie of values, rare)."""
     if not len(columns):
-        return np.zeros((n, 0), np.int64)
-    return np.ascontiguousarray(np.stack([np.asarray(c, np.int64) for c in columns], axis=1))
+        return np.zeros((0, n), np.int64)
+    return np.stack([np.asarray(c, np.int64) for c in columns])
 
 
 def top_k_masks(point: np.ndarray, value: np.ndarray, budgets: Sequence[int], n_points: int,
