@@ -193,7 +193,8 @@ class _Flush:
 def _one_thread(con: duckdb.DuckDBPyConnection) -> int | None:
     """Set the database's DuckDB threads to one; the number it had (None: left as it was)."""
     try:
-        threads = int(con.execute("SELECT current_setting('threads')").fetchone()[0])
+        row = con.execute("SELECT current_setting('threads')").fetchone()
+        threads = int(row[0]) if row is not None else 1
         if threads > 1:
             con.execute("SET threads = 1")
             return threads
