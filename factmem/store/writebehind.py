@@ -165,7 +165,7 @@ class _Flush:
                 try:
                     con.execute(f"SET threads = {threads}")
                 except duckdb.Error:
-                    pass  # (the connection is closing: nothing runs on it any more)
+                    pass  # left at one: the flush's own outcome is what its waiter needs to hear
 
     def _write(self, con: duckdb.DuckDBPyConnection) -> None:
         try:
