@@ -29,7 +29,8 @@ next opened, through the same code, from the state the last flush left.
   at the first call and dropped by every write that does not go through it (``replay``, an
   abstraction pass, an explicit ``transaction()``, a non-SELECT ``query()``) and by any use of
   ``store.db`` / ``store.con`` (the caller may write through them); the next call rebuilds it (one
-  scan of the active facts' Arrow columns, no Python object per fact: ~0.2 s of CPU at a million). A flush keeps it: it writes what the state holds.
+  scan of the active facts' Arrow columns, no Python object per fact: ~0.2 s of CPU at a million).
+  A flush keeps it: it writes what the state holds.
 
 **Where it does not apply** (the call is written directly, in its own transaction, as before):
 inside an explicit ``store.transaction()`` (the caller asked for its calls to commit or roll back
@@ -58,10 +59,10 @@ database's ``threads`` set to 1 for the flush and put back after it), on a core 
 use; on a file store the thread then checkpoints, so that ``close()`` folds into the file only
 what the flushes after it wrote (an A/B of a year of daily ingests: close 0.62 -> 0.48 s, the whole
 loop ~5 % faster by the clock, at a little more CPU). Whatever next needs the tables (a read,
-another write, the next flush, ``store.db``, ``close()``) waits for it first. Once it is written, the journal keeps the calls made since: a new
-file holding the header and them, synced, renamed over the journal, the folder synced before the
-next append (at every instant the journal's name holds a file that lists every call the tables
-lack). A flush that fails in the background is written again by whatever next waits for it, and if
+another write, the next flush, ``store.db``, ``close()``) waits for it first. Once it is written,
+the journal keeps the calls made since: a new file holding the header and them, synced, renamed
+over the journal, the folder synced before the next append (at every instant the journal's name
+holds a file that lists every call the tables lack). A flush that fails in the background is written again by whatever next waits for it, and if
 that fails too :class:`~factmem.errors.StoreWriteError` is raised there, the rows kept for the next
 try and the calls in the journal.
 """
