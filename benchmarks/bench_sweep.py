@@ -26,8 +26,10 @@ temporary folder, unless ``--keep-cache``): the first sweep (*cold*) pays the co
 this process before its workers fork (``factmem.tuning.sweep.load_kernels``: the workers inherit the
 kernels); the same sweep again (*warm*) runs in new worker processes, forked from a process that has
 them loaded, as every later sweep of a process does (a new process loads them from the cache: ~1 s).
-The compile cost alone is measured first, in fresh processes: scoring the bundled ``tiny``-sized log
-with an empty cache (cold) and then with the cache it left (warm).
+The compile cost alone is measured first, in fresh processes: ``load_kernels`` (replaying and scoring
+a generated ``tiny`` log, what a sweep or ``factmem tune`` does before its workers fork; where the
+cache is on disk, the context metrics' kernels compile in a forked child meanwhile) with an empty
+cache (cold) and then with the cache it left (warm).
 
     python benchmarks/bench_sweep.py                 # generates the large preset in a temporary folder
     python benchmarks/bench_sweep.py --log DIR       # an existing dataset
@@ -100,26 +102,16 @@ def maxrss_gb(who) -> float:
 
 _COMPILE_PROBE = """
 import time
-t = time.perf_counter()
-from factmem.data.generate import generate
-from factmem.evaluation.context import ContextEvaluator
-from factmem.evaluation.simulate import prepare, kernel_belief_arrays
-from factmem.core.params import MemoryParams
-import numpy as np
-P = prepare(generate("tiny", seed=3))
-grid = np.arange(P.start + 86400, P.end + 1, 86400)
-p = MemoryParams(multi_valued_predicates=P.dataset.multi_valued_predicates)
-b = kernel_belief_arrays(P, [p], grid)[0]
+from factmem.tuning.sweep import load_kernels
 ready = time.perf_counter()
-ContextEvaluator(P).score(b, p)
-P.evaluator(grid).score(b, p.retrieval_threshold)
+load_kernels()
 print(time.perf_counter() - ready)
 """
 
 
 def compile_cost(cache: str) -> float:
-    """Seconds a fresh process spends on its first scoring of a tiny log (compiling, or loading the
-    kernels from ``cache``)."""
+    """Seconds a fresh process spends in ``load_kernels`` (compiling the replay and scoring kernels, or
+    loading them from ``cache``)."""
     env = {**os.environ, "NUMBA_CACHE_DIR": cache}
     out = subprocess.run([sys.executable, "-c", _COMPILE_PROBE], env=env, check=True, capture_output=True, text=True,
                          cwd=HERE.parent)
@@ -143,7 +135,8 @@ def main() -> None:
     print(f"bench_sweep{' --quick' if args.quick else ''}: {load()}")
     with tempfile.TemporaryDirectory() as cache:
         cold, warm = compile_cost(cache), compile_cost(cache)
-    print(f"  first scoring in a fresh process (tiny log): {cold:5.2f} s with an empty compile cache (cold), "
+    print(f"  loading the kernels in a fresh process (load_kernels: a tiny log replayed and scored): {cold:5.2f} s "
+          f"with an empty compile cache (cold), "
           f"{warm:5.2f} s loading the cache (warm): compiling costs {cold - warm:4.1f} s once per machine")
 
     with tempfile.TemporaryDirectory() as tmp:

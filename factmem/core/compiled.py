@@ -26,7 +26,7 @@ import os
 import tempfile
 from pathlib import Path
 
-__all__ = ["ensure_cache_dir", "njit", "search_left", "search_right"]
+__all__ = ["ensure_cache_dir", "caches_to_disk", "njit", "search_left", "search_right"]
 
 _HERE = Path(__file__).resolve().parent.parent  # the factmem package: where Numba caches first
 
@@ -42,6 +42,10 @@ def _writable(folder: Path) -> bool:
         return False
 
 
+def _user_cache() -> Path:
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "numba"
+
+
 def ensure_cache_dir() -> str | None:
     """Make sure Numba has a writable cache folder; returns the folder set, or None when Numba's own
     choice (beside the sources, or the user's cache folder) is writable or the user chose one."""
@@ -49,14 +53,22 @@ def ensure_cache_dir() -> str | None:
         return None
     if _writable(_HERE / "__pycache__"):
         return None
-    user = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "numba"
-    if _writable(user):
+    if _writable(_user_cache()):
         return None
     fallback = Path(tempfile.gettempdir()) / f"factmem-numba-{os.getuid() if hasattr(os, 'getuid') else 'user'}"
     if not _writable(fallback):
         return None  # nowhere to write: Numba compiles in memory, once per process
     os.environ["NUMBA_CACHE_DIR"] = str(fallback)
     return str(fallback)
+
+
+def caches_to_disk() -> bool:
+    """Whether compiled kernels are written to a cache on disk — so that a kernel another process
+    compiles serves this one too."""
+    chosen = os.environ.get("NUMBA_CACHE_DIR")
+    if chosen:
+        return _writable(Path(chosen))
+    return _writable(_HERE / "__pycache__") or _writable(_user_cache())
 
 
 ensure_cache_dir()  # before Numba reads its configuration

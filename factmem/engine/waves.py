@@ -453,7 +453,9 @@ def replay_waves(key: np.ndarray, obj: np.ndarray, ts: np.ndarray, kind: np.ndar
         from_init[rows[mine]] = np.exp(-init_rate_row[rows[mine]] * age[mine])
         pairs = np.repeat(start[rows] - first_pos, counts) + np.arange(int(counts.sum()))
         # exp(-rate * age) as effective_confidence computes it, in place: negate, multiply, exp
-        table = by_set[sets][:, classes[pairs]]
+        # (np.take gives a C-ordered table, 3x faster than by_set[sets][:, idx], whose result is
+        # F-ordered for several sets: then the scan was compiled twice, once per layout)
+        table = np.take(by_set[sets], classes[pairs], axis=1)
         np.negative(table, out=table)
         np.multiply(table, np.repeat(age, counts)[None, :], out=table)
         np.exp(table, out=table)

@@ -409,6 +409,9 @@ class ContextEvaluator:
         over the state's points, elsewhere per selected pair (with truth, in the kernel that sums the
         points, :func:`context_sums`, once per stretch between the triple's breakpoints)."""
         b = {c: np.asarray(beliefs[c]) for c in ("triple", "start", "end", "reason", "confidence", "rate", "fact")}
+        # columns read from a file come read-only, and Numba compiles its kernels once more for those (0.5 s
+        # on a machine's first run): a copy is milliseconds
+        b = {c: v if v.flags.writeable else v.copy() for c, v in b.items()}
         # read only: columns already of these types are used as they are, not copied
         start, end = np.asarray(b["start"], np.int64), np.asarray(b["end"], np.int64)
         reason = np.asarray(b["reason"], np.int64)

@@ -77,7 +77,16 @@ from factmem.tuning.runs import default_run_dir, run_folder
 from factmem.tuning.search import ADAPTIVE, SearchOutcome, run_search
 from factmem.tuning.settings import CALIBRATION_OBJECTIVES, CONTEXT_OBJECTIVES, Compute, Holdout, Objective, Search
 from factmem.tuning.studies import load_search, parameter_importances, save_search
-from factmem.tuning.sweep import SweepResult, baseline_rows, concat_results, fill_calibration, sweep, worker_pool
+from factmem.tuning.sweep import (
+    SweepResult,
+    baseline_rows,
+    concat_results,
+    fill_calibration,
+    forks,
+    load_kernels,
+    sweep,
+    worker_pool,
+)
 from factmem.tuning.uncertainty import TOP_SHARE, Comparison, bootstrap_difference, selection_stability
 
 __all__ = ["Comparison", "Recommendation", "TuneResult", "base_params", "tune", "resume", "decide", "subject_folds",
@@ -440,6 +449,8 @@ def _search(job: _Job, search: Search, previous: SearchOutcome | None = None, mo
     compute = job.compute
     pool = None
     if compute.executor is None and (compute.workers is None or compute.workers > 0):
+        if forks():
+            load_kernels(objective)  # before the pool's first task forks the workers: they inherit the kernels
         pool = worker_pool(compute.workers or os.cpu_count() or 1)
     inner = Compute(workers=compute.workers, executor=pool or compute.executor, chunk_size=compute.chunk_size,
                     progress=False)
