@@ -256,3 +256,16 @@ def test_the_store_and_the_kernel_give_the_same_context_scores():
     a, b = ctx.score(run.beliefs, p), ctx.score(kern, p)
     run.store.close()
     assert np.array_equal(a.sums, b.sums)
+
+
+def test_each_budget_scores_the_same_whatever_the_others_and_their_order():
+    """The kernel walks a point's ranks once and takes each budget's counts at its last rank, in the
+    budgets' ascending order: given in any order, alongside any others, a budget scores as alone."""
+    P = prepare(generate("tiny", seed=5))
+    p = MemoryParams(multi_valued_predicates=P.dataset.multi_valued_predicates)
+    beliefs = beliefs_of(P, p)
+    together = ContextEvaluator(P, budgets=(20, 3, 8)).score(beliefs, p)
+    for k in (20, 3, 8):
+        alone = ContextEvaluator(P, budgets=(k,)).score(beliefs, p)
+        assert together.summary(budget=k) == alone.summary(budget=k)
+    assert together.summary(budget=3)["context"] < together.summary(budget=20)["context"]
