@@ -136,8 +136,8 @@ def context_sums(best, value, held, flags, tr, pair_code, pair_true, inline, tru
     running = np.zeros(6)  # the point's facts so far, by code
     i = 0
     for p in range(n_points):
-        for c in range(6):
-            running[c] = 0.0
+        for j in range(6):
+            running[j] = 0.0
         acc, prod = 0.0, 1.0  # the log loss of the facts so far: acc - log(prod)
         tp = t[p]
         reached = 0  # budgets (of ``ascending``) whose counts and loss are taken
