@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import math
+import os
 from pathlib import Path
 
 import numpy as np
@@ -603,3 +604,43 @@ def test_budget_curves_draw_the_interval_band():
     bands = [c for c in ax.collections if c.get_label() and not c.get_label().startswith("_")]
     assert [c.get_label() for c in bands] == ["95% interval over people"]
     assert len(ax.collections) == 3  # one band per line, and the legend's entry
+
+
+def test_figures_saved_aside_are_written_by_children_byte_for_byte_and_complete_on_leaving(tmp_path, monkeypatch):
+    from factmem.plots import common
+
+    here = os.getpid()
+    real_write = common._write
+
+    def write(fig, p, dpi):  # records which process wrote each file
+        (tmp_path / f"writer-{p.stem}").write_text(str(os.getpid()))
+        real_write(fig, p, dpi)
+
+    monkeypatch.setattr(common, "_write", write)
+    plain = plots.save(plots.decay_curves(_kind_table("seed")), tmp_path / "plain.png")
+    with plots.saving_aside():
+        aside = plots.save(plots.decay_curves(_kind_table("seed")), tmp_path / "aside.png")
+        other = plots.save(plots.decay_curves(_kind_table("other")), tmp_path / "other.png")
+    assert aside.read_bytes() == plain.read_bytes() and other.stat().st_size > 0
+    assert int((tmp_path / "writer-aside").read_text()) != here  # a child wrote it
+    assert int((tmp_path / "writer-plain").read_text()) == here
+    assert plots.save(plots.decay_curves(_kind_table("seed")), tmp_path / "after.png").read_bytes() == plain.read_bytes()
+    assert int((tmp_path / "writer-after").read_text()) == here  # outside the block: written here again
+
+
+def test_a_figure_whose_child_failed_is_written_here(tmp_path, monkeypatch):
+    from factmem.plots import common
+
+    here = os.getpid()
+    real_write = common._write
+
+    def write(fig, p, dpi):
+        if os.getpid() != here:
+            raise OSError("the child cannot write")
+        real_write(fig, p, dpi)
+
+    monkeypatch.setattr(common, "_write", write)
+    plain = plots.save(plots.decay_curves(_kind_table("seed")), tmp_path / "plain.png")
+    with plots.saving_aside():
+        aside = plots.save(plots.decay_curves(_kind_table("seed")), tmp_path / "aside.png")
+    assert aside.read_bytes() == plain.read_bytes()

@@ -22,7 +22,7 @@ What-if on a production memory: :func:`believed_over_time`, :func:`subject_chang
 
 from __future__ import annotations
 
-from factmem.plots.common import KIND_COLORS, KINDS, STATUS_COLORS, save
+from factmem.plots.common import KIND_COLORS, KINDS, STATUS_COLORS, save, saving_aside
 from factmem.plots.evaluation import (
     METRIC_LABELS,
     OUTCOME_COLORS,
@@ -41,5 +41,5 @@ __all__ = [
     "KINDS", "KIND_COLORS", "STATUS_COLORS", "OUTCOME_COLORS", "METRIC_LABELS",
     "trajectories", "kind_trajectories", "decay_curves", "lineage",
     "checkpoint_metrics", "abstraction_outcomes", "sweep_heatmap", "pareto", "pareto_front", "reliability",
-    "budget_curves", "slices", "believed_over_time", "subject_changes", "save",
+    "budget_curves", "slices", "believed_over_time", "subject_changes", "save", "saving_aside",
 ]

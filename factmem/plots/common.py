@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import datetime as _dt
 import io
-from collections.abc import Iterable, Sequence
+import os
+import sys
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal
 
@@ -28,7 +31,7 @@ from factmem.errors import InputError
 __all__ = ["KIND_COLORS", "OTHER_COLOR", "STATUS_COLORS", "STATUS_HATCH", "CONFIDENCE_LABEL",
     "THRESHOLD_STYLE", "kind_color", "kind_colors", "kind_order", "require", "seconds", "numbers",
     "PlotFigure", "root_figure", "new_axes", "new_panels", "legend_outside", "kind_handles", "threshold_line",
-    "confidence_axis", "GRID_STYLE", "light_grid", "TimeAxis", "save"]
+    "confidence_axis", "GRID_STYLE", "light_grid", "TimeAxis", "save", "saving_aside"]
 
 #: One colour per fact kind, the same in every figure (Okabe–Ito palette: colour-blind safe).
 KIND_COLORS: dict[str, str] = {
@@ -296,17 +299,79 @@ class TimeAxis:
 
 def save(fig: Figure, path: str | Path, dpi: int = 120) -> Path:
     """Write ``fig`` to ``path`` (PNG unless the suffix names another matplotlib format; ``.png`` is
-    appended when there is no suffix), creating parent folders; close it; return the path."""
+    appended when there is no suffix), creating parent folders; close it; return the path. Inside
+    :func:`saving_aside` the file is written by a forked child, complete when the block ends."""
     if not isinstance(fig, Figure):
         raise InputError(f"fig must be a matplotlib Figure, got {type(fig).__name__}")
     p = Path(path)
     if not p.suffix:
         p = p.with_suffix(".png")
     p.parent.mkdir(parents=True, exist_ok=True)
+    if _ASIDE is not None:
+        pid = _fork_write(fig, p, dpi)
+        if pid is not None:
+            _ASIDE.append((pid, fig, p, dpi))
+            return p
+    _write(fig, p, dpi)
+    _close(fig)
+    return p
+
+
+def _write(fig: Figure, p: Path, dpi: int) -> None:
     # no timestamp or software metadata: the same figure gives the same bytes
     meta = {"Software": None} if p.suffix.lower() == ".png" else None
     fig.savefig(p, dpi=dpi, metadata=meta)
+
+
+def _close(fig: Figure) -> None:
     import matplotlib.pyplot as plt  # only to drop a pyplot-managed figure; no-op for plain Figures
 
     plt.close(fig)
-    return p
+
+
+#: figures being written by forked children inside :func:`saving_aside`: (pid, figure, path, dpi)
+_ASIDE: list[tuple[int, Figure, Path, int]] | None = None
+
+
+@contextmanager
+def saving_aside() -> Iterator[None]:
+    """Within the block, :func:`save` writes each figure from a forked child process and returns at
+    once, so that rendering (most of a figure's cost: ~0.6 s each, matplotlib's layout and drawing)
+    runs on another core while the caller goes on (``factmem tune`` writes six while it replays the
+    recommendation and writes its results). Leaving the block waits for the children; a figure whose
+    child failed is written here, so the files are those :func:`save` writes, byte for byte (the
+    child renders the same figure). Where processes cannot fork (not Linux), saving is as outside."""
+    global _ASIDE
+    if _ASIDE is not None or not (hasattr(os, "fork") and sys.platform.startswith("linux")):
+        yield
+        return
+    _ASIDE = []
+    try:
+        yield
+    finally:
+        pending, _ASIDE = _ASIDE, None
+        try:
+            for pid, fig, p, dpi in pending:
+                _, status = os.waitpid(pid, 0)
+                if not (os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0):
+                    _write(fig, p, dpi)  # here, where its error (if any) is raised
+        finally:
+            for _, fig, _, _ in pending:
+                _close(fig)
+
+
+def _fork_write(fig: Figure, p: Path, dpi: int) -> int | None:
+    """Fork a child that writes ``fig`` to ``p`` and exits (0 when written); its pid, or None when
+    no process could be forked."""
+    try:
+        pid = os.fork()
+    except OSError:
+        return None
+    if pid == 0:  # the child: write, then leave without the parent's exit handlers or buffers
+        code = 1
+        try:
+            _write(fig, p, dpi)
+            code = 0
+        finally:
+            os._exit(code)
+    return pid

@@ -131,7 +131,16 @@ def budget_curve_table(result: TuneResult, prepared: PreparedLog) -> pd.DataFram
 
 def write_tune_run(result: TuneResult, prepared: PreparedLog, out: Path) -> Path:
     """Fill the run folder of ``result`` (see the module docstring; made by :func:`factmem.tune`,
-    which marks it complete after this returns); returns its path."""
+    which marks it complete after this returns); returns its path. The figures are rendered by
+    forked children while the rest is written (:func:`factmem.plots.saving_aside`), all complete on
+    return."""
+    from factmem import plots
+
+    with plots.saving_aside():
+        return _write_tune_run(result, prepared, out)
+
+
+def _write_tune_run(result: TuneResult, prepared: PreparedLog, out: Path) -> Path:
     from factmem import plots
     from factmem.export import write_params_file
 
