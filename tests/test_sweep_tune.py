@@ -353,3 +353,19 @@ def test_tune_starting_from_fitted_parameters(tiny_dir):
 
 def test_base_params_come_from_the_log(tiny):
     assert base_params(tiny).multi_valued_predicates == tiny.dataset.multi_valued_predicates
+
+
+def test_chunks_keep_predicate_sets_apart_and_give_every_worker_an_even_share():
+    from factmem.tuning.sweep import _chunks
+
+    one, other = MemoryParams(), MemoryParams(multi_valued_predicates=frozenset({"likes"}))
+    points = [one] * 30 + [other] * 18
+    chunks = _chunks(points, Compute(workers=2, chunk_size=16))
+    assert sorted(i for c in chunks for i in c) == list(range(48))  # every set once
+    assert all(len({points[i].multi_valued_predicates for i in c}) == 1 for c in chunks)
+    assert all(c == sorted(c) for c in chunks)
+    # 30 sets: 2 chunks of 16 at most -> 2 (a multiple of the workers) of 15; 18 sets: 2 of 9, not 16 + 2
+    assert sorted(len(c) for c in chunks) == [9, 9, 15, 15]
+    assert [len(c) for c in _chunks([one] * 48, Compute(workers=2, chunk_size=16))] == [12, 12, 12, 12]
+    assert [len(c) for c in _chunks([one] * 48, Compute(workers=0, chunk_size=16))] == [16, 16, 16]  # in process
+    assert [len(c) for c in _chunks([one], Compute(workers=2, chunk_size=16))] == [1]

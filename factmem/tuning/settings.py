@@ -253,8 +253,9 @@ class Search:
 @dataclass(frozen=True)
 class Compute:
     """Where the work runs: ``workers`` processes (None: every core; 0: this process), or an
-    ``executor`` (e.g. Dask's, see :func:`factmem.tuning.sweep.dask_executor`); ``chunk_size``
-    parameter sets per task (replayed together); ``progress`` bars."""
+    ``executor`` (e.g. Dask's, see :func:`factmem.tuning.sweep.dask_executor`); ``chunk_size``: at
+    most this many parameter sets per task (replayed together; a batch is split into a multiple of
+    the workers, as evenly as it goes); ``progress`` bars."""
 
     workers: int | None = None
     executor: Executor | None = field(default=None, compare=False)

@@ -366,6 +366,30 @@ def plan_parts(prepared: PreparedLog, held_out: PreparedLog | None, schedule: Sc
     return [(prepared, {"all": (0, len(checkpoints))}, {"all": everything})], None
 
 
+def _chunks(points: Sequence[MemoryParams], compute: Compute) -> list[list[int]]:
+    """The parameter sets' indices in chunks (one task each) of sets sharing multi-valued predicates
+    (the kernel's keys depend on them), at most ``chunk_size`` a chunk, and as even as a pool of
+    ``workers`` needs: a group's chunks are a multiple of the workers (a batch of 48 sets on two
+    workers is 4 chunks of 12, not 16 + 16 + 16 — one worker scoring two chunks while the other
+    waited), split as evenly as possible, in order."""
+    order = sorted(range(len(points)), key=lambda i: (sorted(points[i].multi_valued_predicates), i))
+    workers = compute.workers if compute.workers is not None else (os.cpu_count() or 1)  # 0: this process
+    chunks: list[list[int]] = []
+    start = 0
+    while start < len(order):
+        stop = start + 1
+        shared = points[order[start]].multi_valued_predicates
+        while stop < len(order) and points[order[stop]].multi_valued_predicates == shared:
+            stop += 1
+        size = stop - start
+        count = -(-size // compute.chunk_size)
+        if workers > 1:
+            count = min(size, -(-count // workers) * workers)
+        chunks += [list(part) for part in np.array_split(np.array(order[start:stop]), count)]
+        start = stop
+    return [[int(i) for i in c] for c in chunks]
+
+
 def score_chunk(log: Any, holdout_log: Any, params: list[dict], schedule: dict, objective: dict,
                 holdout: dict, calibration: bool = True
                 ) -> tuple[list[dict], dict[str, np.ndarray], dict[str, np.ndarray], dict[str, tuple[int, int]]]:
@@ -476,15 +500,7 @@ def sweep(log: Any, space: Mapping[str, Any] | Sequence[MemoryParams], *, base: 
         points = points + [keep_everything(base)]
     _, split_at = plan_parts(prepared, held_out, schedule, holdout)
 
-    # chunks of parameter sets sharing multi-valued predicates (the kernel's keys depend on them)
-    order = sorted(range(len(points)), key=lambda i: (sorted(points[i].multi_valued_predicates), i))
-    chunks: list[list[int]] = []
-    for i in order:
-        if chunks and len(chunks[-1]) < compute.chunk_size and \
-                points[chunks[-1][0]].multi_valued_predicates == points[i].multi_valued_predicates:
-            chunks[-1].append(i)
-        else:
-            chunks.append([i])
+    chunks = _chunks(points, compute)
     log_ref, hold_ref = _log_ref(prepared), (None if held_out is None else _log_ref(held_out))
     args = (schedule.to_dict(), objective.to_dict(), {**holdout.to_dict(), "log": None}, bool(calibration))
     rows: list[dict] = [{} for _ in points]
