@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from factmem.core import compiled
+from factmem.core import compiled, forked
 
 
 def test_a_cache_folder_is_found_when_the_package_and_home_are_not_writable(tmp_path, monkeypatch):
@@ -54,20 +54,18 @@ def _fail():
     raise RuntimeError("a compile that fails")
 
 
-def test_work_set_aside_runs_in_a_forked_child_and_its_failure_stays_there(tmp_path, monkeypatch):
-    from factmem.tuning import sweep
+@pytest.mark.skipif(not forked.can_fork(), reason="work is set aside in forked children on Linux only")
+def test_work_set_aside_runs_in_a_forked_child_and_its_failure_stays_there(tmp_path):
+    child = forked.start(_mark(tmp_path / "ran"))
+    assert child is not None and forked.succeeded(child)
+    assert int((tmp_path / "ran").read_text()) not in (0, os.getpid())
+    child = forked.start(_fail)
+    assert child is not None and not forked.succeeded(child)  # and nothing raised here
 
-    monkeypatch.setattr(sweep, "forks", lambda: True)
-    monkeypatch.setattr(sweep, "caches_to_disk", lambda: True)
-    child = sweep._compile_aside(_mark(tmp_path / "ran"))
-    child.join(60)
-    assert child.exitcode == 0 and int((tmp_path / "ran").read_text()) not in (0, os.getpid())
-    child = sweep._compile_aside(_fail)
-    child.join(60)
-    assert child.exitcode == 1  # and nothing raised here
-    # no cache on disk: a child's compiling would serve nobody, so nothing is started
-    monkeypatch.setattr(sweep, "caches_to_disk", lambda: False)
-    assert sweep._compile_aside(_mark(tmp_path / "not")) is None and not (tmp_path / "not").exists()
+
+def test_no_child_where_processes_do_not_fork(tmp_path, monkeypatch):
+    monkeypatch.setattr(forked.sys, "platform", "darwin")
+    assert forked.start(_mark(tmp_path / "not")) is None and not (tmp_path / "not").exists()
 
 
 _COMPILES = """

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import io
-import os
-import sys
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -25,6 +23,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
 # Plots speak DataFrames and plain values; they take only the shared vocabularies from core.
+from factmem.core import forked
 from factmem.core.codes import KINDS, STATUSES  # noqa: F401 - re-exported for the figures
 from factmem.errors import InputError
 
@@ -308,7 +307,7 @@ def save(fig: Figure, path: str | Path, dpi: int = 120) -> Path:
         p = p.with_suffix(".png")
     p.parent.mkdir(parents=True, exist_ok=True)
     if _ASIDE is not None:
-        pid = _fork_write(fig, p, dpi)
+        pid = forked.start(lambda: _write(fig, p, dpi))
         if pid is not None:
             _ASIDE.append((pid, fig, p, dpi))
             return p
@@ -340,9 +339,10 @@ def saving_aside() -> Iterator[None]:
     runs on another core while the caller goes on (``factmem tune`` writes six while it replays the
     recommendation and writes its results). Leaving the block waits for the children; a figure whose
     child failed is written here, so the files are those :func:`save` writes, byte for byte (the
-    child renders the same figure). Where processes cannot fork (not Linux), saving is as outside."""
+    child renders the same figure). Where processes cannot fork (:mod:`factmem.core.forked`: not
+    Linux), saving is as outside."""
     global _ASIDE
-    if _ASIDE is not None or not (hasattr(os, "fork") and sys.platform.startswith("linux")):
+    if _ASIDE is not None or not forked.can_fork():
         yield
         return
     _ASIDE = []
@@ -352,26 +352,8 @@ def saving_aside() -> Iterator[None]:
         pending, _ASIDE = _ASIDE, None
         try:
             for pid, fig, p, dpi in pending:
-                _, status = os.waitpid(pid, 0)
-                if not (os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0):
+                if not forked.succeeded(pid):
                     _write(fig, p, dpi)  # here, where its error (if any) is raised
         finally:
             for _, fig, _, _ in pending:
                 _close(fig)
-
-
-def _fork_write(fig: Figure, p: Path, dpi: int) -> int | None:
-    """Fork a child that writes ``fig`` to ``p`` and exits (0 when written); its pid, or None when
-    no process could be forked."""
-    try:
-        pid = os.fork()
-    except OSError:
-        return None
-    if pid == 0:  # the child: write, then leave without the parent's exit handlers or buffers
-        code = 1
-        try:
-            _write(fig, p, dpi)
-            code = 0
-        finally:
-            os._exit(code)
-    return pid

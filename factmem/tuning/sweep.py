@@ -48,6 +48,7 @@ import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
+from factmem.core import forked
 from factmem.core.allocator import retain_freed_memory
 from factmem.core.codes import OPEN, EndReason
 from factmem.core.compiled import caches_to_disk
@@ -236,13 +237,13 @@ def load_kernels(objective: Objective | None = None) -> None:
     forked afterwards inherit them. Each worker loaded them itself before, ~1.8 s of its time (most
     of it Numba's own start-up, paid by the first kernel a process runs). Once per process.
 
-    Where processes fork and compiled kernels are cached on disk, the context metrics' kernels are
-    compiled in a forked child — on stand-in belief states of the same types, one per mention, so
-    that it need not wait for the replay's kernels — while this process compiles the replay's and
-    the checkpoint metrics' (then loads the child's from the cache): on a machine whose cache is
-    empty (a first run) that took the wall time from 12.9 to ~8 s (2 cores). Whatever the child
-    does, this process then scores the ``tiny`` log with every kernel itself, so a child that failed
-    costs only its time."""
+    Where processes fork (:mod:`factmem.core.forked`) and compiled kernels are cached on disk, the
+    context metrics' kernels are compiled in a forked child — on stand-in belief states of the same
+    types, one per mention, so that it need not wait for the replay's kernels — while this process
+    compiles the replay's and the checkpoint metrics' (then loads the child's from the cache): on a
+    machine whose cache is empty (a first run) that took the wall time from 12.9 to ~8 s (2 cores).
+    Whatever the child does, this process then scores the ``tiny`` log with every kernel itself, so
+    a child that failed costs only its time."""
     global _KERNELS_LOADED
     if _KERNELS_LOADED:
         return
@@ -257,13 +258,14 @@ def load_kernels(objective: Objective | None = None) -> None:
         ContextEvaluator(prepared, budgets=obj["budgets"], needed=obj["needed"], costs=obj["costs"],
                          max_points_per_subject=obj["max_points_per_subject"]).score(beliefs, params)
 
-    child = _compile_aside(lambda: context_part(_stand_in_beliefs(prepared)))
+    # a child's compiling serves this process only through a cache on disk
+    child = forked.start(lambda: context_part(_stand_in_beliefs(prepared))) if caches_to_disk() else None
     beliefs = kernel_belief_arrays(prepared, [params], schedule.consolidations(prepared.start, prepared.end))[0]
     checkpoints = schedule.checkpoints(prepared.start, prepared.end)
     prepared.evaluator(checkpoints).score_parts(beliefs, params.retrieval_threshold, {"all": (0, len(checkpoints))},
                                                calibration=True)
     if child is not None:
-        child.join()
+        forked.succeeded(child)  # whatever its outcome: what it did not compile is compiled below
     context_part(beliefs)  # from the cache where the child compiled them
     _KERNELS_LOADED = True
 
@@ -277,28 +279,6 @@ def _stand_in_beliefs(prepared: PreparedLog) -> dict[str, np.ndarray]:
             "start": prepared.events["ts"].to_numpy(np.int64), "end": np.full(n, OPEN, np.int64),
             "reason": np.full(n, int(EndReason.OPEN), np.int64), "confidence": np.full(n, 0.5),
             "rate": np.full(n, 0.01), "fact": np.arange(n, dtype=np.int64)}
-
-
-def _compile_aside(work: Any) -> Any:
-    """Run ``work`` in a forked child (started, returned; None where processes do not fork or kernels
-    are not cached on disk — a child's compiling would then serve nobody). The child's errors are its
-    own: it exits, and the caller compiles what it lacked."""
-    if not (forks() and caches_to_disk()):
-        return None
-    import multiprocessing
-
-    def run() -> None:
-        try:
-            work()
-        except BaseException:  # the parent compiles what the child could not
-            os._exit(1)
-
-    child = multiprocessing.get_context("fork").Process(target=run, daemon=True)
-    try:
-        child.start()
-    except (AssertionError, OSError):  # a daemonic process may not have children; no process left to fork
-        return None
-    return child
 
 
 def worker_pool(workers: int) -> ProcessPoolExecutor:
@@ -385,9 +365,9 @@ def _chunks(points: Sequence[MemoryParams], compute: Compute) -> list[list[int]]
         count = -(-size // compute.chunk_size)
         if workers > 1:
             count = min(size, -(-count // workers) * workers)
-        chunks += [list(part) for part in np.array_split(np.array(order[start:stop]), count)]
+        chunks += [part.tolist() for part in np.array_split(np.array(order[start:stop]), count)]
         start = stop
-    return [[int(i) for i in c] for c in chunks]
+    return chunks
 
 
 def score_chunk(log: Any, holdout_log: Any, params: list[dict], schedule: dict, objective: dict,
