@@ -37,6 +37,7 @@ false, charged, context, needed, log_loss).
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import os
 from collections.abc import Mapping, Sequence
@@ -355,18 +356,12 @@ def _chunks(points: Sequence[MemoryParams], compute: Compute) -> list[list[int]]
     order = sorted(range(len(points)), key=lambda i: (sorted(points[i].multi_valued_predicates), i))
     workers = compute.workers if compute.workers is not None else (os.cpu_count() or 1)  # 0: this process
     chunks: list[list[int]] = []
-    start = 0
-    while start < len(order):
-        stop = start + 1
-        shared = points[order[start]].multi_valued_predicates
-        while stop < len(order) and points[order[stop]].multi_valued_predicates == shared:
-            stop += 1
-        size = stop - start
-        count = -(-size // compute.chunk_size)
+    for _, group in itertools.groupby(order, key=lambda i: points[i].multi_valued_predicates):
+        members = np.array(list(group))
+        count = -(-len(members) // compute.chunk_size)
         if workers > 1:
-            count = min(size, -(-count // workers) * workers)
-        chunks += [part.tolist() for part in np.array_split(np.array(order[start:stop]), count)]
-        start = stop
+            count = min(len(members), -(-count // workers) * workers)
+        chunks += [part.tolist() for part in np.array_split(members, count)]
     return chunks
 
 
