@@ -213,6 +213,33 @@ def test_colliding_key_hashes_in_the_written_behind_state(monkeypatch):
     assert facts["reinforcement_count"].max() == 1
 
 
+def test_colliding_key_hashes_of_batches_in_the_written_behind_state(monkeypatch):
+    """The same with the rows ingested in batches (the compiled keys and hashes of a batch)."""
+    from factmem.store import keyhash
+
+    def colliding(*args):
+        keys, hashes = keyhash.keys_and_hashes(*args)
+        return keys, np.full(len(hashes), 7, np.int64)
+
+    monkeypatch.setattr("factmem.store.writes.keys_and_hashes", colliding)
+    monkeypatch.setattr("factmem.store.active.key_hashes", lambda keys: np.full(len(keys), 7, np.int64))
+    rows = [("ada", "likes", "tea"), ("bo", "likes", "jazz"), ("ada", "lives_in", "Oslo"), ("bo", "likes", "jazz"),
+            ("ada", "likes", "tea"), ("bo", "lives_in", "Rome"), ("ada", "lives_in", "Rome")]
+    batches = pd.DataFrame([{"ts": T0 + i * 3600, "subject": subj, "predicate": pred, "object": obj,
+                             "kind": "explicit"} for i, (subj, pred, obj) in enumerate(rows)])
+    stores = [FactStore(write_behind=True), FactStore(write_behind=False)]
+    for s in stores:
+        s.ingest(batches.iloc[:3])
+        s.ingest(batches.iloc[3:5])
+        s.remember("bo", "likes", "jazz", at=T0 + 5 * 3600 - 1)
+        s.ingest(batches.iloc[5:])
+    assert stores[0]._active is not None  # the batches went through the in-process state
+    assert_same(stores[0], stores[1])
+    facts = stores[0].facts(at=0)
+    assert facts["status"].tolist().count("superseded") == 1  # only Oslo, by ada's Rome
+    assert facts["reinforcement_count"].max() == 2  # bo's jazz: ingested twice, remembered once
+
+
 # -- a run of calls with crashes between them ------------------------------------------------------------
 
 items = st.lists(st.tuples(st.sampled_from(["ada", "bo"]), st.sampled_from(["likes", "lives_in", "uses"]),

@@ -1,6 +1,7 @@
 """The write-behind state's key hash is one function however it is computed: over an Arrow array's
 buffers (any offset, chunked or not, large or plain strings), from a subject and a predicate column
-without spelling the key, or from one Python string (a ``remember`` call); and the rows found by it
+without spelling the key, compiled with the key spelled from dictionaries and codes, or from one
+Python string (a ``remember`` call); and the rows found by it
 are every row chained under it, in the order added (:class:`~factmem.store.hashchains.HashChains`)."""
 
 import numpy as np
@@ -10,7 +11,7 @@ from hypothesis import strategies as st
 
 from factmem.store.calls import state_key
 from factmem.store.hashchains import HashChains
-from factmem.store.keyhash import key_hashes, pair_hashes, state_keys
+from factmem.store.keyhash import key_hashes, keys_and_hashes, pair_hashes, state_keys
 
 texts = st.text(st.characters(blacklist_categories=("Cs",)), max_size=12)
 
@@ -31,6 +32,14 @@ def test_every_way_of_hashing_a_key_agrees(pairs, cut):
     chunked = pa.chunked_array([subjects.slice(0, cut), subjects.slice(cut)], pa.string())
     chunked_p = pa.chunked_array([predicates.slice(0, cut), predicates.slice(cut)], pa.string())
     assert (pair_hashes(chunked, chunked_p) == one_by_one).all()
+    # compiled, from dictionaries (a slice of one, large strings in the other) and each pair's codes
+    s_words, p_words = pa.array(["pad"] + sorted({s for s, _ in pairs}), pa.string()).slice(1), \
+        pa.array(sorted({p for _, p in pairs}), pa.large_string())
+    s_codes = np.array([s_words.to_pylist().index(s) for s, _ in pairs])
+    p_codes = np.array([p_words.to_pylist().index(p) for _, p in pairs])
+    spelled, hashed = keys_and_hashes(s_words, p_words, s_codes, p_codes)
+    assert spelled.to_pylist() == keys.to_pylist()
+    assert (hashed == one_by_one).all()
 
 
 def test_distinct_keys_hash_apart():

@@ -21,7 +21,7 @@ from factmem.engine import kernel
 from factmem.store.base import StoreBase
 from factmem.store.batch import Batch, load_batch
 from factmem.store.calls import MAX_COUNT, check_count
-from factmem.store.keyhash import key_hashes, state_keys
+from factmem.store.keyhash import keys_and_hashes
 from factmem.store.schema import ACTION_LABELS, KIND_LABELS, REASON_LABELS, SOURCE_LABELS, STATUS_LABELS, text_column
 
 if TYPE_CHECKING:
@@ -136,12 +136,12 @@ class BatchWrites(StoreBase):
         kind = batch.kind_codes()
 
         # active facts of the touched (subject, predicate) pairs
-        _fm_pairs = pa.table({
-            "sp": pa.array(np.arange(len(sp_uniq), dtype=np.int64)),
-            "subject": s_dict.take(pa.array(pair // n_p)),
-            "predicate": p_dict.take(pa.array(pair % n_p)),
-        })
         if state is None:
+            _fm_pairs = pa.table({
+                "sp": pa.array(np.arange(len(sp_uniq), dtype=np.int64)),
+                "subject": s_dict.take(pa.array(pair // n_p)),
+                "predicate": p_dict.take(pa.array(pair % n_p)),
+            })
             ex = self._db.sql(
                 "SELECT q.sp, f.id, f.object, f.confidence, f.reinforcement_count, f.last_reinforced, f.decay_rate "
                 "FROM memory_facts f JOIN _fm_pairs q ON f.subject = q.subject AND f.predicate = q.predicate "
@@ -149,8 +149,7 @@ class BatchWrites(StoreBase):
             pair_keys = pair_hash = pair_of_row = None
         else:
             # the pairs' keys and hashes serve the lookup here and the new facts' rows in the state later
-            pair_keys = state_keys(_fm_pairs.column("subject"), _fm_pairs.column("predicate"))
-            pair_hash = key_hashes(pair_keys)
+            pair_keys, pair_hash = keys_and_hashes(s_dict, p_dict, pair // n_p, pair % n_p)
             pair_of_row = np.empty(n, np.int64)
             pair_of_row[order] = (np.cumsum(sp_new) - 1)[key_sorted]
             sp_of, rows = state.lookup(pair_keys, pair_hash)
