@@ -269,6 +269,15 @@ MUTANTS: tuple[Mutant, ...] = (
       CX + "test_evaluator_equals_the_independent_scorer", "the context threshold is strict in the metrics",
       ("if not e >= threshold:\n                if rate[s] >= 0:\n                    continue\n                e = -1.0\n",
        "if not e > threshold:\n                if rate[s] >= 0:\n                    continue\n                e = -1.0\n")),
+    # -- the compiled keys of a batch (performance issue) ----------------------------------------------
+    M("WB6", "factmem/store/active.py",
+      "keep = self.col[\"key\"].equal(rows, keys.take(pa.array(query)))  # the key itself: hashes may collide",
+      "keep = np.ones(len(rows), bool)",
+      JC + "test_colliding_key_hashes_of_batches_in_the_written_behind_state",
+      "lookup (a batch's): no check of the key after the hash matched"),
+    M("KH1", "factmem/store/keyhash.py", "if (s_data[j] & 0xC0) != 0x80:", "if True:",
+      "tests/test_state_hash.py::test_every_way_of_hashing_a_key_agrees",
+      "a batch's compiled keys count a subject's bytes, not its code points, in the length prefix"),
 )
 
 
