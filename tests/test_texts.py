@@ -84,4 +84,55 @@ def test_key_texts_spell_keys_of_the_table_rows_and_keep_appended_keys():
             state_key("dee", "p"), state_key("eve", "q"), state_key("fay", "r")]
     assert keys.arrow(np.array([5, 0, 3, 2, 1, 4])).to_pylist() == [want[i] for i in (5, 0, 3, 2, 1, 4)]
     assert keys[1] == want[1] and keys[4] == want[4]
-    assert keys.equal(np.array([0, 4]), pa.array([want[0], want[3]])).tolist() == [True, False]
+    assert keys.equal(np.array([0, 4]), pa.array([want[0], want[3]]), np.array([0, 1])).tolist() == [True, False]
+
+
+@settings(max_examples=150, deadline=None)
+@given(base=st.lists(words, max_size=8), chunks=st.integers(1, 3), script=steps, seed=st.integers(0, 2**31),
+       others=st.lists(st.one_of(st.none(), words), min_size=1, max_size=6), large=st.booleans())
+def test_equal_compares_each_row_with_the_string_asked(base, chunks, script, seed, others, large):
+    """Texts.equal (compiled, the bytes where they are) against the list: rows of the base (in the
+    table's order or another), appended by batches and single calls, never written (None); the
+    strings asked for (plain or large strings, nulls among them) picked by index, each row's own or
+    another."""
+    texts, model = _build(base, chunks, script)
+    if not model:
+        return
+    rng = np.random.default_rng(seed)
+    rows = rng.integers(0, len(model), size=12)
+    pool = [model[r] for r in rows] + others
+    strings = pa.array(pool, pa.large_string() if large else pa.string())
+    at = rng.integers(0, len(pool), size=len(rows))
+    at[: len(rows) // 2] = np.arange(len(rows) // 2)  # half of them asked for the row's own string
+    expected = [model[r] is not None and pool[a] is not None and model[r] == pool[a] for r, a in zip(rows, at)]
+    assert texts.equal(rows, strings, at).tolist() == expected
+    merged = texts.reordered(rng.permutation(len(model)), len(model))  # a base in another order than the rows'
+    place = merged.arrow(np.arange(len(model))).to_pylist()
+    expected = [place[r] is not None and pool[a] is not None and place[r] == pool[a] for r, a in zip(rows, at)]
+    assert merged.equal(rows, strings, at).tolist() == expected
+    ordered = Texts(pa.array(model, pa.string()), len(model), order=np.arange(len(model))[::-1].copy())
+    assert ordered.equal(rows, strings, at).tolist() == [
+        model[len(model) - 1 - r] is not None and pool[a] is not None and model[len(model) - 1 - r] == pool[a]
+        for r, a in zip(rows, at)]
+
+
+subjects_text = st.text(st.characters(blacklist_categories=("Cs",)), max_size=14)
+
+
+@settings(max_examples=150, deadline=None)
+@given(pairs=st.lists(st.tuples(subjects_text, subjects_text), min_size=1, max_size=10), seed=st.integers(0, 2**31))
+def test_key_rows_from_the_table_compare_with_keys_unspelled(pairs, seed):
+    """A key row read from the table (its subject and predicate, in the table's order or another)
+    against keys: its own, another pair's, near misses (the length prefix or a NUL moved, a byte more)."""
+    rng = np.random.default_rng(seed)
+    order = rng.permutation(len(pairs)) if seed % 2 else None
+    subjects = pa.chunked_array([pa.array([s for s, _ in pairs], pa.string())])
+    predicates = pa.chunked_array([pa.array([p for _, p in pairs], pa.string())])
+    keys = KeyTexts(subjects, predicates, len(pairs) + 4, order)
+    own = [state_key(*pairs[int(order[r]) if order is not None else r]) for r in range(len(pairs))]
+    near = [f"{len(s) + 1}\0{s}\0{p}" for s, p in pairs] + [f"{len(s)}\0{s}{p}\0" for s, p in pairs] + \
+        [f"{len(s)}{s}\0\0{p}" for s, p in pairs] + [f"{len(s)}\0{s}\0x{p}" for s, p in pairs]
+    pool = own + [state_key(s, p) for s, p in pairs] + near
+    rows = rng.integers(0, len(pairs), size=16)
+    at = rng.integers(0, len(pool), size=16)
+    assert keys.equal(rows, pa.array(pool, pa.string()), at).tolist() == [own[r] == pool[a] for r, a in zip(rows, at)]

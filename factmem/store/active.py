@@ -224,7 +224,7 @@ class ActiveState:
         query, rows = self._chains().find(hashes)
         active = self.col["status"][rows] == Status.ACTIVE
         query, rows = query[active], rows[active]
-        keep = self.col["key"].equal(rows, keys.take(pa.array(query)))  # the key itself: hashes may collide
+        keep = self.col["key"].equal(rows, keys, query)  # the key itself: hashes may collide
         return query[keep], rows[keep]
 
     def active_of(self, subject: str, predicate: str) -> tuple[int, list[tuple]]:

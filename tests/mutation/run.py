@@ -271,7 +271,7 @@ MUTANTS: tuple[Mutant, ...] = (
        "if not e > threshold:\n                if rate[s] >= 0:\n                    continue\n                e = -1.0\n")),
     # -- the compiled keys of a batch (performance issue) ----------------------------------------------
     M("WB6", "factmem/store/active.py",
-      "keep = self.col[\"key\"].equal(rows, keys.take(pa.array(query)))  # the key itself: hashes may collide",
+      "keep = self.col[\"key\"].equal(rows, keys, query)  # the key itself: hashes may collide",
       "keep = np.ones(len(rows), bool)",
       JC + "test_colliding_key_hashes_of_batches_in_the_written_behind_state",
       "lookup (a batch's): no check of the key after the hash matched"),
