@@ -136,3 +136,31 @@ def test_key_rows_from_the_table_compare_with_keys_unspelled(pairs, seed):
     rows = rng.integers(0, len(pairs), size=16)
     at = rng.integers(0, len(pool), size=16)
     assert keys.equal(rows, pa.array(pool, pa.string()), at).tolist() == [own[r] == pool[a] for r, a in zip(rows, at)]
+
+
+@settings(max_examples=150, deadline=None)
+@given(base=st.lists(words, max_size=8), chunks=st.integers(1, 3), script=steps, seed=st.integers(0, 2**31),
+       extra=st.lists(words, max_size=6), large=st.booleans())
+def test_positions_find_each_rows_string_among_distinct_ones(base, chunks, script, seed, extra, large):
+    """Texts.positions (compiled: a hash table of the distinct strings, bytes compared) against
+    list.index: rows of the base (in the table's order or another), appended, never written (None:
+    -1, as is a string not among them, and the empty string is one like any other)."""
+    texts, model = _build(base, chunks, script)
+    if not model:
+        return
+    rng = np.random.default_rng(seed)
+    present = sorted({v for v in model if v is not None})
+    pool = [v for v in dict.fromkeys(extra + present) if rng.random() < 0.7]  # distinct; some rows' strings left out
+    rng.shuffle(pool)
+    distinct = pa.array(pool, pa.large_string() if large else pa.string())
+    rows = rng.integers(0, len(model), size=12)
+    expect = [pool.index(model[r]) if model[r] is not None and model[r] in pool else -1 for r in rows]
+    assert texts.positions(rows, distinct).tolist() == expect
+    merged = texts.reordered(rng.permutation(len(model)), len(model))
+    place = merged.arrow(np.arange(len(model))).to_pylist()
+    expect = [pool.index(place[r]) if place[r] is not None and place[r] in pool else -1 for r in rows]
+    assert merged.positions(rows, distinct).tolist() == expect
+    ordered = Texts(pa.array(model, pa.string()), len(model), order=np.arange(len(model))[::-1].copy())
+    flipped = model[::-1]
+    expect = [pool.index(flipped[r]) if flipped[r] is not None and flipped[r] in pool else -1 for r in rows]
+    assert ordered.positions(rows, distinct).tolist() == expect

@@ -11,11 +11,12 @@ Python. The base is never changed in place. :class:`KeyTexts` is the key column
 row is compared.
 
 :meth:`Texts.equal` — whether rows hold given strings (a batch's lookup checks the rows its key
-hashes found against the keys themselves) — compares the bytes where they are, compiled: a key
-row read from the table against its subject and predicate, unspelled; no Arrow array of the rows
-is made (the take, concatenation and reordering of :meth:`Texts.arrow`, then ``pc.equal``, cost
-~5x as much). It runs for batches only: a single call never starts the compiler
-(:mod:`factmem.store.hashchains`).
+hashes found against the keys themselves) — and :meth:`Texts.positions` — where rows' strings are
+among distinct ones (the found facts' objects in the batch's object dictionary) — compare the bytes
+where they are, compiled: a key row read from the table against its subject and predicate,
+unspelled; no Arrow array of the rows is made (the take, concatenation and reordering of
+:meth:`Texts.arrow`, then ``pc.equal`` or ``pc.index_in``). They run for batches only: a single call
+never starts the compiler (:mod:`factmem.store.hashchains`).
 """
 
 from __future__ import annotations
@@ -91,6 +92,55 @@ def _holds(rows, at, w_off, w_data, n_base, order, b_off, b_data, spelled, p_off
                 out[i] = _same(w_data, w0, w1, b_data, b_off[j], b_off[j + 1])
             else:
                 out[i] = _same_key(w_data, w0, w1, b_data, b_off[j], b_off[j + 1], p_data, p_off[j], p_off[j + 1])
+    return out
+
+
+_FNV_OFFSET, _FNV_PRIME = np.uint64(0xCBF29CE484222325), np.uint64(0x100000001B3)
+
+
+@njit(inline=True)
+def _fnv(data, a0, a1):  # pragma: no cover - compiled
+    """FNV-1a over bytes ``data[a0:a1]`` (a probe's hash: any well-spread one serves)."""
+    h = _FNV_OFFSET
+    for j in range(a0, a1):
+        h = (h ^ np.uint64(data[j])) * _FNV_PRIME
+    return h
+
+
+@njit
+def _positions(rows, n_base, order, b_off, b_data, a_off, a_data, w_off, w_data):  # pragma: no cover - compiled
+    """For each row (as :func:`_holds` reads it), the position of its string among the distinct
+    strings ``w`` (an open-addressing table of them, built here), or -1."""
+    n_words = len(w_off) - 1
+    size = 2
+    while size < 2 * n_words:
+        size *= 2
+    mask = np.uint64(size - 1)
+    slots = np.full(size, -1, np.int64)
+    for w in range(n_words):
+        h = _fnv(w_data, w_off[w], w_off[w + 1]) & mask
+        while slots[h] != -1:
+            h = (h + np.uint64(1)) & mask
+        slots[h] = w
+    out = np.empty(len(rows), np.int64)
+    for i in range(len(rows)):
+        r = rows[i]
+        if r >= n_base:
+            data = a_data
+            r0, r1 = np.int64(a_off[r - n_base]), np.int64(a_off[r - n_base + 1])
+        else:
+            j = order[r] if len(order) else r
+            data = b_data
+            r0, r1 = np.int64(b_off[j]), np.int64(b_off[j + 1])
+        found = -1
+        h = _fnv(data, r0, r1) & mask
+        while slots[h] != -1:
+            w = slots[h]
+            if _same(data, r0, r1, w_data, w_off[w], w_off[w + 1]):
+                found = w
+                break
+            h = (h + np.uint64(1)) & mask
+        out[i] = found
     return out
 
 
@@ -263,6 +313,32 @@ class Texts:
         if base.null_count and not new.all():
             place = rows[~new] if self.order is None else self.order[rows[~new]]
             out[~new] &= ~_nulls(base, place)
+        return out
+
+    def positions(self, rows: np.ndarray, words: pa.Array) -> np.ndarray:
+        """Where row ``rows[i]``'s string is among the distinct strings ``words`` (int64; -1: not
+        there, or a null), found by hash and compared byte by byte where the rows are, compiled (a
+        batch's lookup of its rows' objects in its object dictionary: as ``pc.index_in`` of
+        :meth:`arrow`, without making the rows an Arrow array). A plain text column only."""
+        rows = np.asarray(rows, np.int64)
+        if not len(rows):
+            return np.zeros(0, np.int64)
+        base, subjects_only, _ = self._base_parts()
+        if subjects_only:
+            raise StoreError("internal: positions() of a key column")
+        words = _as_text(words)
+        if words.null_count:
+            raise StoreError("internal: positions() among strings with a null")
+        appended = self._appended(int(rows.max()) + 1 - self.n_base) if rows.max() >= self.n_base \
+            else pa.array([], pa.string())
+        order = self.order if self.order is not None else np.empty(0, np.int64)
+        out = _positions(rows, self.n_base, order, *_buffers(base), *_buffers(appended), *_buffers(words))
+        new = rows >= self.n_base
+        if appended.null_count and new.any():
+            out[new] = np.where(_nulls(appended, rows[new] - self.n_base), -1, out[new])
+        if base.null_count and not new.all():
+            place = rows[~new] if self.order is None else self.order[rows[~new]]
+            out[~new] = np.where(_nulls(base, place), -1, out[~new])
         return out
 
     def _base_parts(self) -> tuple[pa.Array, bool, pa.Array]:

@@ -147,20 +147,18 @@ class BatchWrites(StoreBase):
                 "FROM memory_facts f JOIN _fm_pairs q ON f.subject = q.subject AND f.predicate = q.predicate "
                 "WHERE f.status = 'active'").to_arrow_table()
             pair_keys = pair_hash = pair_of_row = None
+            ex_sp, ex_id, ex_conf, ex_cnt, ex_last, ex_rate = (ex.column(name).to_numpy() for name in (
+                "sp", "id", "confidence", "reinforcement_count", "last_reinforced", "decay_rate"))
+            ex_obj = np.asarray(pc.index_in(ex.column("object"), value_set=o_dict).fill_null(-1), dtype=np.int64)
         else:
             # the pairs' keys and hashes serve the lookup here and the new facts' rows in the state later
             pair_keys, pair_hash = keys_and_hashes(s_dict, p_dict, pair // n_p, pair % n_p)
             pair_of_row = np.empty(n, np.int64)
             pair_of_row[order] = (np.cumsum(sp_new) - 1)[key_sorted]
-            sp_of, rows = state.lookup(pair_keys, pair_hash)
+            ex_sp, rows = state.lookup(pair_keys, pair_hash)
             c = state.col
-            ex = pa.table({"sp": pa.array(sp_of), "id": pa.array(c["id"][rows]),
-                           "object": c["object"].arrow(rows),
-                           "confidence": pa.array(c["confidence"][rows]),
-                           "reinforcement_count": pa.array(c["count"][rows]),
-                           "last_reinforced": pa.array(c["last"][rows]), "decay_rate": pa.array(c["rate"][rows])})
-        ex_sp = ex.column("sp").to_numpy()
-        ex_obj = np.asarray(pc.index_in(ex.column("object"), value_set=o_dict).fill_null(-1), dtype=np.int64)
+            ex_id, ex_obj = c["id"][rows], c["object"].positions(rows, o_dict)
+            ex_conf, ex_cnt, ex_last, ex_rate = c["confidence"][rows], c["count"][rows], c["last"][rows], c["rate"][rows]
         ex_multi = p_multi[pair[ex_sp] % n_p] if len(ex_sp) else np.zeros(0, bool)
         ex_kraw = sp_uniq[ex_sp] * n_o + np.where(ex_multi, ex_obj + 1, 0)
         at = np.minimum(np.searchsorted(k_uniq, ex_kraw), max(n_keys - 1, 0))
@@ -176,11 +174,8 @@ class BatchWrites(StoreBase):
             ts=ts[order], kind=kind_sorted, key_multi=key_multi,
             predicate=predicate_sorted, predicate_names=predicate_names,
             new_rate=p.decay_rates_for(kind_sorted, predicate_sorted, predicate_names),
-            ex_key=ex_key[keep], ex_obj=ex_obj[keep], ex_id=ex.column("id").to_numpy()[keep],
-            ex_conf=ex.column("confidence").to_numpy()[keep],
-            ex_cnt=ex.column("reinforcement_count").to_numpy()[keep],
-            ex_last=ex.column("last_reinforced").to_numpy()[keep],
-            ex_rate=ex.column("decay_rate").to_numpy()[keep],
+            ex_key=ex_key[keep], ex_obj=ex_obj[keep], ex_id=ex_id[keep], ex_conf=ex_conf[keep], ex_cnt=ex_cnt[keep],
+            ex_last=ex_last[keep], ex_rate=ex_rate[keep],
             pair_keys=pair_keys, pair_hash=pair_hash, pair_of_row=pair_of_row,
         )
 
