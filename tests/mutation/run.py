@@ -278,6 +278,13 @@ MUTANTS: tuple[Mutant, ...] = (
     M("KH1", "factmem/store/keyhash.py", "if (s_data[j] & 0xC0) != 0x80:", "if True:",
       "tests/test_state_hash.py::test_every_way_of_hashing_a_key_agrees",
       "a batch's compiled keys count a subject's bytes, not its code points, in the length prefix"),
+    M("TX1", "factmem/store/texts.py", "    if w1 - w0 != digits + 1 + (s1 - s0) + 1 + (p1 - p0):\n        return False\n",
+      "", "tests/test_texts.py::test_key_rows_from_the_table_compare_with_keys_unspelled",
+      "a key row from the table matches a longer key with its prefix, subject and predicate in place"),
+    M("TX2", "factmem/store/texts.py", "            j = order[r] if len(order) else r\n            data = b_data",
+      "            j = r\n            data = b_data",
+      "tests/test_texts.py::test_positions_find_each_rows_string_among_distinct_ones",
+      "positions read a base row at its own index, not at its place in the table's order"),
 )
 
 
