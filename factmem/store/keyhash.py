@@ -29,7 +29,7 @@ from factmem.core.compiled import njit
 from factmem.errors import StoreError
 from factmem.store.batch import encode
 
-__all__ = ["key_hashes", "keys_and_hashes", "pair_hashes", "state_keys"]
+__all__ = ["as_text", "key_hashes", "keys_and_hashes", "pair_hashes", "state_keys", "string_buffers"]
 
 
 #: the key hash: a polynomial over the key's UTF-8 bytes modulo 2**64, then SplitMix64's finalizer
@@ -210,17 +210,20 @@ def _spell_and_hash(s_off, s_data, s_rows, p_off, p_data, p_rows):  # pragma: no
     return offsets, data, hashes
 
 
-def _string_buffers(words: pa.Array) -> tuple[np.ndarray, np.ndarray]:
-    """A string array's (int64 offsets, bytes), its slice offset applied (no copy of the bytes)."""
-    if words.null_count:
-        raise StoreError("internal: a null key part in the write-behind state")
-    large = pa.types.is_large_string(words.type)
-    if not large:
-        words = words.cast(pa.string())
-    buffers = words.buffers()
-    offsets = np.frombuffer(buffers[1], np.int64 if large else np.int32)[words.offset:words.offset + len(words) + 1]
+def as_text(strings: pa.Array) -> pa.Array:
+    """A string or large-string array as it is; another type cast to string."""
+    return strings if pa.types.is_string(strings.type) or pa.types.is_large_string(strings.type) \
+        else strings.cast(pa.string())
+
+
+def string_buffers(strings: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """A string or large-string array's (offsets, bytes) as numpy views, its slice offset applied (no
+    copy; :func:`as_text` first for another type) — what the compiled passes over strings read."""
+    buffers = strings.buffers()
+    large = pa.types.is_large_string(strings.type)
+    offsets = np.frombuffer(buffers[1], np.int64 if large else np.int32)[strings.offset:strings.offset + len(strings) + 1]
     data = np.frombuffer(buffers[2], np.uint8) if buffers[2] is not None else np.zeros(0, np.uint8)
-    return offsets.astype(np.int64), data
+    return offsets, data
 
 
 def keys_and_hashes(subjects: pa.Array, predicates: pa.Array, subject_rows: np.ndarray,
@@ -228,8 +231,10 @@ def keys_and_hashes(subjects: pa.Array, predicates: pa.Array, subject_rows: np.n
     """``state_keys(subjects.take(subject_rows), predicates.take(predicate_rows))`` and their
     :func:`key_hashes`, compiled, in one pass (a batch's keys, from its subject and predicate
     dictionaries and each pair's codes)."""
-    s_off, s_data = _string_buffers(subjects)
-    p_off, p_data = _string_buffers(predicates)
+    if subjects.null_count or predicates.null_count:
+        raise StoreError("internal: a null key part in the write-behind state")
+    s_off, s_data = string_buffers(as_text(subjects))
+    p_off, p_data = string_buffers(as_text(predicates))
     offsets, data, hashes = _spell_and_hash(s_off, s_data, np.ascontiguousarray(subject_rows, np.int64),
                                             p_off, p_data, np.ascontiguousarray(predicate_rows, np.int64))
     n = len(offsets) - 1

@@ -30,7 +30,7 @@ import pyarrow as pa
 from factmem.core.compiled import njit
 from factmem.errors import StoreError
 from factmem.store.calls import state_key
-from factmem.store.keyhash import state_keys
+from factmem.store.keyhash import as_text, state_keys, string_buffers
 
 __all__ = ["Texts", "KeyTexts"]
 
@@ -142,21 +142,6 @@ def _positions(rows, n_base, order, b_off, b_data, a_off, a_data, w_off, w_data)
             h = (h + np.uint64(1)) & mask
         out[i] = found
     return out
-
-
-def _buffers(strings: pa.Array) -> tuple[np.ndarray, np.ndarray]:
-    """A string array's (offsets, bytes) as numpy views, its slice offset applied (no copy)."""
-    buffers = strings.buffers()
-    large = pa.types.is_large_string(strings.type)
-    offsets = np.frombuffer(buffers[1], np.int64 if large else np.int32)[strings.offset:strings.offset + len(strings) + 1]
-    data = np.frombuffer(buffers[2], np.uint8) if buffers[2] is not None else np.zeros(0, np.uint8)
-    return offsets, data
-
-
-def _as_text(strings: pa.Array) -> pa.Array:
-    """A string or large-string array as it is; another type cast to string."""
-    return strings if pa.types.is_string(strings.type) or pa.types.is_large_string(strings.type) \
-        else strings.cast(pa.string())
 
 
 def _nulls(strings: pa.Array, at: np.ndarray) -> np.ndarray:
@@ -297,22 +282,16 @@ class Texts:
         at = np.asarray(at, np.int64)
         if not len(rows):
             return np.zeros(0, bool)
-        wanted = _as_text(strings)
-        base, subjects_only, predicates = self._base_parts()
-        appended = self._appended(int(rows.max()) + 1 - self.n_base) if rows.max() >= self.n_base \
-            else pa.array([], pa.string())
-        order = self.order if self.order is not None else np.empty(0, np.int64)
-        out = _holds(rows, at, *_buffers(wanted), self.n_base, order, *_buffers(base), not subjects_only,
-                     *_buffers(predicates), *_buffers(appended))
+        wanted = as_text(strings)
+        base, subjects_only, predicates, appended, order = self._compiled_parts(rows)
+        out = _holds(rows, at, *string_buffers(wanted), self.n_base, order, *string_buffers(base), not subjects_only,
+                     *string_buffers(predicates), *string_buffers(appended))
         # a null's bytes are empty, and no wanted string is then told from it: take nulls out by their mask
         if wanted.null_count:
             out &= ~_nulls(wanted, at)
-        new = rows >= self.n_base
-        if appended.null_count and new.any():
-            out[new] &= ~_nulls(appended, rows[new] - self.n_base)
-        if base.null_count and not new.all():
-            place = rows[~new] if self.order is None else self.order[rows[~new]]
-            out[~new] &= ~_nulls(base, place)
+        null = self._null_rows(rows, base, appended)
+        if null is not None:
+            out &= ~null
         return out
 
     def positions(self, rows: np.ndarray, words: pa.Array) -> np.ndarray:
@@ -323,28 +302,45 @@ class Texts:
         rows = np.asarray(rows, np.int64)
         if not len(rows):
             return np.zeros(0, np.int64)
-        base, subjects_only, _ = self._base_parts()
+        base, subjects_only, _, appended, order = self._compiled_parts(rows)
         if subjects_only:
             raise StoreError("internal: positions() of a key column")
-        words = _as_text(words)
+        words = as_text(words)
         if words.null_count:
             raise StoreError("internal: positions() among strings with a null")
+        out = _positions(rows, self.n_base, order, *string_buffers(base), *string_buffers(appended),
+                         *string_buffers(words))
+        null = self._null_rows(rows, base, appended)
+        if null is not None:
+            out[null] = -1
+        return out
+
+    def _compiled_parts(self, rows: np.ndarray) -> tuple[pa.Array, bool, pa.Array, pa.Array, np.ndarray]:
+        """What the compiled passes read for these rows: the base's parts (:meth:`_base_parts`), the
+        appended rows as one array, and the order (empty: the identity)."""
+        base, subjects_only, predicates = self._base_parts()
         appended = self._appended(int(rows.max()) + 1 - self.n_base) if rows.max() >= self.n_base \
             else pa.array([], pa.string())
         order = self.order if self.order is not None else np.empty(0, np.int64)
-        out = _positions(rows, self.n_base, order, *_buffers(base), *_buffers(appended), *_buffers(words))
+        return base, subjects_only, predicates, appended, order
+
+    def _null_rows(self, rows: np.ndarray, base: pa.Array, appended: pa.Array) -> np.ndarray | None:
+        """Which of ``rows`` hold null (None: none can) — the compiled passes read a null as empty."""
         new = rows >= self.n_base
-        if appended.null_count and new.any():
-            out[new] = np.where(_nulls(appended, rows[new] - self.n_base), -1, out[new])
-        if base.null_count and not new.all():
-            place = rows[~new] if self.order is None else self.order[rows[~new]]
-            out[~new] = np.where(_nulls(base, place), -1, out[~new])
-        return out
+        in_appended, in_base = bool(appended.null_count and new.any()), bool(base.null_count and not new.all())
+        if not (in_appended or in_base):
+            return None
+        null = np.zeros(len(rows), bool)
+        if in_appended:
+            null[new] = _nulls(appended, rows[new] - self.n_base)
+        if in_base:
+            null[~new] = _nulls(base, rows[~new] if self.order is None else self.order[rows[~new]])
+        return null
 
     def _base_parts(self) -> tuple[pa.Array, bool, pa.Array]:
         """The base as one text array; whether it holds only the subjects of keys (:class:`KeyTexts`),
         and then their predicates."""
-        self.base = _as_text(self._flat_base())
+        self.base = as_text(self._flat_base())
         return self.base, False, pa.array([], pa.string())
 
     def grown(self, capacity: int) -> Texts:
@@ -380,10 +376,10 @@ class KeyTexts(Texts):
         return state_key(self.base[i].as_py(), self.predicates[i].as_py())
 
     def _base_parts(self) -> tuple[pa.Array, bool, pa.Array]:
-        self.base = _as_text(self._flat_base())
+        self.base = as_text(self._flat_base())
         if isinstance(self.predicates, pa.ChunkedArray):
             self.predicates = _flat(self.predicates)
-        self.predicates = _as_text(self.predicates)
+        self.predicates = as_text(self.predicates)
         return self.base, True, self.predicates
 
 
