@@ -19,8 +19,6 @@ same keys and hashes.
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -118,18 +116,13 @@ def _poly_hashes(keys: pa.Array) -> np.ndarray:
     if keys.null_count:
         raise StoreError("internal: a null key in the write-behind state")
     n = len(keys)
-    if pa.types.is_large_string(keys.type):
-        off_type: Any = np.int64
-    else:
-        keys = keys.cast(pa.string())
-        off_type = np.int32
-    buffers = keys.buffers()
-    offsets = np.frombuffer(buffers[1], off_type)[keys.offset:keys.offset + n + 1].astype(np.int64)
+    offsets, data = string_buffers(keys if pa.types.is_large_string(keys.type) else keys.cast(pa.string()))
+    offsets = offsets.astype(np.int64)
     lo, hi = int(offsets[0]), int(offsets[-1])
     out = np.zeros(n, np.uint64)
     if hi == lo:
         return out
-    data = np.frombuffer(buffers[2], np.uint8)[lo:hi]
+    data = data[lo:hi]
     # with S the running sum of byte_j * B**-j (B is odd: invertible modulo 2**64), the string over bytes
     # [start, end) hashes to B**(end-1) * (S[end] - S[start]): three passes over the bytes, none gathered
     up, down = _power_tables(hi - lo + 1)
