@@ -86,9 +86,9 @@ from factmem.evaluation.charges import ChargeCosts
 from factmem.evaluation.context_kernels import (
     NO_TRUTH,
     SLOTS,
-    breaks_within,
     context_sums,
     held_states,
+    next_breaks,
     pack_flags,
     truth_flags,
     varying_pairs,
@@ -132,6 +132,9 @@ class _SharedRows:
     #: with truth, each row's flags at its first scored point
     #: (:func:`~factmem.evaluation.context_kernels.truth_flag`), computed when first needed
     first_flags: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+    #: with truth, the time of each row's triple's first breakpoint after that point
+    #: (:func:`~factmem.evaluation.context_kernels.next_break`): its flags hold before it
+    first_break: np.ndarray | None = None
 
 
 class ContextEvaluator:
@@ -524,11 +527,13 @@ class ContextEvaluator:
         n = len(tr)
         if self.needed_mode != "truth" or not n:
             return (np.zeros(n, bool), np.zeros(n, np.int64), np.zeros(n, bool)), np.ones(n, bool)
-        if shared.first_flags is None:
+        if shared.first_flags is None or shared.first_break is None:
             first_t = self._v_t[np.minimum(shared.lo, len(self._v_t) - 1)]  # rows past the last point: never held
             shared.first_flags = truth_flags(shared.triple, first_t, *self._truth_arrays())
+            shared.first_break = next_breaks(shared.triple, first_t, self._bp_off, self._bp_t)
         flags = tuple(f[has] for f in shared.first_flags)
-        return flags, breaks_within(tr, lo, cnt, self._v_t, self._bp_off, self._bp_t)
+        # a state varies where its triple's first breakpoint after its first point comes by its last
+        return flags, shared.first_break[has] <= self._v_t[lo + cnt - 1]
 
     def _truth_arrays(self) -> tuple[np.ndarray, ...]:
         return (self._tt_off, self._tt_from, self._tt_end, self._tt_nfrom, self._tv_off, self._tv_from, self._tv_end,

@@ -3,8 +3,8 @@ states and selected (point, state) pairs:
 
 * :func:`held_states` — which belief states are held at one or more scored points, and at how many;
 * the truth flags of a triple at a time (:func:`truth_flag`, the rule of "needed from truth":
-  needed, the charge kind's code, true and relevant now), :func:`breaks_within` (whether a state's
-  flags may change over its points) and :func:`next_break` (until when flags computed at a time hold);
+  needed, the charge kind's code, true and relevant now), :func:`next_break` (until when flags computed at a time hold: a state's flags may change over
+  its points where its first point's :func:`next_break` falls at or before its last);
 * :func:`context_sums` — the per-point metrics of the selected contexts, summed per (part, subject)
   row: counts by code, charge, utility, recall, precision and the log loss;
 * :func:`varying_pairs` — the selected pairs whose flags are computed per pair, for the proxies of
@@ -19,7 +19,7 @@ from factmem.core.compiled import njit, search_left, search_right
 from factmem.evaluation.charges import CHARGE_KINDS
 from factmem.evaluation.context_scores import FIELD_INDEX
 
-__all__ = ["held_states", "varying_pairs", "context_sums", "pack_flags", "truth_flag", "truth_flags", "breaks_within", "next_break",
+__all__ = ["held_states", "varying_pairs", "context_sums", "pack_flags", "truth_flag", "truth_flags", "next_breaks", "next_break",
            "SLOTS", "NO_TRUTH"]
 
 
@@ -256,17 +256,12 @@ def truth_flags(tr, t, tt_off, tt_from, tt_end, tt_nfrom, tv_off, tv_from, tv_en
 
 
 @njit
-def breaks_within(tr, lo, cnt, t, bp_off, bp_t):  # pragma: no cover - compiled
-    """Per state: whether one of its triple's breakpoints (``bp_off[tr] … bp_off[tr + 1]`` of the
-    sorted ``bp_t``) falls after its first point's time (``t[lo]``) and at or before its last's
-    (``t[lo + cnt - 1]``)."""
+def next_breaks(tr, t, bp_off, bp_t):  # pragma: no cover - compiled
+    """:func:`next_break` of each (``tr[i]``, ``t[i]``): with ``t`` a state's first point's time, its
+    flags there hold at each of its points before this time — they may change over its points
+    (the state *varies*) where it is at or before its last point's time."""
     n = len(tr)
-    varying = np.zeros(n, np.bool_)
-    for s in range(n):
-        x = tr[s]
-        if x < len(bp_off) - 1 and bp_off[x] < bp_off[x + 1]:
-            j = last_from(bp_off, bp_t, x, t[lo[s]]) + 1  # the first breakpoint after the first point
-            if j == 0:
-                j = bp_off[x]
-            varying[s] = j < bp_off[x + 1] and bp_t[j] <= t[lo[s] + cnt[s] - 1]
-    return varying
+    out = np.empty(n, np.int64)
+    for i in range(n):
+        out[i] = next_break(bp_off, bp_t, tr[i], t[i])
+    return out
