@@ -84,7 +84,7 @@ from factmem.evaluation.arrays import (
 )
 from factmem.evaluation.charges import ChargeCosts
 from factmem.evaluation.context_kernels import (
-    NO_TRUTH,
+    NO_BREAKS,
     SLOTS,
     context_sums,
     held_states,
@@ -292,8 +292,14 @@ class ContextEvaluator:
         inside = (at > t_lo) & (at <= t_hi)  # others never fall strictly inside a state's points
         tr, at = tr[inside], at[inside]
         order = np.lexsort((at, tr))
-        self._bp_t = at[order]
-        self._bp_off = np.searchsorted(tr[order], np.arange(len(ft) + 1), "left")
+        tr, self._bp_t = tr[order], at[order]
+        self._bp_off = np.searchsorted(tr, np.arange(len(ft) + 1), "left")
+        # the flags, packed (code | TRUE), from each breakpoint on and before a triple's first (any
+        # scored time is at least t_lo): what the scoring kernel reads for a state whose flags vary
+        self._bp_flag = pack_flags(*truth_flags(tr, self._bp_t, *self._truth_arrays())[1:], np.zeros(len(tr), bool))
+        everyone = np.arange(len(ft), dtype=np.int64)
+        self._bp_before = pack_flags(*truth_flags(everyone, np.full(len(ft), t_lo, np.int64), *self._truth_arrays())[1:],
+                                     np.zeros(len(ft), bool))
 
     # -- what is needed where -----------------------------------------------------------------------
 
@@ -466,8 +472,8 @@ class ContextEvaluator:
             pair_code, pair_true = v_code, v_true
         by_cell = np.zeros((n_parts * n_subj, n_b, len(FIELDS)))
         context_sums(ranked.best, ranked.value, ranked.held, pack_flags(s_code, s_true, varying), tr, pair_code, pair_true,
-                      inline, self._truth_arrays() if inline else NO_TRUTH,
-                      (self._bp_off, self._bp_t) if inline and len(self._v_index) else NO_TRUTH[:2], self._v_t,
+                      inline, (self._bp_off, self._bp_t, self._bp_flag, self._bp_before) if inline and len(self._v_index)
+                      else NO_BREAKS, self._v_t,
                       np.array(self.budgets, np.int64),
                       _EPS, self._v_needed, self._v_cell, np.array(self.costs.vector()), SLOTS, by_cell)
         sums = by_cell.reshape(n_parts, n_subj, n_b, len(FIELDS))

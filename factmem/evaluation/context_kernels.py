@@ -20,7 +20,7 @@ from factmem.evaluation.charges import CHARGE_KINDS
 from factmem.evaluation.context_scores import FIELD_INDEX
 
 __all__ = ["held_states", "varying_pairs", "context_sums", "pack_flags", "truth_flag", "truth_flags", "next_breaks", "next_break",
-           "SLOTS", "NO_TRUTH"]
+           "SLOTS", "NO_BREAKS"]
 
 
 @njit
@@ -93,13 +93,11 @@ def pack_flags(code: np.ndarray, true_now: np.ndarray, varying: np.ndarray) -> n
 SUM_FIELDS = ("points", "needed", "hits", "context", "charged", *CHARGE_KINDS, "utility", "recall", "precision",
                "precise", "log_loss", "scored")
 SLOTS = np.array([FIELD_INDEX[f] for f in SUM_FIELDS], np.int64)
-NO_TRUTH = (np.zeros(1, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64),
-             np.zeros(1, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64),
-             np.zeros(0, np.bool_))  # the truth arrays' types, for a log scored without truth
+NO_BREAKS = (np.zeros(1, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int8), np.zeros(0, np.int8))  # breakpoints' types, scored without truth
 
 
 @njit
-def context_sums(best, value, held, flags, tr, pair_code, pair_true, inline, truth, breaks, t,
+def context_sums(best, value, held, flags, tr, pair_code, pair_true, inline, breaks, t,
                   budgets, eps, needed, cell, costs, slots, sums):  # pragma: no cover - compiled
     """The per-point metrics of :meth:`ContextEvaluator.score`, summed into ``sums[cell, budget, field]``
     (``cell`` = part × subjects + subject of each scored point; points in order, so each cell's sums
@@ -114,15 +112,12 @@ def context_sums(best, value, held, flags, tr, pair_code, pair_true, inline, tru
     the product's rounding (one ulp a factor) is then at most 1e-14 of the loss it carries, so the
     sums match a sum of logs to 1e-12 (relative), as the tests require. A selected fact's code
     and label are its state's (``flags``, :func:`pack_flags`) unless the state is ``varying``: then, with
-    ``inline``, :func:`truth_flag` of its triple at the point's time (``truth``: the truth arrays),
-    kept until the triple's next breakpoint (``breaks``: ``_bp_off``, ``_bp_t``) — a state's points come
-    in time order — else the next of ``pair_code``/``pair_true`` (the varying pairs, in the
-    selection's order)."""
+    ``inline``, its triple's at the point's time — :func:`truth_flag` is constant between two of the
+    triple's breakpoints, and ``breaks`` (``_bp_off``, ``_bp_t``, ``_bp_flag``, ``_bp_before``) holds
+    it packed (code | ``TRUE``) from each breakpoint on and before the first — else the next of
+    ``pair_code``/``pair_true`` (the varying pairs, in the selection's order)."""
     n_b, n_points = len(budgets), len(held)
-    n_states = len(flags) if inline else 0
-    until = np.full(n_states, np.iinfo(np.int64).min)  # the flags below hold at times before this
-    known_code = np.empty(n_states, np.int64)
-    known_true = np.empty(n_states, np.bool_)
+    bp_off, bp_t, bp_flag, bp_before = breaks
     counts = np.zeros((n_b, 6))
     loss = np.zeros(n_b)
     # the budgets in the order a point's ranks reach them (a stable insertion sort of a few numbers;
@@ -146,11 +141,11 @@ def context_sums(best, value, held, flags, tr, pair_code, pair_true, inline, tru
             flag = flags[s]  # one byte per state read, not three arrays
             if flag < VARYING:
                 c, y = flag & CODE, flag >= TRUE
-            elif inline:
-                if not tp < until[s]:  # flags are constant up to the triple's next breakpoint
-                    _, known_code[s], known_true[s] = truth_flag(tr[s], tp, *truth)
-                    until[s] = next_break(breaks[0], breaks[1], tr[s], tp)
-                c, y = known_code[s], known_true[s]
+            elif inline:  # the triple's flags from its last breakpoint at or before the point's time
+                x = tr[s]
+                j = search_right(bp_t, bp_off[x], bp_off[x + 1], tp) - 1
+                flag = bp_flag[j] if j >= bp_off[x] else bp_before[x]
+                c, y = flag & CODE, flag >= TRUE
             else:
                 c, y = pair_code[i], pair_true[i]
                 i += 1
