@@ -73,6 +73,32 @@ def test_hand_worked_truth_case():
     assert one["recall"] == 1.0 and one["stale"] == 0.0 and one["utility"] == 1.0
 
 
+def test_a_fact_whose_truth_ends_at_its_last_point_is_stale_there():
+    # ada lives in paris until exactly day 10, the start of the last session; she likes tea (true
+    # throughout). paris is held at s1 (day 5: true, needed, a hit) and at s2 (day 10: no longer
+    # true, stale): its flags change at its last point, a truth boundary on the point's instant.
+    ds = dataset(
+        [(T0, "s0", "ada", "lives_in", "paris", "explicit"), (T0 + 1, "s0", "ada", "likes", "tea", "explicit"),
+         (T0 + 5 * DAY, "s1", "ada", "likes", "tea", "explicit"),
+         (T0 + 10 * DAY, "s2", "ada", "likes", "tea", "explicit")],
+        [("ada", "lives_in", "paris", "explicit", T0 - DAY, T0 + 10 * DAY, None),
+         ("ada", "likes", "tea", "explicit", T0 - DAY, None, None)])
+    P = prepare(ds)
+    never_forget = MemoryParams(decay_rate={"explicit": 0.0})
+    bel = beliefs_of(P, never_forget)
+    ctx = ContextEvaluator(P, budgets=(2,), needed="truth")
+    s = ctx.score(bel, never_forget).summary(budget=2)
+    assert s["points"] == 2 and s["hits"] == 1.5 and s["stale"] == 0.5  # day 5: 2 hits; day 10: 1 hit, 1 stale
+    ev = ds.events
+    events = [dict(ts=int(a), subject=b, predicate=c, object=d, session_id=e)
+              for a, b, c, d, e in zip(ev["ts"], ev["subject"], ev["predicate"], ev["object"], ev["session_id"])]
+    points = [(r.session, ctx.subjects[r.subject], int(r.t)) for r in ctx.points.itertuples(index=False)]
+    want = scorer.context_scores(points, _as_dicts(P, bel), _truth_dicts(P), events,
+                                 threshold=context_threshold(never_forget), budget=2, costs=ChargeCosts().to_dict(),
+                                 needed="truth", multi_valued=frozenset())
+    assert (s["hits"], s["stale"]) == (want["hits"], want["stale"])
+
+
 def test_hand_worked_next_session_case():
     ds = dataset(
         [(T0, "s1", "ada", "lives_in", "paris", "explicit"), (T0 + 1, "s1", "ada", "likes", "tea", "explicit"),

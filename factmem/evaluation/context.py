@@ -78,7 +78,6 @@ from factmem.evaluation.arrays import (
     group_min,
     lexicographic_rank,
     member,
-    session_starts,
     sorted_unique,
     triple_ranks,
 )
@@ -173,7 +172,6 @@ class ContextEvaluator:
         self.seed = int(seed)
         self.max_points_per_subject = max_points_per_subject
 
-        ev = prepared.events
         trip_codes = np.arange(len(prepared.triples))
         self.subjects, self._triple_subject, self._po_rank = triple_ranks(prepared.triples)
         pred_codes, self._predicates = pd.factorize(prepared.triples.get_level_values(1))
@@ -185,8 +183,7 @@ class ContextEvaluator:
         # -- evaluation points: (session, subject) at the session's first message -----------------
         # sessions as ranks in the lexicographic order of their ids: the (session, subject) pairs of
         # millions of mentions are found and ordered on integers, not on Python strings
-        msg = prepared.dataset.messages
-        ev_session, session_names, session_start = session_starts(ev["session_id"], msg["session_id"], msg["ts"])
+        ev_session, session_names, session_start = prepared.session_starts()
         if np.isnan(session_start).any():
             missing = session_names[int(np.flatnonzero(np.isnan(session_start))[0])].as_py()
             raise InputError(f"session {missing!r} has mentions but no message")
@@ -296,10 +293,11 @@ class ContextEvaluator:
         self._bp_off = np.searchsorted(tr, np.arange(len(ft) + 1), "left")
         # the flags, packed (code | TRUE), from each breakpoint on and before a triple's first (any
         # scored time is at least t_lo): what the scoring kernel reads for a state whose flags vary
-        self._bp_flag = pack_flags(*truth_flags(tr, self._bp_t, *self._truth_arrays())[1:], np.zeros(len(tr), bool))
-        everyone = np.arange(len(ft), dtype=np.int64)
-        self._bp_before = pack_flags(*truth_flags(everyone, np.full(len(ft), t_lo, np.int64), *self._truth_arrays())[1:],
-                                     np.zeros(len(ft), bool))
+        _, code, true_now = truth_flags(tr, self._bp_t, *self._truth_arrays())
+        self._bp_flag = pack_flags(code, true_now, np.zeros(len(tr), bool))
+        _, code, true_now = truth_flags(np.arange(len(ft), dtype=np.int64), np.full(len(ft), t_lo, np.int64),
+                                        *self._truth_arrays())
+        self._bp_before = pack_flags(code, true_now, np.zeros(len(ft), bool))
 
     # -- what is needed where -----------------------------------------------------------------------
 

@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 from tqdm.auto import tqdm
 
 from factmem.abstraction.passes import abstract
@@ -33,6 +34,7 @@ from factmem.core.params import MemoryParams
 from factmem.data.logs import Dataset, load
 from factmem.engine import waves
 from factmem.errors import InputError
+from factmem.evaluation.arrays import session_starts
 from factmem.evaluation.metrics import Evaluation, Evaluator
 from factmem.store.factstore import FactStore
 
@@ -126,6 +128,7 @@ class PreparedLog:
     end: int
     _evaluators: dict = field(default_factory=dict, repr=False)
     _extra: dict = field(default_factory=dict, repr=False)  # (s, p, o) the log never names -> code
+    _sessions: list = field(default_factory=list, repr=False)  # session_starts(), once computed
 
     @property
     def sha256(self) -> str:
@@ -149,6 +152,19 @@ class PreparedLog:
     def extra_triples(self) -> list[tuple[str, str, str]]:
         """The triples :meth:`codes` numbered past the log's own, in code order."""
         return list(self._extra)
+
+    def session_starts(self) -> tuple[np.ndarray, pa.Array, np.ndarray]:
+        """:func:`~factmem.evaluation.arrays.session_starts` of the mentions' sessions and the messages:
+        each mention's session as a rank of the ids, the ids, each session's first message time.
+        Computed once per log (each context evaluator built on it reads them; read-only arrays)."""
+        if not self._sessions:
+            msg = self.dataset.messages
+            ev_session, names, first = session_starts(self.events["session_id"], msg["session_id"], msg["ts"])
+            ev_session.setflags(write=False)
+            first.setflags(write=False)
+            self._sessions[:] = [ev_session, names, first]
+        ev_session, names, first = self._sessions
+        return ev_session, names, first
 
     def evaluator(self, checkpoints: np.ndarray) -> Evaluator:
         key = (int(checkpoints[0]), int(checkpoints[-1]), len(checkpoints))
