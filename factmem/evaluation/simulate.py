@@ -128,7 +128,7 @@ class PreparedLog:
     end: int
     _evaluators: dict = field(default_factory=dict, repr=False)
     _extra: dict = field(default_factory=dict, repr=False)  # (s, p, o) the log never names -> code
-    _sessions: list = field(default_factory=list, repr=False)  # session_starts(), once computed
+    _sessions: list = field(default_factory=list, repr=False)  # session_starts() and what it read
 
     @property
     def sha256(self) -> str:
@@ -156,14 +156,15 @@ class PreparedLog:
     def session_starts(self) -> tuple[np.ndarray, pa.Array, np.ndarray]:
         """:func:`~factmem.evaluation.arrays.session_starts` of the mentions' sessions and the messages:
         each mention's session as a rank of the ids, the ids, each session's first message time.
-        Computed once per log (each context evaluator built on it reads them; read-only arrays)."""
-        if not self._sessions:
-            msg = self.dataset.messages
+        Computed once per log (each context evaluator built on it reads them; read-only arrays), again
+        when its events or messages are other frames (a copy made with ``dataclasses.replace``)."""
+        msg = self.dataset.messages
+        if not (self._sessions and self._sessions[0] is self.events and self._sessions[1] is msg):
             ev_session, names, first = session_starts(self.events["session_id"], msg["session_id"], msg["ts"])
             ev_session.setflags(write=False)
             first.setflags(write=False)
-            self._sessions[:] = [ev_session, names, first]
-        ev_session, names, first = self._sessions
+            self._sessions[:] = [self.events, msg, ev_session, names, first]
+        _, _, ev_session, names, first = self._sessions
         return ev_session, names, first
 
     def evaluator(self, checkpoints: np.ndarray) -> Evaluator:
