@@ -89,13 +89,7 @@ def test_a_fact_whose_truth_ends_at_its_last_point_is_stale_there():
     ctx = ContextEvaluator(P, budgets=(2,), needed="truth")
     s = ctx.score(bel, never_forget).summary(budget=2)
     assert s["points"] == 2 and s["hits"] == 1.5 and s["stale"] == 0.5  # day 5: 2 hits; day 10: 1 hit, 1 stale
-    ev = ds.events
-    events = [dict(ts=int(a), subject=b, predicate=c, object=d, session_id=e)
-              for a, b, c, d, e in zip(ev["ts"], ev["subject"], ev["predicate"], ev["object"], ev["session_id"])]
-    points = [(r.session, ctx.subjects[r.subject], int(r.t)) for r in ctx.points.itertuples(index=False)]
-    want = scorer.context_scores(points, _as_dicts(P, bel), _truth_dicts(P), events,
-                                 threshold=context_threshold(never_forget), budget=2, costs=ChargeCosts().to_dict(),
-                                 needed="truth", multi_valued=frozenset())
+    want = _scored_independently(P, ctx, bel, never_forget, budget=2, costs=ChargeCosts().to_dict(), needed="truth")
     assert (s["hits"], s["stale"]) == (want["hits"], want["stale"])
 
 
@@ -240,6 +234,17 @@ def _truth_dicts(P):
                                            t["relevant_until"], t["noise"])]
 
 
+def _scored_independently(P, ctx, beliefs, params, *, budget, costs, needed, multi_valued=frozenset()):
+    """The independent scorer's summary of ``beliefs`` at the evaluator's points."""
+    ev = P.dataset.events
+    events = [dict(ts=int(a), subject=b, predicate=c, object=d, session_id=e)
+              for a, b, c, d, e in zip(ev["ts"], ev["subject"], ev["predicate"], ev["object"], ev["session_id"])]
+    points = [(r.session, ctx.subjects[r.subject], int(r.t)) for r in ctx.points.itertuples(index=False)]
+    return scorer.context_scores(points, _as_dicts(P, beliefs), _truth_dicts(P), events,
+                                 threshold=context_threshold(params), budget=budget, costs=costs, needed=needed,
+                                 multi_valued=multi_valued)
+
+
 @settings(max_examples=25, deadline=None)
 @given(seed=st.integers(0, 10_000), rate=st.sampled_from([0.0, 0.02, 0.3, 2.0]),
        thr=st.sampled_from([0.0, 0.05, 0.4]), gain=st.sampled_from([0.3, 1.0]),
@@ -256,13 +261,7 @@ def test_evaluator_equals_the_independent_scorer(seed, rate, thr, gain, budget, 
     ctx = ContextEvaluator(P, budgets=(budget,), costs=costs, needed=needed, max_points_per_subject=12,
                            seed=seed)
     got = ctx.score(bel, p).summary()
-    ev = ds.events
-    events = [dict(ts=int(a), subject=b, predicate=c, object=d, session_id=e)
-              for a, b, c, d, e in zip(ev["ts"], ev["subject"], ev["predicate"], ev["object"], ev["session_id"])]
-    points = [(r.session, ctx.subjects[r.subject], int(r.t)) for r in ctx.points.itertuples(index=False)]
-    want = scorer.context_scores(points, _as_dicts(P, bel), _truth_dicts(P), events,
-                                 threshold=context_threshold(p), budget=budget, costs=costs, needed=needed,
-                                 multi_valued=mvp)
+    want = _scored_independently(P, ctx, bel, p, budget=budget, costs=costs, needed=needed, multi_valued=mvp)
     assert got["points"] == want["points"]
     for key in ("utility", "recall", "precision", "hits", "charged", *CHARGE_KINDS, "context", "needed"):
         assert (math.isnan(got[key]) and math.isnan(want[key])) or got[key] == pytest.approx(want[key], abs=1e-12), key
