@@ -3,8 +3,9 @@ states and selected (point, state) pairs:
 
 * :func:`held_states` — which belief states are held at one or more scored points, and at how many;
 * the truth flags of a triple at a time (:func:`truth_flag`, the rule of "needed from truth":
-  needed, the charge kind's code, true and relevant now), :func:`next_break` (until when flags computed at a time hold: a state's flags may change over
-  its points where its first point's :func:`next_break` falls at or before its last);
+  needed, the charge kind's code, true and relevant now) and :func:`next_break` (until when flags
+  computed at a time hold; a state's flags may change over its points where its first point's
+  :func:`next_breaks` falls at or before its last);
 * :func:`context_sums` — the per-point metrics of the selected contexts, summed per (part, subject)
   row: counts by code, charge, utility, recall, precision and the log loss;
 * :func:`varying_pairs` — the selected pairs whose flags are computed per pair, for the proxies of
@@ -112,10 +113,10 @@ def context_sums(best, value, held, flags, tr, pair_code, pair_true, inline, bre
     the product's rounding (one ulp a factor) is then at most 1e-14 of the loss it carries, so the
     sums match a sum of logs to 1e-12 (relative), as the tests require. A selected fact's code
     and label are its state's (``flags``, :func:`pack_flags`) unless the state is ``varying``: then, with
-    ``inline``, its triple's at the point's time — :func:`truth_flag` is constant between two of the
-    triple's breakpoints, and ``breaks`` (``_bp_off``, ``_bp_t``, ``_bp_flag``, ``_bp_before``) holds
-    it packed (code | ``TRUE``) from each breakpoint on and before the first — else the next of
-    ``pair_code``/``pair_true`` (the varying pairs, in the selection's order)."""
+    ``inline``, its triple's flags at the point's time — :func:`truth_flag` is constant between two of
+    the triple's breakpoints, and ``breaks`` (``_bp_off``, ``_bp_t``, ``_bp_flag``, ``_bp_before``)
+    holds them packed (code | ``TRUE``) from each breakpoint on and before the first — else the next
+    of ``pair_code``/``pair_true`` (the varying pairs, in the selection's order)."""
     n_b, n_points = len(budgets), len(held)
     bp_off, bp_t, bp_flag, bp_before = breaks
     counts = np.zeros((n_b, 6))

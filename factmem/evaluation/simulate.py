@@ -157,13 +157,14 @@ class PreparedLog:
         """:func:`~factmem.evaluation.arrays.session_starts` of the mentions' sessions and the messages:
         each mention's session as a rank of the ids, the ids, each session's first message time.
         Computed once per log (each context evaluator built on it reads them; read-only arrays), again
-        when its events or messages are other frames (a copy made with ``dataclasses.replace``)."""
+        when its events or messages are other frames: a copy made with ``dataclasses.replace`` starts
+        with the original's cache, and replaces it (never changes it) when its frames are others."""
         msg = self.dataset.messages
         if not (self._sessions and self._sessions[0] is self.events and self._sessions[1] is msg):
             ev_session, names, first = session_starts(self.events["session_id"], msg["session_id"], msg["ts"])
             ev_session.setflags(write=False)
             first.setflags(write=False)
-            self._sessions[:] = [self.events, msg, ev_session, names, first]
+            self._sessions = [self.events, msg, ev_session, names, first]
         _, _, ev_session, names, first = self._sessions
         return ev_session, names, first
 

@@ -189,7 +189,7 @@ def sample_subjects(prepared: PreparedLog, subjects: int, seed: int, max_observa
         truth = truth[hit].assign(triple=pos[hit]).reset_index(drop=True)
     sample_mentions = pd.DataFrame({"triple": ev_triple, "ts": events["ts"].to_numpy(np.int64)})
     sub = dataclasses.replace(prepared, dataset=ds, events=events, triples=triples, ev_triple=ev_triple, truth=truth,
-                              mentions=sample_mentions, _evaluators={}, _extra={}, _sessions=[])
+                              mentions=sample_mentions, _evaluators={}, _extra={})
     return sub, chosen
 
 
@@ -298,8 +298,7 @@ def tune_production(production: str | os.PathLike, *, current: Any = None, neede
     prepared = log.prepared(sessions_only=sessions_only)
     notes += proxy_notes(needed, prepared.events["kind"])
     # consolidations at multiples of the period since the epoch (midnight UTC daily), as whatif replays
-    prepared = dataclasses.replace(prepared, start=(prepared.start // period) * period, _evaluators={}, _extra={},
-                                   _sessions=[])
+    prepared = dataclasses.replace(prepared, start=(prepared.start // period) * period, _evaluators={}, _extra={})
     schedule = Schedule(consolidate_every_hours=consolidate_every_hours, evaluate_every_hours=max(24.0, consolidate_every_hours))
     n_people = log.counts["subjects"]
     n_obs = len(prepared.events)
