@@ -105,5 +105,5 @@ def test_a_first_run_compiles_the_context_kernels_in_a_child_and_loads_them(tmp_
                          check=True).stdout
     compiled_here = set(json.loads(out))
     assert {"calibration_pass", "coverage", "_scan"} <= compiled_here  # the checkpoint metrics and the replay
-    assert not compiled_here & {"_select_states", "context_sums", "held_states", "truth_flags"}, compiled_here
+    assert not compiled_here & {"_select_states", "context_sums", "truth_flags"}, compiled_here
     assert list((tmp_path / "numba").rglob("topk._select_states*.nbc"))  # the child's, in the cache

@@ -86,9 +86,9 @@ from factmem.evaluation.context_kernels import (
     NO_BREAKS,
     SLOTS,
     context_sums,
-    held_states,
     next_breaks,
     pack_flags,
+    stop_keys,
     truth_flags,
     varying_pairs,
 )
@@ -115,7 +115,7 @@ _EPS = 1e-4  # log-loss clip, as in the checkpoint metrics
 class _SharedRows:
     """What scoring computes from the rows' triple and start only (``ContextEvaluator._shared_rows``):
     the canonical order before ties, the sorted subject, triple and start, each state's first point
-    and its subject's last, and (with truth) its flags there."""
+    and (with truth) its flags there."""
 
     triple_in: Any
     start_in: Any
@@ -126,14 +126,15 @@ class _SharedRows:
     triple: np.ndarray
     start: np.ndarray
     lo: np.ndarray
-    #: one past the last scored point of each row's subject
-    end_point: np.ndarray
     #: with truth, each row's flags at its first scored point
     #: (:func:`~factmem.evaluation.context_kernels.truth_flag`), computed when first needed
     first_flags: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
     #: with truth, the time of each row's triple's first breakpoint after that point
-    #: (:func:`~factmem.evaluation.context_kernels.next_break`): its flags hold before it
+    #: (:func:`~factmem.evaluation.context_kernels.next_break`; its flags hold before it) as a key of
+    #: the scored points (``ContextEvaluator._v_key``)
     first_break: np.ndarray | None = None
+    #: each row's subject × span − tmin: its stop key less its visible end (:func:`~factmem.evaluation.context_kernels.stop_keys`)
+    key_base: np.ndarray | None = None
 
 
 class ContextEvaluator:
@@ -259,8 +260,6 @@ class ContextEvaluator:
         self._v_t = self._pt_t[v]
         self._v_needed = self._pt_needed[v]
         self._v_cell = self._pt_part[v] * len(self.subjects) + self._pt_subject[v]  # the row of the sums
-        # one past each subject's last scored point
-        self._v_subject_end = np.searchsorted(self._pt_subject[v], np.arange(len(self.subjects)), "right")
         self._set_triple_rank()
         if self.needed_mode == "truth" and len(v):
             self._prepare_breakpoints()
@@ -432,15 +431,16 @@ class ContextEvaluator:
         # order before ties and what follows from it are computed once (``_shared_rows``).
         shared = self._shared_rows(beliefs, b)
         order = settle_ties(shared.order, shared.pos, shared.group, lambda rows: (rate[rows], conf[rows], end[rows]))
-        # the scored points each state is held at: a range [lo, lo + cnt) of the valid points; the
-        # states held at one or more (``has``, in the canonical order; ``sel``, their rows)
-        has, cnt = held_states(order, shared.lo, shared.end_point, end, reason, self._v_t, OPEN,
-                               int(EndReason.REINFORCED), int(EndReason.SUPERSEDED))
+        # the scored points each state is held at: from its first, ``lo``, while the point's key
+        # (subject, time) is below the state's ``stop`` (its subject, its visible end)
+        if shared.key_base is None:
+            shared.key_base = shared.subject * self._span - self._tmin  # a point's key less its time
+        stop = stop_keys(order, end, reason, shared.key_base, self._tmin, self._tmin + self._span - 1,
+                         int(EndReason.REINFORCED), int(EndReason.SUPERSEDED))
         # (gathered by numpy one column at a time: one compiled pass gathering all seven took 1.3x)
-        sel = order[has]
-        tr, st, lo = shared.triple[has], shared.start[has], shared.lo[has]
-        cf, rt = conf[sel], rate[sel]
-        first_seen = group_min(fact, start)[sel]  # of each selected state's fact (a tie key)
+        tr, st, lo = shared.triple, shared.start, shared.lo
+        cf, rt = conf[order], rate[order]
+        first_seen = group_min(fact, start)[order]  # of each state's fact (a tie key)
 
         n_b = len(self.budgets)
         curve_k = self.curve_k if curve and self.curve_k else 0
@@ -452,12 +452,12 @@ class ContextEvaluator:
         states_by_point = self.needed_mode != "truth"  # flags that depend on the point, not only its time
         # the top k of every point, in one compiled pass over the (state, point) pairs; the budgets are
         # prefixes of the widest one's ranks
-        ranked = context_top_k(lo, cnt, cf, rt, st, context_tie_columns(st, first_seen, self._po_rank[tr]),
-                               self._v_t, thr, max(ks), self._topk_out)
+        ranked = context_top_k(lo, stop, cf, rt, st, context_tie_columns(st, first_seen, self._po_rank[tr]),
+                               self._v_t, thr, max(ks), self._topk_out, point_key=self._v_key)
         self._topk_out = (ranked.best, ranked.value)  # reused by the next set: touching fresh memory costs
         # the flags of the selected pairs: their state's where they cannot change over its points, else
         # computed per pair (the "varying" pairs, listed in the selection's order)
-        state_flags, varying = self._state_flags(shared, has, tr, lo, cnt)
+        state_flags, varying = self._state_flags(shared, stop)
         s_needed, s_code, s_true = state_flags
         inline = self.needed_mode == "truth"  # the varying pairs' flags computed in the kernel, from truth
         if not inline or collect is not None or per_rank is not None:
@@ -483,7 +483,7 @@ class ContextEvaluator:
             if collect is not None:  # the contexts themselves: (scored point, belief row) of each budget
                 for bi in range(n_b):
                     m = rank < ks[bi]
-                    collect.append((bi, self._v_index[pe[m]], sel[pb[m]], eff[m]))
+                    collect.append((bi, self._v_index[pe[m]], order[pb[m]], eff[m]))
             if per_rank is not None:
                 m = rank < curve_k
                 vp = self._v_index[pe[m]]
@@ -521,23 +521,31 @@ class ContextEvaluator:
             "t": pts["t"].to_numpy()[point], "row": row, "triple": triple, "effective_confidence": eff,
             "rank": ranks_within(point)})
 
-    def _state_flags(self, shared: _SharedRows, has: np.ndarray, tr: np.ndarray, lo: np.ndarray, cnt: np.ndarray):
+    def _state_flags(self, shared: _SharedRows, stop: np.ndarray):
         """Each state's flags (:meth:`_flags`) at its first scored point, and whether they may change
         over its points (``varying``: its pairs are flagged one by one). With truth a state varies only
         where one of its triple's truth boundaries falls among its points
         (:meth:`_prepare_breakpoints`); the other definitions of needed depend on the point itself, so
         every state varies. The flags at the first point depend on the rows' triple and start alone:
-        they are computed once for the rows of ``shared`` (``has``: the states' rows there)."""
-        n = len(tr)
-        if self.needed_mode != "truth" or not n:
+        they are computed once for the rows of ``shared``. ``stop``: the states' stop keys
+        (:func:`~factmem.evaluation.context_kernels.stop_keys`)."""
+        n = len(stop)
+        if self.needed_mode != "truth" or not n or not len(self._v_t):  # (no scored points: none held)
             return (np.zeros(n, bool), np.zeros(n, np.int64), np.zeros(n, bool)), np.ones(n, bool)
         if shared.first_flags is None or shared.first_break is None:
             first_t = self._v_t[np.minimum(shared.lo, len(self._v_t) - 1)]  # rows past the last point: never held
             shared.first_flags = truth_flags(shared.triple, first_t, *self._truth_arrays())
-            shared.first_break = next_breaks(shared.triple, first_t, self._bp_off, self._bp_t)
-        flags = tuple(f[has] for f in shared.first_flags)
-        # a state varies where its triple's first breakpoint after its first point comes by its last
-        return flags, shared.first_break[has] <= self._v_t[lo + cnt - 1]
+            first_break = next_breaks(shared.triple, first_t, self._bp_off, self._bp_t)
+            # as a key of the scored points: a state varies where the first point of its subject at or
+            # after its triple's first breakpoint after its first point (none: the largest int64) is held
+            shared.first_break = shared.subject * self._span + (
+                np.clip(first_break, self._tmin, self._tmin + self._span - 1) - self._tmin)
+        at_break = shared.first_break
+        varying = at_break < stop  # (a point's key is at least this; searched only where it could be held)
+        maybe = np.flatnonzero(varying)
+        found = np.searchsorted(self._v_key, at_break[maybe], "left")
+        varying[maybe] = (found < len(self._v_key)) & (self._v_key[np.minimum(found, len(self._v_key) - 1)] < stop[maybe])
+        return shared.first_flags, varying
 
     def _truth_arrays(self) -> tuple[np.ndarray, ...]:
         return (self._tt_off, self._tt_from, self._tt_end, self._tt_nfrom, self._tv_off, self._tv_from, self._tv_end,
@@ -585,7 +593,7 @@ class ContextEvaluator:
         subj, tr, st = subj[order], triple[order], start[order]
         top_t = self._tmin + self._span - 1
         lo = np.searchsorted(self._v_key, subj * self._span - self._tmin + np.clip(st + 1, self._tmin, top_t), "left")
-        self._shared = _SharedRows(tri_in, st_in, order, pos, group, subj, tr, st, lo, self._v_subject_end[subj])
+        self._shared = _SharedRows(tri_in, st_in, order, pos, group, subj, tr, st, lo)
         return self._shared
 
     def _extend(self, unknown: np.ndarray) -> None:

@@ -1,11 +1,11 @@
 """The compiled passes of the budgeted context metrics (:mod:`factmem.evaluation.context`), over
 states and selected (point, state) pairs:
 
-* :func:`held_states` — which belief states are held at one or more scored points, and at how many;
+* :func:`stop_keys` — until when each belief state is held, as a key of the scored points;
 * the truth flags of a triple at a time (:func:`truth_flag`, the rule of "needed from truth":
   needed, the charge kind's code, true and relevant now) and :func:`next_break` (until when flags
-  computed at a time hold; a state's flags may change over its points where its first point's
-  :func:`next_breaks` falls at or before its last);
+  computed at a time hold; a state's flags may change over its points where a point at or after its
+  first point's :func:`next_breaks` is one of them);
 * :func:`context_sums` — the per-point metrics of the selected contexts, summed per (part, subject)
   row: counts by code, charge, utility, recall, precision and the log loss;
 * :func:`varying_pairs` — the selected pairs whose flags are computed per pair, for the proxies of
@@ -16,43 +16,35 @@ from __future__ import annotations
 
 import numpy as np
 
-from factmem.core.compiled import njit, search_left, search_right
+from factmem.core.compiled import njit, search_right
 from factmem.evaluation.charges import CHARGE_KINDS
 from factmem.evaluation.context_scores import FIELD_INDEX
 
-__all__ = ["held_states", "varying_pairs", "context_sums", "pack_flags", "truth_flag", "truth_flags", "next_breaks", "next_break",
+__all__ = ["stop_keys", "varying_pairs", "context_sums", "pack_flags", "truth_flag", "truth_flags", "next_breaks", "next_break",
            "SLOTS", "NO_BREAKS"]
 
 
 @njit
-def held_states(order, lo, end_point, end, reason, t, open_end, reinforced, superseded):  # pragma: no cover - compiled
-    """The states (positions in the canonical ``order`` of the rows) held at one or more scored points,
-    and how many: state ``i`` (row ``order[i]``) is held from its first point ``lo[i]`` up to its
-    subject's last (``end_point[i]`` is one past it, times ``t`` ascending) while the point comes
-    before its visible end — its ``end``, or just after it when an event ended it (reinforced or
-    superseded: the event is seen only after its instant); open states to the end.
-
-    Two passes: the rows' visible ends gathered first (``order`` is far from the rows' order: the
-    gathers miss the cache, and with nothing waiting on them many misses are in flight at once),
-    then the searches over that sequential array (run together, each search stalled on its miss:
-    1.6x the time)."""
+def stop_keys(order, end, reason, base, tmin, top, reinforced, superseded):  # pragma: no cover - compiled
+    """Each state's stop as a key of the scored points (``ContextEvaluator._v_key``: subject × span +
+    time − tmin), state ``i`` being row ``order[i]``: ``base[i]`` (its subject × span − tmin) plus its
+    visible end — its ``end``, or one second later when an event ended it (``reason`` reinforced or
+    superseded: the event is seen only after its instant) — clipped to ``[tmin, top]``. A point of its
+    subject is held while its key is below the stop: it comes before the visible end. Open states and
+    those ending past the last scored time stop at the top of their subject's keys (``top − tmin`` =
+    span − 1), below the next subject's: every point key of a subject is below subject × span + span − 1.
+    One pass: the two gathers (``order`` is far from the rows' order) and the arithmetic (numpy took
+    six passes over the states for it)."""
     n = len(order)
-    has = np.empty(n, np.int64)
-    cnt = np.empty(n, np.int64)
-    visible = np.empty(n, np.int64)
+    out = np.empty(n, np.int64)
     for i in range(n):
         row = order[i]
-        e, why = end[row], reason[row]
-        visible[i] = open_end if e == open_end else (e + 1 if why == reinforced or why == superseded else e)
-    m = 0
-    for i in range(n):
-        first = lo[i]
-        a = search_left(t, first, end_point[i], visible[i])  # the first point at or after the visible end
-        if a > first:
-            has[m] = i
-            cnt[m] = a - first
-            m += 1
-    return has[:m].copy(), cnt[:m].copy()
+        visible = end[row]
+        why = reason[row]
+        if why == reinforced or why == superseded:
+            visible += 1  # (an event's end is a time, never OPEN: no overflow)
+        out[i] = base[i] + min(max(visible, tmin), top)
+    return out
 
 
 @njit

@@ -23,8 +23,9 @@ without sorting the pairs:
 significance order, each ascending (negate a key to prefer larger), then the candidate's index
 ascending — the order a stable sort by (point, −value, keys) puts them in.
 
-In :func:`context_top_k` state ``s`` is a candidate at the scored points ``lo[s] … lo[s] + cnt[s] − 1``
-with effective confidence ``confidence × exp(−rate × max(0, (t − start) / 86400))``
+In :func:`context_top_k` state ``s`` is a candidate at the scored points from ``lo[s]`` while the point's
+key is below ``stop[s]`` (keys ascend: the points ``lo[s] … lo[s] + cnt[s] − 1`` when a point's key is its
+index and ``stop = lo + cnt``) with effective confidence ``confidence × exp(−rate × max(0, (t − start) / 86400))``
 (:func:`factmem.core.context_rule.effective_at`, in the same operations), when it is at least the
 context threshold. The tests hold both to a full sort.
 
@@ -114,10 +115,10 @@ def _select_pairs(point, value, keys, n_points, k):  # pragma: no cover - compil
 
 
 @njit
-def _select_states(lo, stop, confidence, rate, start, keys, t, threshold, day, best, best_value
+def _select_states(lo, stop, point_key, confidence, rate, start, keys, t, threshold, day, best, best_value
                    ):  # pragma: no cover - compiled
-    """Point by point (in order), the states held there (state ``s`` at points ``lo[s] … stop[s] − 1``)
-    kept sorted: ``cur`` holds the candidates of the previous point in its order; at the next point
+    """Point by point (in order), the states held there (state ``s`` at the points ``p >= lo[s]`` whose
+    ``point_key[p]`` is below ``stop[s]``; the keys ascend, so a state leaves for good) kept sorted: ``cur`` holds the candidates of the previous point in its order; at the next point
     their values are recomputed (a value only falls with time, so a state below the threshold never
     returns — unless its rate is negative),
     those gone are dropped, the order is repaired by an insertion sort (orders change only where
@@ -141,6 +142,7 @@ def _select_states(lo, stop, confidence, rate, start, keys, t, threshold, day, b
     nxt = 0  # the next state to arrive: states come sorted by their first point
     for p in range(n_points):
         tp = t[p]
+        kp = point_key[p]
         # the held states: values at tp, the gone dropped (order kept); once k of them are at or
         # above the threshold, a state whose last value (with a rate >= 0, a bound on its value
         # now) is below the least of those k cannot be among the point's k best: it keeps its
@@ -153,7 +155,7 @@ def _select_states(lo, stop, confidence, rate, start, keys, t, threshold, day, b
         while j < n_cur and n_ok < k:  # until k are at or above the threshold: every value computed
             s = cur[j]
             j += 1
-            if p >= stop[s]:  # past its last point (``lo + cnt``: one array read, not two)
+            if kp >= stop[s]:  # past its last point (one array read per state)
                 continue
             e = confidence[s] * np.exp(-rate[s] * max(0.0, (tp - start[s]) / day))
             if not e >= threshold:
@@ -170,7 +172,7 @@ def _select_states(lo, stop, confidence, rate, start, keys, t, threshold, day, b
             s = cur[j]
             e = val[j]
             j += 1
-            if p >= stop[s]:
+            if kp >= stop[s]:
                 continue
             if not (e * (1.0 + 1e-12) < floor and rate[s] >= 0):  # else its last value is kept: a bound
                 e = confidence[s] * np.exp(-rate[s] * max(0.0, (tp - start[s]) / day))
@@ -191,6 +193,8 @@ def _select_states(lo, stop, confidence, rate, start, keys, t, threshold, day, b
         while nxt < n_states and lo[nxt] <= p:
             s = nxt
             nxt += 1
+            if kp >= stop[s]:  # held at none of its points
+                continue
             e = confidence[s] * np.exp(-rate[s] * max(0.0, (tp - start[s]) / day))
             if not e >= threshold:
                 if rate[s] >= 0:
@@ -296,13 +300,18 @@ def top_k_masks(point: np.ndarray, value: np.ndarray, budgets: Sequence[int], n_
     return masks
 
 
-def context_top_k(lo: np.ndarray, cnt: np.ndarray, confidence: np.ndarray, rate: np.ndarray, start: np.ndarray,
+def context_top_k(lo: np.ndarray, stop: np.ndarray, confidence: np.ndarray, rate: np.ndarray, start: np.ndarray,
                   tie_columns: Sequence[np.ndarray], t: np.ndarray, threshold: float, k: int,
-                  out: tuple[np.ndarray, np.ndarray] | None = None) -> TopK:
+                  out: tuple[np.ndarray, np.ndarray] | None = None, point_key: np.ndarray | None = None) -> TopK:
     """The ``k`` best states at each of the points ``t`` (Unix seconds; ascending within each state's
-    points): state ``s`` is a candidate at points ``lo[s] … lo[s] + cnt[s] − 1`` when its effective
-    confidence there is at least ``threshold``; ranked by effective confidence, then ``tie_columns``
-    (most significant first, ascending), then state index. States come sorted by ``lo``.
+    points): state ``s`` is a candidate at the points ``p >= lo[s]`` with ``point_key[p] < stop[s]`` when
+    its effective confidence there is at least ``threshold``; ranked by effective confidence, then
+    ``tie_columns`` (most significant first, ascending), then state index. States come sorted by ``lo``.
+
+    ``point_key``: ascending integers, one a point (default: the points' indices, so that a state
+    held at ``cnt`` points from its first has ``stop = lo + cnt``). The context metrics key a point by
+    its (subject, time) and a state's stop by (its subject, its visible end): no search for a
+    state's last point.
 
     ``out``: ``(best, value)`` arrays of shape ``(len(t), k)`` (int64, float64) to write the selection
     to, overwritten — a caller selecting for many parameter sets passes the same ones (the result
@@ -315,8 +324,11 @@ def context_top_k(lo: np.ndarray, cnt: np.ndarray, confidence: np.ndarray, rate:
     if out is None or out[0].shape != shape or out[1].shape != shape:
         out = (np.empty(shape, np.int64), np.empty(shape, np.float64))
     best, value = out
-    lo = np.asarray(lo, np.int64)
-    held = _select_states(lo, lo + np.asarray(cnt, np.int64), np.asarray(confidence, np.float64),
+    keys_of_points = np.arange(len(t), dtype=np.int64) if point_key is None else np.asarray(point_key, np.int64)
+    if len(keys_of_points) != len(t) or (len(t) > 1 and (np.diff(keys_of_points) < 0).any()):
+        raise InputError("context_top_k: point_key must hold one ascending key a point")
+    held = _select_states(np.asarray(lo, np.int64), np.asarray(stop, np.int64), keys_of_points,
+                          np.asarray(confidence, np.float64),
                           np.asarray(rate, np.float64), np.asarray(start, np.int64), keys, np.asarray(t, np.int64),
                           float(threshold), _DAY, best, value)
     return TopK(best, value, held)
