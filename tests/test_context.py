@@ -294,3 +294,32 @@ def test_each_budget_scores_the_same_whatever_the_others_and_their_order():
         alone = ContextEvaluator(P, budgets=(k,)).score(beliefs, p)
         assert together.summary(budget=k) == alone.summary(budget=k)
     assert together.summary(budget=3)["context"] < together.summary(budget=20)["context"]
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 2**31), n=st.integers(1, 3000), near_share=st.sampled_from([0.0, 0.5, 0.95, 1.0]))
+def test_the_context_log_loss_equals_a_sum_of_logs(seed, n, near_share):
+    """The kernel multiplies the facts' ``f`` (``p`` or ``1 − p``) where ``f <= 0.989`` and takes the
+    product's log once per budget, renormalizing before it underflows, and adds the others' logs one by
+    one (:func:`~factmem.evaluation.context_kernels.context_sums`): on one point's context of up to 3000
+    facts, most of them of a small loss each (``f`` > 0.989) or not, true or not, every budget's loss
+    equals the sum of each fact's ``−log f`` (``math.fsum``) to 1e-12, relative."""
+    from factmem.evaluation.context_kernels import NO_BREAKS, SLOTS, TRUE, context_sums
+    from factmem.evaluation.context_scores import FIELD_INDEX, FIELDS
+
+    rng = np.random.default_rng(seed)
+    true = rng.random(n) < 0.7
+    near = rng.random(n) < near_share  # a small loss: p just below 1 when true, just above 0 when not
+    small = rng.uniform(1e-5, 0.011, n)
+    value = np.where(near, np.where(true, 1.0 - small, small), rng.uniform(0.0, 1.0, n))
+    budgets = np.array(sorted({1, 5, 64, n, max(1, n // 3)}), np.int64)
+    flags = (1 + true * TRUE).astype(np.int8)  # code 1 (a hit), true and relevant now or not
+    sums = np.zeros((1, len(budgets), len(FIELDS)))
+    context_sums(np.arange(n, dtype=np.int64)[None, :], value[None, :], np.array([n]), flags, np.zeros(n, np.int64),
+                 np.zeros(0, np.int64), np.zeros(0, bool), False, NO_BREAKS, np.zeros(1, np.int64), budgets, 1e-4,
+                 np.array([n], np.float64), np.zeros(1, np.int64), np.zeros(4), SLOTS, sums)
+    eps = 1e-4
+    clipped = np.clip(value, eps, 1 - eps)
+    for b, k in enumerate(budgets):
+        want = math.fsum(-math.log(q) if y else -math.log1p(-q) for q, y in zip(clipped[:k], true[:k]))
+        assert sums[0, b, FIELD_INDEX["log_loss"]] == pytest.approx(want, rel=1e-12, abs=0), int(k)
