@@ -7,11 +7,14 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from factmem.core.codes import OPEN
+from factmem.core.codes import OPEN, EndReason
+from factmem.core.timeutil import even_step
 from factmem.evaluation.auc import auc_with_unheld, weighted_auc
 from factmem.evaluation.metrics import Evaluator
-from factmem.evaluation.metrics_kernels import merge_runs
+from factmem.evaluation.metrics_kernels import held_until, merge_runs
 
 D = 86400
 EXPLICIT = 0
@@ -179,3 +182,21 @@ def test_bad_input():
         Evaluator(truth, mentions, cps[::-1])
     with pytest.raises(ValueError, match="truth lacks column 'valid_from'"):
         Evaluator(truth.drop(columns="valid_from"), mentions, cps)
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 2**31), even=st.booleans(), n_cp=st.integers(1, 30))
+def test_held_until_is_the_first_checkpoint_at_or_after_the_visible_end(seed, even, n_cp):
+    """A state is held up to the first checkpoint at or after its visible end (an event's end seen one
+    second later), every checkpoint when open — evenly spaced checkpoints (arithmetic) or not (a search)."""
+    rng = np.random.default_rng(seed)
+    cp = (np.arange(n_cp) * 86400 if even else np.cumsum(rng.integers(1, 200_000, n_cp))).astype(np.int64) + 10**9
+    end = rng.integers(int(cp[0]) - 200_000, int(cp[-1]) + 200_000, 500)
+    on = rng.random(500) < 0.2  # ends on a checkpoint's instant
+    end[on] = rng.choice(cp, int(on.sum()))
+    reason = rng.integers(0, 4, 500).astype(np.int64)
+    end = np.where(reason == EndReason.OPEN, OPEN, end)
+    got = held_until(end, reason, cp, even_step(cp), OPEN, int(EndReason.REINFORCED), int(EndReason.SUPERSEDED))
+    visible = end + ((reason == EndReason.REINFORCED) | (reason == EndReason.SUPERSEDED))
+    want = np.where(end == OPEN, len(cp), np.searchsorted(cp, np.where(end == OPEN, 0, visible), "left"))
+    assert np.array_equal(got, want)

@@ -14,6 +14,9 @@ system's temporary directory, so a kernel compiles once per machine instead of o
 The kernels share two binary searches over a sorted slice ``values[lo:hi]``, compiled into their
 callers: :func:`search_left` (the first index whose value is ``>= x``) and :func:`search_right` (the
 first whose value is ``> x``); ``hi`` when there is none — ``np.searchsorted`` within the slice, plus ``lo``.
+On an evenly spaced grid of times (a consolidation or a checkpoint every day) :func:`grid_position` is
+that search by arithmetic, and :func:`even_grid_index` applies it to an array
+(:func:`factmem.core.timeutil.grid_index` decides when the grid is even).
 
 >>> import os
 >>> os.path.isdir(ensure_cache_dir() or ".")
@@ -26,7 +29,10 @@ import os
 import tempfile
 from pathlib import Path
 
-__all__ = ["ensure_cache_dir", "caches_to_disk", "njit", "search_left", "search_right"]
+import numpy as np
+
+__all__ = ["ensure_cache_dir", "caches_to_disk", "njit", "search_left", "search_right", "grid_position",
+           "even_grid_index"]
 
 _HERE = Path(__file__).resolve().parent.parent  # the factmem package: where Numba caches first
 
@@ -111,3 +117,23 @@ def search_right(values, lo, hi, x):  # pragma: no cover - compiled
         else:
             hi = mid
     return lo
+
+
+@njit(inline=True)
+def grid_position(value, first, step, n, left):  # pragma: no cover - compiled
+    """``np.searchsorted(grid, value, "left" if left else "right")`` for the ``n`` times
+    ``first + i · step`` (``step > 0``), by arithmetic: clipped first to ``[first − step, first + n · step]``
+    (outside it the answer is 0 or ``n`` anyway, and the subtraction cannot overflow); "right" counts
+    the times ``<= value``, "left" those ``< value``, i.e. ``<= value − 1``."""
+    v = min(max(value, first - step), first + n * step)
+    index = (v - first - (1 if left else 0)) // step + 1
+    return min(max(index, 0), n)
+
+
+@njit
+def even_grid_index(values, first, step, n, left):  # pragma: no cover - compiled
+    """:func:`grid_position` of each of ``values`` (int64), in one pass (numpy took seven)."""
+    out = np.empty(len(values), np.int64)
+    for i in range(len(values)):
+        out[i] = grid_position(values[i], first, step, n, left)
+    return out

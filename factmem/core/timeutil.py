@@ -19,7 +19,7 @@ import numpy as np
 from factmem.core.codes import MAX_TIME, MIN_TIME
 from factmem.errors import InputError
 
-__all__ = ["grid_index", "to_seconds", "parse_time", "now_seconds", "resolve_at", "to_datetime", "check_times", "out_of_range_message",
+__all__ = ["grid_index", "even_step", "to_seconds", "parse_time", "now_seconds", "resolve_at", "to_datetime", "check_times", "out_of_range_message",
            "MIN_TIME", "MAX_TIME"]
 
 
@@ -140,20 +140,26 @@ def to_datetime(seconds: int) -> _dt.datetime:
     return _dt.datetime(1970, 1, 1, tzinfo=_dt.UTC) + _dt.timedelta(seconds=int(seconds))
 
 
+def even_step(grid: np.ndarray) -> int:
+    """The spacing of an evenly spaced grid of int64 times (two or more), else 0."""
+    n = grid.size
+    if n < 2 or grid.dtype.kind != "i":
+        return 0
+    step = int(grid[1]) - int(grid[0])
+    even = step > 0 and int(grid[-1]) - int(grid[0]) == step * (n - 1) and bool((np.diff(grid) == step).all())
+    return step if even else 0
+
+
 def grid_index(grid: np.ndarray, values: np.ndarray, side: Literal["left", "right"]) -> np.ndarray:
     """``np.searchsorted(grid, values, side)`` for sorted int64 times — by arithmetic when the grid is
     evenly spaced (a consolidation every day: the common schedule), which skips a binary search per
-    value (millions of them per sweep chunk). Float values (or a float grid) take the binary search."""
+    value (millions of them per sweep chunk), compiled (:func:`factmem.core.compiled.even_grid_index`).
+    Float values (or a float grid) take the binary search."""
     values = np.asarray(values)
-    n = grid.size
-    if n >= 2 and values.dtype.kind in "iu" and grid.dtype.kind == "i":
-        values = values.astype(np.int64, copy=False)
-        step = int(grid[1]) - int(grid[0])
-        if step > 0 and int(grid[-1]) - int(grid[0]) == step * (n - 1) and bool((np.diff(grid) == step).all()):
-            # clipped first: outside [grid[0] - step, grid[-1] + step] the answer is 0 or n anyway,
-            # and the subtraction cannot overflow
-            offset = np.clip(values, int(grid[0]) - step, int(grid[-1]) + step) - int(grid[0])
-            # "right": how many T <= value; "left": how many T < value, i.e. T <= value - 1
-            index = (offset if side == "right" else offset - 1) // step + 1
-            return np.clip(index, 0, n)
+    step = even_step(grid)
+    if step and values.dtype.kind in "iu":
+        from factmem.core.compiled import even_grid_index  # (Numba is imported where it is needed)
+
+        return even_grid_index(np.ascontiguousarray(values, dtype=np.int64).ravel(), int(grid[0]), step, grid.size,
+                               side == "left").reshape(values.shape)
     return np.searchsorted(grid, values, side=side)

@@ -47,11 +47,18 @@ import numpy as np
 import pandas as pd
 
 from factmem.core.codes import KINDS, OPEN, SECONDS_PER_DAY, EndReason
-from factmem.core.timeutil import grid_index
+from factmem.core.timeutil import even_step, grid_index
 from factmem.errors import InputError
 from factmem.evaluation.arrays import cover_count
 from factmem.evaluation.auc import auc_of_sorted, weighted_auc
-from factmem.evaluation.metrics_kernels import believed_until, by_label_and_kind, calibration_pass, coverage, merge_runs
+from factmem.evaluation.metrics_kernels import (
+    believed_until,
+    by_label_and_kind,
+    calibration_pass,
+    coverage,
+    held_until,
+    merge_runs,
+)
 
 __all__ = ["EPS", "AGE_EDGES_DAYS", "BELIEF_COLUMNS", "CALIBRATION_METRICS", "packed_order", "settle_ties", "canonical_order", "true_intervals", "weighted_auc",
            "Evaluation", "Evaluator"]
@@ -165,6 +172,7 @@ class Evaluator:
     def __init__(self, truth: pd.DataFrame, mentions: pd.DataFrame, checkpoints: Sequence[int] | np.ndarray, *,
                  eps: float = EPS, max_samples: int = 2_000_000):
         self.cp = np.asarray(checkpoints, dtype=np.int64)
+        self._cp_step = even_step(self.cp)  # (0: not evenly spaced)
         if self.cp.ndim != 1 or self.cp.size == 0 or (np.diff(self.cp) <= 0).any():
             raise InputError("checkpoints must be a non-empty, strictly increasing sequence of Unix seconds")
         for name, df, cols in (("truth", truth, ("triple", "kind", "valid_from", "valid_to", "relevant_until")),
@@ -290,9 +298,8 @@ class Evaluator:
         end, reason = b["end"][order].astype(np.int64, copy=False), b["reason"][order].astype(np.int64, copy=False)
         conf, rate = b["confidence"][order].astype(float, copy=False), b["rate"][order].astype(float, copy=False)
         kind = b["kind"][order].astype(np.int64, copy=False)
-        by_event = (reason == EndReason.REINFORCED) | (reason == EndReason.SUPERSEDED)
-        vis_end = np.where(by_event, end + 1, end)  # an event at `end` is seen only after `end`
-        end_held = np.where(end == OPEN, n, grid_index(cp, np.where(end == OPEN, 0, vis_end), "left"))
+        end_held = held_until(end, reason, cp, self._cp_step, OPEN, int(EndReason.REINFORCED),
+                              int(EndReason.SUPERSEDED))  # (an event at `end` is seen only after `end`)
         end_believed = self._believed_until(conf, rate, start, first_held, end_held, retrieval_threshold)
 
         # per checkpoint: believed, and of it true, needed, stale — pairs (state, truth row) of the same

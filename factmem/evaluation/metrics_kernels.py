@@ -6,16 +6,38 @@ Loops over checkpoints, states and calibration samples, compiled with the projec
 pass (:func:`coverage`), calibration's predictions laid out by (label, kind) for in-place sorts
 (:func:`by_label_and_kind`), those sorted runs merged into one (:func:`merge_runs`) and the
 calibration sums in one pass (:func:`calibration_pass`). The rules are documented where the
-evaluator calls them; each lives only here.
+evaluator calls them; each lives only here. How long a state is held (:func:`held_until`) is one pass
+too.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from factmem.core.compiled import njit, search_right
+from factmem.core.compiled import grid_position, njit, search_left, search_right
 
-__all__ = ["believed_until", "coverage", "by_label_and_kind", "merge_runs", "calibration_pass"]
+__all__ = ["held_until", "believed_until", "coverage", "by_label_and_kind", "merge_runs", "calibration_pass"]
+
+
+@njit
+def held_until(end, reason, cp, step, open_end, reinforced, superseded):  # pragma: no cover - compiled
+    """Per state: one past the last checkpoint it is held at — the first checkpoint at or after its
+    visible end (its ``end``, or one second later when an event ended it, ``reason`` reinforced or
+    superseded: the event is seen only after its instant); ``len(cp)`` when it is open (``open_end``).
+    ``step``: the checkpoints' spacing when even (the search is then arithmetic,
+    :func:`~factmem.core.compiled.grid_position`), else 0. One pass (numpy took ten)."""
+    n = len(cp)
+    out = np.empty(len(end), np.int64)
+    for i in range(len(end)):
+        visible = end[i]
+        if visible == open_end:
+            out[i] = n
+            continue
+        why = reason[i]
+        if why == reinforced or why == superseded:
+            visible += 1
+        out[i] = grid_position(visible, cp[0], step, n, True) if step > 0 else search_left(cp, 0, n, visible)
+    return out
 
 
 @njit
