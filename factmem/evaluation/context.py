@@ -347,7 +347,7 @@ class ContextEvaluator:
         subj = self._triple_subject[triple]
         ok = nfrom < tend
         lo = np.searchsorted(self._pt_key, subj[ok] * self._span + (np.clip(nfrom[ok], self._tmin, None) - self._tmin), "left")
-        hi = np.searchsorted(self._pt_key, subj[ok] * self._span + (np.clip(tend[ok], self._tmin, self._tmin + self._span - 1) - self._tmin), "left")
+        hi = np.searchsorted(self._pt_key, self._time_keys(subj[ok], tend[ok]), "left")
         hi = np.minimum(hi, np.searchsorted(self._pt_key, (subj[ok] + 1) * self._span, "left"))
         self._pt_needed = cover_count(self._n_points, lo, hi)
 
@@ -521,6 +521,13 @@ class ContextEvaluator:
             "t": pts["t"].to_numpy()[point], "row": row, "triple": triple, "effective_confidence": eff,
             "rank": ranks_within(point)})
 
+    def _time_keys(self, subject: np.ndarray, t: np.ndarray) -> np.ndarray:
+        """Times of subjects as keys of the scored points (``_pt_key``: subject × span + time − tmin), a
+        time clipped to the subject's range: a point's key is below a time's key exactly when the point
+        comes before the time, in that subject (:func:`~factmem.evaluation.context_kernels.stop_keys`
+        computes the same, compiled, for the states' ends)."""
+        return subject * self._span + (np.clip(t, self._tmin, self._tmin + self._span - 1) - self._tmin)
+
     def _state_flags(self, shared: _SharedRows, stop: np.ndarray):
         """Each state's flags (:meth:`_flags`) at its first scored point, and whether they may change
         over its points (``varying``: its pairs are flagged one by one). With truth a state varies only
@@ -538,8 +545,7 @@ class ContextEvaluator:
             first_break = next_breaks(shared.triple, first_t, self._bp_off, self._bp_t)
             # as a key of the scored points: a state varies where the first point of its subject at or
             # after its triple's first breakpoint after its first point (none: the largest int64) is held
-            shared.first_break = shared.subject * self._span + (
-                np.clip(first_break, self._tmin, self._tmin + self._span - 1) - self._tmin)
+            shared.first_break = self._time_keys(shared.subject, first_break)
         at_break = shared.first_break
         varying = at_break < stop  # (a point's key is at least this; searched only where it could be held)
         maybe = np.flatnonzero(varying)
@@ -591,8 +597,7 @@ class ContextEvaluator:
         order, pos, group = canonical_order(subj, self._tri_local[triple], start)
         # rows that tie share subject, start and triple: the tie order changes none of these
         subj, tr, st = subj[order], triple[order], start[order]
-        top_t = self._tmin + self._span - 1
-        lo = np.searchsorted(self._v_key, subj * self._span - self._tmin + np.clip(st + 1, self._tmin, top_t), "left")
+        lo = np.searchsorted(self._v_key, self._time_keys(subj, st + 1), "left")
         self._shared = _SharedRows(tri_in, st_in, order, pos, group, subj, tr, st, lo)
         return self._shared
 

@@ -118,7 +118,8 @@ def _select_pairs(point, value, keys, n_points, k):  # pragma: no cover - compil
 def _select_states(lo, stop, point_key, confidence, rate, start, keys, t, threshold, day, best, best_value
                    ):  # pragma: no cover - compiled
     """Point by point (in order), the states held there (state ``s`` at the points ``p >= lo[s]`` whose
-    ``point_key[p]`` is below ``stop[s]``; the keys ascend, so a state leaves for good) kept sorted: ``cur`` holds the candidates of the previous point in its order; at the next point
+    ``point_key[p]`` is below ``stop[s]``; the keys ascend, so a state leaves for good) kept sorted:
+    ``cur`` holds the candidates of the previous point in its order; at the next point
     their values are recomputed (a value only falls with time, so a state below the threshold never
     returns — unless its rate is negative),
     those gone are dropped, the order is repaired by an insertion sort (orders change only where
