@@ -346,9 +346,9 @@ class ContextEvaluator:
         # needed count per point: intervals [nfrom, tend) of the subject's triples covering t
         subj = self._triple_subject[triple]
         ok = nfrom < tend
-        lo = np.searchsorted(self._pt_key, subj[ok] * self._span + (np.clip(nfrom[ok], self._tmin, None) - self._tmin), "left")
+        # (a time past the subject's last point keys at its top: the range ends, or is empty, there)
+        lo = np.searchsorted(self._pt_key, self._time_keys(subj[ok], nfrom[ok]), "left")
         hi = np.searchsorted(self._pt_key, self._time_keys(subj[ok], tend[ok]), "left")
-        hi = np.minimum(hi, np.searchsorted(self._pt_key, (subj[ok] + 1) * self._span, "left"))
         self._pt_needed = cover_count(self._n_points, lo, hi)
 
     def _prepare_sessions(self) -> None:
