@@ -93,6 +93,26 @@ def test_a_fact_whose_truth_ends_at_its_last_point_is_stale_there():
     assert (s["hits"], s["stale"]) == (want["hits"], want["stale"])
 
 
+def test_a_fact_is_needed_from_the_second_after_its_first_mention():
+    # paris is mentioned at T0 (s1), tea at T0 + 1 (s2, a session one second later), tea again at
+    # T0 + 2 (s3). Needed from truth means mentioned *before* the point: at s2 (t = T0 + 1) paris
+    # is needed and tea (mentioned at that instant) is not; at s3 both are. s1 needs nothing yet.
+    ds = dataset(
+        [(T0, "s1", "ada", "lives_in", "paris", "explicit"), (T0 + 1, "s2", "ada", "likes", "tea", "explicit"),
+         (T0 + 2, "s3", "ada", "likes", "tea", "explicit")],
+        [("ada", "lives_in", "paris", "explicit", T0 - DAY, None, None),
+         ("ada", "likes", "tea", "explicit", T0 - DAY, None, None)])
+    P = prepare(ds)
+    never_forget = MemoryParams(decay_rate={"explicit": 0.0})
+    bel = beliefs_of(P, never_forget)
+    ctx = ContextEvaluator(P, budgets=(5,), needed="truth")
+    s = ctx.score(bel, never_forget).summary()
+    assert s["points"] == 2 and s["needed"] == pytest.approx(1.5)  # 1 at s2, 2 at s3
+    assert s["recall"] == 1.0 and s["context"] == pytest.approx(1.5)  # tea is in the memory only after T0 + 1
+    want = _scored_independently(P, ctx, bel, never_forget, budget=5, costs=ChargeCosts().to_dict(), needed="truth")
+    assert (s["points"], s["needed"], s["hits"]) == (want["points"], want["needed"], want["hits"])
+
+
 def test_hand_worked_next_session_case():
     ds = dataset(
         [(T0, "s1", "ada", "lives_in", "paris", "explicit"), (T0 + 1, "s1", "ada", "likes", "tea", "explicit"),
