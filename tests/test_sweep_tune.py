@@ -127,6 +127,40 @@ def test_holdout_log(tiny):
     run.store.close()
 
 
+def test_a_log_held_out_against_itself_is_built_for_once(monkeypatch):
+    # the evaluators and encodings are built side by side in threads: one log given as both the log
+    # and the held-out one must still get one checkpoint evaluator and one encoding per multi-valued set
+    from factmem.evaluation import simulate as simulate_module
+    from factmem.tuning import shared_builds
+
+    log = prepare(generate("tiny", seed=23))
+    calls = {"encode": 0, "evaluator": 0}
+    encode, evaluator = shared_builds.encode_events, simulate_module.Evaluator
+
+    def counted_encode(*args, **kwargs):
+        calls["encode"] += 1
+        return encode(*args, **kwargs)
+
+    def counted_evaluator(*args, **kwargs):
+        calls["evaluator"] += 1
+        return evaluator(*args, **kwargs)
+
+    monkeypatch.setattr(shared_builds, "encode_events", counted_encode)
+    monkeypatch.setattr(simulate_module, "Evaluator", counted_evaluator)
+    mv = frozenset({"speaks"})
+    added, encoded = shared_builds.build_shared(log, log, Schedule(), Objective(), Holdout(mode="log", log=log),
+                                                    [mv, mv])
+    try:
+        assert calls == {"encode": 1, "evaluator": 1}
+        assert len(added) == 2 and len(set(added)) == 2  # the train and test parts' context evaluators
+        assert encoded == [(id(log), mv)]
+    finally:
+        for key in added:
+            shared_builds.CONTEXT_EVALUATORS.pop(key, None)
+        for key in encoded:
+            shared_builds.ENCODINGS.pop(key, None)
+
+
 @pytest.mark.parametrize("space, message", [
     ({"decay_rate.mood": [0.1]}, "unknown parameter 'decay_rate.mood'"),
     ({"gain": [0.1]}, "unknown parameter 'gain'"),

@@ -36,13 +36,12 @@ false, charged, context, needed, log_loss).
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import itertools
 import json
 import os
-from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor, as_completed
+from collections.abc import Mapping, Sequence
+from concurrent.futures import Executor, ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -60,16 +59,24 @@ from factmem.errors import InputError
 from factmem.evaluation.context import FIELDS, ContextEvaluator, ContextScores
 from factmem.evaluation.metrics import CALIBRATION_METRICS
 from factmem.evaluation.simulate import (
-    EncodedEvents,
     PreparedLog,
     Schedule,
     default_schedule,
-    encode_events,
     kernel_belief_arrays,
     prepare,
 )
 from factmem.tuning.references import EMPTY, KEEP_EVERYTHING, empty_sums, keep_everything
 from factmem.tuning.settings import OBJECTIVES, Compute, Holdout, Objective, Search
+from factmem.tuning.shared_builds import (
+    CONTEXT_EVALUATORS,
+    ENCODINGS,
+    PREPARED_LOGS,
+    build_shared,
+    cached_context_evaluator,
+    encoded_events,
+    plan_parts,
+    resolve_log,
+)
 from factmem.tuning.space import ALIASES, assign, grid_points, random_points
 
 __all__ = ["SUMMARY_METRICS", "CONTEXT_METRICS", "run_id", "SweepResult", "score_chunk", "sweep", "dask_executor",
@@ -177,52 +184,6 @@ class SweepResult:
 
 # -- worker side ------------------------------------------------------------------------------------
 
-_CACHE: dict[str, PreparedLog] = {}
-_CONTEXT: dict[tuple, ContextEvaluator] = {}
-#: the kernel's encoding of a log's events per set of multi-valued predicates: (log, its encoding)
-_ENCODED: dict[tuple, tuple[PreparedLog, EncodedEvents]] = {}
-
-
-def _resolve(log: Any) -> PreparedLog:
-    """A PreparedLog from a path (cached per process: workers load each log once) or an object."""
-    if isinstance(log, PreparedLog):
-        return log
-    key = os.fspath(log)
-    if key not in _CACHE:
-        _CACHE[key] = prepare(key)
-    return _CACHE[key]
-
-
-def _context_key(prepared: PreparedLog, objective: dict, parts: dict[str, tuple[int, int]], seed: int) -> tuple:
-    # the log's id is unique while the entry lives: the evaluator holds the log. (Not its sha256: hashing a 1M-mention
-    # log costs ~5 s, which every worker process paid before scoring its first set.)
-    return (id(prepared), json.dumps(objective, sort_keys=True), tuple(parts.items()), seed)
-
-
-def _context_evaluator(prepared: PreparedLog, objective: dict, parts: dict[str, tuple[int, int]], seed: int) -> ContextEvaluator:
-    key = _context_key(prepared, objective, parts, seed)
-    if key not in _CONTEXT:
-        _CONTEXT[key] = ContextEvaluator(prepared, budgets=objective["budgets"], needed=objective["needed"],
-                                         costs=objective["costs"], parts=parts,
-                                         max_points_per_subject=objective["max_points_per_subject"], seed=seed)
-    return _CONTEXT[key]
-
-
-def _encoded(prepared: PreparedLog, multi_valued: frozenset[str], keep: bool = False) -> EncodedEvents:
-    """The events of ``prepared`` encoded for the kernel (:func:`encode_events`) for a set of multi-valued
-    predicates: the one in ``_ENCODED`` if built (``keep``: build and keep it there). A sweep builds
-    those its chunks share before its workers start: the chunks replay one encoding (each encoded it
-    again: ~0.7 s a chunk on `large`) and forked workers inherit it."""
-    key = (id(prepared), frozenset(multi_valued))
-    hit = _ENCODED.get(key)
-    if hit is not None and hit[0] is prepared:  # (the entry holds the log: its id is not reused while it lives)
-        return hit[1]
-    enc = encode_events(prepared, multi_valued)
-    if keep:
-        _ENCODED[key] = (prepared, enc)
-    return enc
-
-
 def forks() -> bool:
     """Whether new worker processes are forked (and so inherit what this process has built)."""
     import multiprocessing
@@ -290,39 +251,6 @@ def worker_pool(workers: int) -> ProcessPoolExecutor:
     return ProcessPoolExecutor(max_workers=workers, initializer=retain_freed_memory)
 
 
-def _build_evaluators(log_ref: Any, hold_ref: Any, schedule: Schedule, objective: Objective,
-                      holdout: Holdout, multi_valued: Sequence[frozenset[str]] = ()
-                      ) -> tuple[list[tuple], list[tuple]]:
-    """Build the checkpoint and context evaluators :func:`score_chunk` will ask for, and the events'
-    encodings for the sets of multi-valued predicates given (those several chunks share), in this process (cached: on the
-    prepared log, in ``_CONTEXT`` and ``_ENCODED``); returns the ``_CONTEXT`` and ``_ENCODED`` keys it added.
-
-    The builds are independent (each reads the prepared logs, none writes them) and run side by side
-    in threads: most of their time is in numpy, pandas and compiled code that let go of the GIL, and
-    workers fork only once they are done — built one after the other they took ~1.7 s on `large`
-    with one core idle, side by side ~0.5–0.8 s less."""
-    prepared = _resolve(log_ref)
-    held_out = None if hold_ref is None else _resolve(hold_ref)
-    plan, _ = plan_parts(prepared, held_out, schedule, holdout)
-    added, encoded = [], []
-    obj = objective.to_dict()
-    builds: list[Callable[[], object]] = []  # the longest first: the context evaluators
-    for prep, _, time_ranges in plan:
-        key = _context_key(prep, obj, time_ranges, holdout.seed)
-        if key not in _CONTEXT:
-            added.append(key)
-            builds.insert(0, functools.partial(_context_evaluator, prep, obj, time_ranges, holdout.seed))
-        builds.append(functools.partial(prep.evaluator, schedule.checkpoints(prep.start, prep.end)))
-        for mv in dict.fromkeys(multi_valued):
-            if (id(prep), mv) not in _ENCODED:
-                encoded.append((id(prep), mv))
-                builds.append(functools.partial(_encoded, prep, mv, keep=True))
-    with ThreadPoolExecutor(max_workers=max(1, min(len(builds), os.cpu_count() or 1))) as pool:
-        for done in [pool.submit(build) for build in builds]:
-            done.result()  # (an error is raised here, as it was when built in this thread)
-    return added, encoded
-
-
 def _shared_predicate_sets(firsts: Sequence[MemoryParams]) -> list[frozenset[str]]:
     """The sets of multi-valued predicates that two or more chunks replay with (given each chunk's
     first parameter set): the encodings worth building once, before the workers start."""
@@ -331,30 +259,6 @@ def _shared_predicate_sets(firsts: Sequence[MemoryParams]) -> list[frozenset[str
         mv = frozenset(p.multi_valued_predicates)
         seen[mv] = seen.get(mv, 0) + 1
     return [mv for mv, n in seen.items() if n > 1]
-
-
-def plan_parts(prepared: PreparedLog, held_out: PreparedLog | None, schedule: Schedule, holdout: Holdout
-               ) -> tuple[list[tuple[PreparedLog, dict[str, tuple[int, int]], dict[str, tuple[int, int]]]], int | None]:
-    """Per log: (log, checkpoint index ranges by part, time ranges by part), and the split time."""
-    checkpoints = schedule.checkpoints(prepared.start, prepared.end)
-    everything = (np.iinfo(np.int64).min, np.iinfo(np.int64).max)
-    if holdout.mode == "log":
-        assert held_out is not None
-        held_out_checkpoints = schedule.checkpoints(held_out.start, held_out.end)
-        return [(prepared, {"train": (0, len(checkpoints))}, {"train": everything}),
-                (held_out, {"test": (0, len(held_out_checkpoints))}, {"test": everything})], None
-    if holdout.mode == "time":
-        split = holdout.split
-        split_at = int(split) if split > 1 else int(prepared.start + split * (prepared.end - prepared.start))
-        if not prepared.start < split_at < prepared.end:
-            raise InputError(f"split at {split_at} is outside the log ({prepared.start}..{prepared.end})")
-        cut = int(np.searchsorted(checkpoints, split_at, "left"))
-        for label, (a, b) in (("train", (0, cut)), ("test", (cut, len(checkpoints)))):
-            if b <= a:
-                raise InputError(f"the {label} part has no checkpoints; change the split or the schedule")
-        return [(prepared, {"train": (0, cut), "test": (cut, len(checkpoints))},
-                 {"train": (everything[0], split_at), "test": (split_at, everything[1])})], split_at
-    return [(prepared, {"all": (0, len(checkpoints))}, {"all": everything})], None
 
 
 def _chunks(points: Sequence[MemoryParams], compute: Compute) -> list[list[int]]:
@@ -383,8 +287,8 @@ def score_chunk(log: Any, holdout_log: Any, params: list[dict], schedule: dict, 
 
     Returns the table rows, the per-subject context sums per part (stacked over the chunk), the
     subjects of each part, and (points scored, points before sampling) per part."""
-    prepared = _resolve(log)
-    held_out = None if holdout_log is None else _resolve(holdout_log)
+    prepared = resolve_log(log)
+    held_out = None if holdout_log is None else resolve_log(holdout_log)
     sched = Schedule(**schedule)
     holdout_spec = Holdout(**{k: v for k, v in holdout.items() if k != "log"}, log=holdout_log) \
         if holdout["mode"] == "log" else Holdout(**{k: v for k, v in holdout.items() if k != "log"})
@@ -397,9 +301,9 @@ def score_chunk(log: Any, holdout_log: Any, params: list[dict], schedule: dict, 
     for part_log, cp_ranges, time_ranges in plan:
         checkpoints = sched.checkpoints(part_log.start, part_log.end)
         beliefs = kernel_belief_arrays(part_log, param_sets, sched.consolidations(part_log.start, part_log.end),
-                                       _encoded(part_log, frozenset(param_sets[0].multi_valued_predicates)))
+                                       encoded_events(part_log, frozenset(param_sets[0].multi_valued_predicates)))
         evaluator = part_log.evaluator(checkpoints)
-        context_evaluator = _context_evaluator(part_log, objective, time_ranges, holdout_spec.seed)
+        context_evaluator = cached_context_evaluator(part_log, objective, time_ranges, holdout_spec.seed)
         for part in time_ranges:
             subjects[part] = context_evaluator.subjects
             sums.setdefault(part, [])
@@ -508,8 +412,8 @@ def sweep(log: Any, space: Mapping[str, Any] | Sequence[MemoryParams], *, base: 
     # forked (Linux), theirs: without this each worker parsed the log again (~10 s for `large`)
     lent = []
     for ref, prep in ((log_ref, prepared), (hold_ref, held_out)):
-        if isinstance(ref, str) and prep is not None and ref not in _CACHE:
-            _CACHE[ref] = prep
+        if isinstance(ref, str) and prep is not None and ref not in PREPARED_LOGS:
+            PREPARED_LOGS[ref] = prep
             lent.append(ref)
     bar = tqdm(total=len(points), desc=f"sweep {compute.where}", unit="params", disable=not compute.progress)
     executor, own = compute.executor, None
@@ -517,7 +421,7 @@ def sweep(log: Any, space: Mapping[str, Any] | Sequence[MemoryParams], *, base: 
         own = executor = worker_pool(compute.workers or min(len(chunks), os.cpu_count() or 1))
     # the evaluators, built once here: this process scores with them and worker processes forked from it
     # (Linux) inherit them — each worker built its own before (~2 s of every worker's time on `large`)
-    built, encoded = _build_evaluators(log_ref, hold_ref, schedule, objective, holdout,
+    built, encoded = build_shared(log_ref, hold_ref, schedule, objective, holdout,
                                        _shared_predicate_sets([points[c[0]] for c in chunks])) \
         if executor is None or (own is not None and forks()) else ([], [])
     if own is not None and forks():
@@ -538,12 +442,12 @@ def sweep(log: Any, space: Mapping[str, Any] | Sequence[MemoryParams], *, base: 
         if own is not None:
             own.shutdown()
         for ref in lent:
-            _CACHE.pop(ref, None)
+            PREPARED_LOGS.pop(ref, None)
         if own is not None:  # built for the workers: dropped with them (in-process ones stay cached, as before)
             for key in built:
-                _CONTEXT.pop(key, None)
+                CONTEXT_EVALUATORS.pop(key, None)
         for key in encoded:  # one sweep's chunks share an encoding; later sweeps may not (memory)
-            _ENCODED.pop(key, None)
+            ENCODINGS.pop(key, None)
 
     refs: dict[str, dict[str, np.ndarray]] = {}
     ref_table = pd.DataFrame()
